@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# The licensed test data lives beside the repository (CI lays a copy of shared/ there); it is
+# never copied into the repository itself.
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SHARED_SEEDS = REPO_ROOT.parent / "shared" / "seeds"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared test data not found at {SHARED_DATA} (present in CI)")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def shared_seeds() -> Path:
+    if not SHARED_SEEDS.is_dir():
+        pytest.skip(f"spec seeds not found at {SHARED_SEEDS} (present in CI)")
+    return SHARED_SEEDS
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
