@@ -1,0 +1,91 @@
+"""What every client of safecons looks like from the runner's side."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, runtime_checkable
+
+__all__ = (
+    "CONTENT_FILTER_TEXT",
+    "CallFailed",
+    "ChatClient",
+    "ChatSession",
+    "Completion",
+    "Messages",
+    "NonRetryableCallError",
+    "RetryableCallError",
+)
+
+Messages = Sequence[Mapping[str, str]]
+
+#: The answer recorded when a provider's content filter blocks a request or its answer. It is a
+#: refusal the judge should see, not an error.
+CONTENT_FILTER_TEXT: Final[str] = (
+    "[No answer: the provider's content filter blocked this request or its answer.]"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One answer of a chat model.
+
+    ``refused`` marks an explicit refusal field (OpenAI's ``message.refusal``); ``filtered``
+    marks a provider content-filter block. Both are answers to be judged, not errors.
+    """
+
+    text: str
+    finish_reason: str | None = None
+    refused: bool = False
+    filtered: bool = False
+
+
+class CallFailed(Exception):
+    """One attempt of a model call failed (the runner decides whether to try again)."""
+
+
+class RetryableCallError(CallFailed):
+    """A failure worth another attempt: 429, 5xx, timeout, connection error, bad body.
+
+    ``retry_after`` is the server's requested wait in seconds, when it sent one.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NonRetryableCallError(CallFailed):
+    """A failure that another identical attempt cannot fix (e.g. HTTP 400, 404)."""
+
+
+@runtime_checkable
+class ChatSession(Protocol):
+    """A client bound to one run (and one event loop)."""
+
+    async def complete(self, messages: Messages, *, temperature: float) -> Completion:
+        """Answer ``messages`` once; raise :class:`CallFailed` on a failed attempt."""
+        ...
+
+
+@runtime_checkable
+class ChatClient(Protocol):
+    """Anything that can open a :class:`ChatSession` for the duration of one run.
+
+    ``identity`` names the endpoint (never the key) for error messages and caching.
+    """
+
+    @property
+    def identity(self) -> str: ...
+
+    def session(self) -> AbstractAsyncContextManager[ChatSession]: ...
+
+
+def describe(obj: Any) -> str:
+    """A short, secret-free name for an object used as a client, for error messages."""
+    identity = getattr(obj, "identity", None)
+    if isinstance(identity, str):
+        return identity
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return str(name)

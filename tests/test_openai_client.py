@@ -1,0 +1,254 @@
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from safecons.clients import CONTENT_FILTER_TEXT, OpenAICompatible
+from safecons.clients._base import NonRetryableCallError, RetryableCallError
+from safecons.errors import AuthenticationError
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-test-SECRET-0123456789"
+MSGS = [{"role": "user", "content": "hello"}]
+
+
+def ok(content="hi", **message):
+    return httpx.Response(
+        200,
+        json={
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, **message},
+                    "finish_reason": "stop",
+                }
+            ]
+        },
+    )
+
+
+class Recorder:
+    def __init__(self, reply):
+        self.reply = reply
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return self.reply(request) if callable(self.reply) else self.reply
+
+
+async def complete(client, temperature=0.7):
+    async with client.session() as s:
+        return await s.complete(MSGS, temperature=temperature)
+
+
+async def test_request_shape_and_auth():
+    rec = Recorder(ok("hello there"))
+    client = OpenAICompatible(
+        model="m1",
+        base_url="http://x.test/v1/",
+        api_key=KEY,
+        params={"max_tokens": 5},
+        transport=httpx.MockTransport(rec),
+    )
+    got = await complete(client, temperature=0.3)
+    assert got.text == "hello there" and not got.refused and not got.filtered
+    req = rec.requests[0]
+    assert str(req.url) == "http://x.test/v1/chat/completions"
+    assert req.headers["authorization"] == f"Bearer {KEY}"
+    body = json.loads(req.content)
+    assert body == {"model": "m1", "messages": MSGS, "temperature": 0.3, "max_tokens": 5}
+
+
+async def test_send_temperature_false_omits_it():
+    rec = Recorder(ok())
+    client = OpenAICompatible(
+        model="o1",
+        base_url="http://x.test/v1",
+        send_temperature=False,
+        transport=httpx.MockTransport(rec),
+    )
+    await complete(client)
+    assert "temperature" not in json.loads(rec.requests[0].content)
+
+
+async def test_env_defaults(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env.test/v1")
+    rec = Recorder(ok())
+    client = OpenAICompatible(model="m", transport=httpx.MockTransport(rec))
+    await complete(client)
+    assert str(rec.requests[0].url) == "http://env.test/v1/chat/completions"
+    assert rec.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+async def test_azure_url_header_and_version():
+    rec = Recorder(ok())
+    client = OpenAICompatible.azure(
+        endpoint="https://res.openai.azure.com/",
+        deployment="gpt4o",
+        api_version="2024-10-21",
+        api_key=KEY,
+        transport=httpx.MockTransport(rec),
+    )
+    await complete(client)
+    req = rec.requests[0]
+    assert req.url.path == "/openai/deployments/gpt4o/chat/completions"
+    assert req.url.params["api-version"] == "2024-10-21"
+    assert req.headers["api-key"] == KEY and "authorization" not in req.headers
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [({"Retry-After": "0.25"}, 0.25), ({"retry-after-ms": "40"}, 0.04), ({}, None)],
+)
+async def test_429_is_retryable_with_retry_after(headers, expected):
+    reply = httpx.Response(
+        429,
+        headers=headers,
+        json={"error": {"message": "slow down", "code": "rate_limit_exceeded"}},
+    )
+    client = OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(reply))
+    )
+    with pytest.raises(RetryableCallError) as info:
+        await complete(client)
+    assert info.value.retry_after == expected
+    assert "HTTP 429" in str(info.value) and "slow down" in str(info.value)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408])
+async def test_server_errors_are_retryable(status):
+    client = OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        transport=httpx.MockTransport(Recorder(httpx.Response(status, text="oops"))),
+    )
+    with pytest.raises(RetryableCallError):
+        await complete(client)
+
+
+async def test_other_4xx_not_retryable_and_temperature_hint():
+    reply = httpx.Response(
+        400,
+        json={"error": {"message": "Unsupported parameter: 'temperature'", "param": "temperature"}},
+    )
+    client = OpenAICompatible(
+        model="o1", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(reply))
+    )
+    with pytest.raises(NonRetryableCallError, match="send_temperature=False"):
+        await complete(client)
+    client = OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        transport=httpx.MockTransport(
+            Recorder(httpx.Response(404, json={"error": {"message": "no such model"}}))
+        ),
+    )
+    with pytest.raises(NonRetryableCallError, match="HTTP 404: no such model"):
+        await complete(client)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth_errors_abort_and_never_show_the_key(status):
+    reply = httpx.Response(
+        status, json={"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
+    )
+    client = OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        api_key=KEY,
+        transport=httpx.MockTransport(Recorder(reply)),
+    )
+    with pytest.raises(AuthenticationError) as info:
+        await complete(client)
+    assert KEY not in str(info.value) and "x.test" in str(info.value)
+    assert KEY not in repr(client)
+
+
+async def test_content_filter_variants_are_refusal_answers():
+    azure_400 = httpx.Response(
+        400, json={"error": {"message": "filtered", "code": "content_filter", "status": 400}}
+    )
+    inner_400 = httpx.Response(
+        400,
+        json={
+            "error": {
+                "message": "x",
+                "code": "BadRequest",
+                "innererror": {"code": "ResponsibleAIPolicyViolation"},
+            }
+        },
+    )
+    finish = httpx.Response(
+        200,
+        json={
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": None},
+                    "finish_reason": "content_filter",
+                }
+            ]
+        },
+    )
+    for reply in (azure_400, inner_400, finish):
+        client = OpenAICompatible(
+            model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(reply))
+        )
+        got = await complete(client)
+        assert got.filtered and got.text == CONTENT_FILTER_TEXT
+    refusal = ok(None, refusal="I can't assist with that.")
+    client = OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(refusal))
+    )
+    got = await complete(client)
+    assert got.refused and got.text == "I can't assist with that."
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        httpx.Response(200, text="<html>gateway</html>"),
+        httpx.Response(200, json={"object": "chat.completion"}),
+        httpx.Response(200, json={"choices": []}),
+    ],
+)
+async def test_malformed_bodies_are_retryable(reply):
+    client = OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(reply))
+    )
+    with pytest.raises(RetryableCallError, match="malformed"):
+        await complete(client)
+
+
+async def test_connection_errors_are_retryable():
+    def boom(request):
+        raise httpx.ConnectError("refused", request=request)
+
+    client = OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(boom)
+    )
+    with pytest.raises(RetryableCallError, match="connection error"):
+        await complete(client)
+
+
+async def test_content_parts_and_null_content():
+    parts = ok([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+    client = OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(parts))
+    )
+    assert (await complete(client)).text == "ab"
+    client = OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(ok(None)))
+    )
+    assert (await complete(client)).text == ""
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="base_url"):
+        OpenAICompatible(model="m", base_url="localhost:8000")
+    with pytest.raises(ValueError, match="params"):
+        OpenAICompatible(model="m", base_url="http://x/v1", params={"temperature": 1})

@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from safecons.clients._base import NonRetryableCallError, RetryableCallError
+from safecons.errors import AuthenticationError
+from safecons.runner import RetryPolicy, Runner, run_sync
+
+pytestmark = pytest.mark.anyio
+
+FAST = RetryPolicy(base_delay=0.001, max_delay=0.01)
+
+
+def flaky(failures, exc=RetryableCallError):
+    state = {"n": 0}
+
+    async def attempt():
+        state["n"] += 1
+        if state["n"] <= failures:
+            raise exc(f"failure {state['n']}")
+        return "ok"
+
+    return attempt, state
+
+
+@pytest.mark.parametrize(("retries", "failures"), [(0, 0), (0, 1), (2, 2), (2, 3), (5, 5)])
+async def test_n_retries_means_at_most_n_plus_one_attempts(retries, failures):
+    runner = Runner(concurrency_limit=2, timeout_seconds=5, policy=FAST)
+    attempt, state = flaky(failures)
+    got = await runner.call(attempt, retries=retries, kind="sut")
+    assert state["n"] == min(failures + 1, retries + 1)
+    if failures <= retries:
+        assert got.value == "ok" and got.error is None
+    else:
+        assert got.value is None and f"failure {retries + 1}" in got.error
+        assert f"({retries + 1} attempt" in got.error
+    assert runner.stats.attempts["sut"] == state["n"]
+
+
+async def test_non_retryable_stops_at_once():
+    runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST)
+    attempt, state = flaky(3, NonRetryableCallError)
+    got = await runner.call(attempt, retries=3, kind="sut")
+    assert state["n"] == 1 and got.value is None
+
+
+async def test_auth_error_propagates():
+    runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST)
+    attempt, state = flaky(3, AuthenticationError)
+    with pytest.raises(AuthenticationError):
+        await runner.call(attempt, retries=3, kind="sut")
+    assert state["n"] == 1
+
+
+async def test_timeout_bounds_each_attempt_and_is_retried():
+    runner = Runner(concurrency_limit=1, timeout_seconds=0.05, policy=FAST)
+    calls = {"n": 0}
+
+    async def slow_then_fast():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            await anyio.sleep(10)
+        return "ok"
+
+    start = time.perf_counter()
+    got = await runner.call(slow_then_fast, retries=1, kind="judge")
+    assert got.value == "ok" and calls["n"] == 2
+    assert time.perf_counter() - start < 2
+
+
+async def test_retry_after_is_honoured():
+    runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST)
+    state = {"n": 0, "t": []}
+
+    async def attempt():
+        state["t"].append(time.perf_counter())
+        state["n"] += 1
+        if state["n"] == 1:
+            raise RetryableCallError("429", retry_after=0.2)
+        return "ok"
+
+    await runner.call(attempt, retries=1, kind="sut")
+    assert state["t"][1] - state["t"][0] >= 0.2
+
+
+async def test_slot_released_while_backing_off():
+    runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST)
+    order: list[str] = []
+    state = {"n": 0}
+
+    async def backs_off():
+        state["n"] += 1
+        if state["n"] == 1:
+            order.append("a-fail")
+            raise RetryableCallError("429", retry_after=0.3)
+        order.append("a-ok")
+        return "a"
+
+    async def quick():
+        order.append("b")
+        return "b"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: runner.call(backs_off, retries=1, kind="sut"))
+        await anyio.sleep(0.05)
+        tg.start_soon(lambda: runner.call(quick, retries=0, kind="sut"))
+    assert order == ["a-fail", "b", "a-ok"]
+
+
+async def test_in_flight_never_exceeds_limit():
+    runner = Runner(concurrency_limit=3, timeout_seconds=5, policy=FAST)
+    live = {"now": 0, "max": 0}
+
+    async def attempt():
+        live["now"] += 1
+        live["max"] = max(live["max"], live["now"])
+        await anyio.sleep(0.01)
+        live["now"] -= 1
+        return 1
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(30):
+            tg.start_soon(lambda: runner.call(attempt, retries=0, kind="sut"))
+    assert live["max"] == 3 == runner.stats.max_in_flight
+
+
+def test_backoff_delays_grow_and_cap():
+    import random
+
+    policy = RetryPolicy(base_delay=1.0, max_delay=5.0, max_retry_after=2.0)
+    rng = random.Random(0)
+    assert all(0 <= policy.delay(0, None, rng) <= 1 for _ in range(100))
+    assert all(0 <= policy.delay(10, None, rng) <= 5 for _ in range(100))
+    assert all(2.0 <= policy.delay(0, 100.0, rng) <= 2.2 for _ in range(100))
+
+
+def test_run_sync_in_plain_code_and_inside_a_running_loop():
+    async def work(x):
+        await anyio.sleep(0)
+        return x * 2
+
+    assert run_sync(work, 21) == 42
+
+    async def notebook_cell():
+        # A Jupyter cell runs inside the kernel's event loop: the sync API must still work.
+        return run_sync(work, 5)
+
+    import asyncio
+
+    assert asyncio.run(notebook_cell()) == 10
