@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._demo import demo_frame as demo_frame
 from .clients import CallableClient as CallableClient
 from .clients import ChatClient as ChatClient
 from .clients import Completion as Completion
@@ -15,10 +16,36 @@ from .errors import SafeconsError as SafeconsError
 from .judge import Judgment as Judgment
 from .judge import build_judge_messages as build_judge_messages
 from .judge import parse_judgment as parse_judgment
+from .metric import PostureJudge as PostureJudge
+from .metric import RunSummary as RunSummary
+from .metric import SafetyConsistencyRun as SafetyConsistencyRun
+from .metric import judge_responses as judge_responses
+from .metric import output_schema as output_schema
+from .metric import respond as respond
+from .metric import respond_and_judge as respond_and_judge
+from .metric import safety_consistency as safety_consistency
+from .metric import safety_consistency_async as safety_consistency_async
+from .metric import safety_consistency_run as safety_consistency_run
+from .metric import score_expr as score_expr
+from .templates import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
+from .templates import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
+from .templates import TOXICITY_FAMILIES as TOXICITY_FAMILIES
+from .templates import TOXICITY_TEMPLATES as TOXICITY_TEMPLATES
+from .templates import Template as Template
+from .templates import load_gptfuzz as load_gptfuzz
+from .templates import load_templates as load_templates
+from .variants import Variant as Variant
+from .variants import build_variants as build_variants
+from .variants import draw_variant as draw_variant
+from .variants import messages_for as messages_for
+from .variants import query_of as query_of
+from .variants import variant_schema as variant_schema
 
 __version__ = "0.1.0"
 
 __all__ = (
+    "JAILBREAK_TEMPLATES",
+    "TOXICITY_TEMPLATES",
     "AuthenticationError",
     "CallableClient",
     "ChatClient",
@@ -27,10 +54,28 @@ __all__ = (
     "InputError",
     "Judgment",
     "OpenAICompatible",
+    "PostureJudge",
+    "RunSummary",
     "SafeconsError",
     "SafetyConsistencyConfig",
+    "SafetyConsistencyRun",
+    "Template",
+    "Variant",
     "__version__",
     "build_judge_messages",
+    "build_variants",
+    "demo_frame",
+    "draw_variant",
+    "judge_responses",
+    "load_gptfuzz",
+    "load_templates",
     "manifest",
+    "output_schema",
     "parse_judgment",
+    "respond",
+    "respond_and_judge",
+    "safety_consistency",
+    "safety_consistency_async",
+    "safety_consistency_run",
+    "score_expr",
 )

@@ -64,8 +64,15 @@ class NonRetryableCallError(CallFailed):
 class ChatSession(Protocol):
     """A client bound to one run (and one event loop)."""
 
-    async def complete(self, messages: Messages, *, temperature: float) -> Completion:
-        """Answer ``messages`` once; raise :class:`CallFailed` on a failed attempt."""
+    async def complete(
+        self, messages: Messages, *, temperature: float, seed: int | None = None
+    ) -> Completion:
+        """Answer ``messages`` once; raise :class:`CallFailed` on a failed attempt.
+
+        ``seed`` identifies the sample (it is derived from the run's seed, the row's
+        ``input_id`` and the sample's index); clients that can make sampling reproducible use
+        it, the others ignore it.
+        """
         ...
 
 

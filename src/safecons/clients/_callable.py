@@ -22,6 +22,18 @@ def _is_async_callable(fn: Callable[..., Any]) -> bool:
     )
 
 
+def _accepts_seed(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        (p.name == "seed" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        or p.kind == p.VAR_KEYWORD
+        for p in params
+    )
+
+
 def _to_completion(value: object, who: str) -> Completion:
     if isinstance(value, Completion):
         return value
@@ -38,17 +50,23 @@ class _CallableSession:
         self._who = who
         self._async = _is_async_callable(fn)
         self._threads = threads
+        self._seeded = _accepts_seed(fn)
 
-    async def complete(self, messages: Messages, *, temperature: float) -> Completion:
+    async def complete(
+        self, messages: Messages, *, temperature: float, seed: int | None = None
+    ) -> Completion:
         msgs = [dict(m) for m in messages]
+        kwargs: dict[str, Any] = {"temperature": temperature}
+        if self._seeded:
+            kwargs["seed"] = seed
         try:
             if self._async:
-                value = await self._fn(msgs, temperature=temperature)
+                value = await self._fn(msgs, **kwargs)
             else:
                 # A sync callable cannot be interrupted; abandoning it on cancellation lets the
                 # per-call timeout and Ctrl-C take effect while the thread finishes on its own.
                 value = await anyio.to_thread.run_sync(
-                    lambda: self._fn(msgs, temperature=temperature),
+                    lambda: self._fn(msgs, **kwargs),
                     abandon_on_cancel=True,
                     limiter=self._threads,
                 )
@@ -63,7 +81,9 @@ class CallableClient:
     """Adapt a callable ``fn(messages, *, temperature) -> str`` into a chat client.
 
     ``fn`` may be sync (run in a worker thread) or async. An exception it raises counts as one
-    failed attempt and is retried within the call's budget.
+    failed attempt and is retried within the call's budget. If ``fn`` also takes a ``seed``
+    keyword it receives the sample's seed (derived from the run's seed, the row's ``input_id``
+    and the sample index), so a callable can make its sampling reproducible.
 
     Examples
     --------

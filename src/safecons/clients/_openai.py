@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import os
@@ -90,8 +91,19 @@ def _error_text(response: httpx.Response) -> tuple[str, str | None, str | None]:
     return json.dumps(body)[:_MAX_ERROR_TEXT], None, None
 
 
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _make_transport(name: TransportName) -> httpx.AsyncBaseTransport | None:
     if name == "httpx":
+        return None
+    if name == "auto" and not _on_asyncio():
+        # aiohttp runs on asyncio only; under trio the default httpx transport still works.
         return None
     try:
         from httpx_aiohttp import AiohttpTransport
@@ -128,6 +140,11 @@ class OpenAICompatible:
     send_temperature
         Set to ``False`` for models that reject ``temperature`` (reasoning models); the request
         then carries none and the model's own default applies.
+    send_seed
+        Send each SUT sample's seed (derived from the run's ``seed``, the row's ``input_id``
+        and the sample index) as the request's ``seed``, for servers that honour it (OpenAI's
+        best-effort determinism, vLLM, llama.cpp, Ollama). Off by default: not every
+        OpenAI-compatible server accepts the field.
     headers
         Extra HTTP headers.
     transport
@@ -153,6 +170,7 @@ class OpenAICompatible:
         api_key: str | None = None,
         params: Mapping[str, Any] | None = None,
         send_temperature: bool = True,
+        send_seed: bool = False,
         headers: Mapping[str, str] | None = None,
         transport: TransportName | httpx.AsyncBaseTransport = "auto",
         http_timeout: float = 600.0,
@@ -168,11 +186,12 @@ class OpenAICompatible:
         self.base_url = base.rstrip("/")
         self.model = model
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        reserved = {"model", "messages", "temperature"} & set(params or {})
+        reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
         if reserved:
             raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
         self.params = dict(params or {})
         self.send_temperature = send_temperature
+        self.send_seed = send_seed
         self.headers = dict(headers or {})
         self.transport = transport
         self.http_timeout = http_timeout
@@ -258,13 +277,17 @@ class _OpenAISession:
         self._c = client
         self._http = http
 
-    async def complete(self, messages: Messages, *, temperature: float) -> Completion:
+    async def complete(
+        self, messages: Messages, *, temperature: float, seed: int | None = None
+    ) -> Completion:
         c = self._c
         body: dict[str, Any] = {**c.params, "messages": [dict(m) for m in messages]}
         if c.model is not None:
             body["model"] = c.model
         if c.send_temperature:
             body["temperature"] = temperature
+        if c.send_seed and seed is not None:
+            body["seed"] = seed
         try:
             response = await self._http.post(c._url, json=body, params=c._query or None)
         except httpx.TimeoutException as exc:

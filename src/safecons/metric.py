@@ -1,0 +1,919 @@
+"""``safety_consistency``: the metric, as a frame function for ``df.pipe``.
+
+Stages, each usable alone (see :func:`build_variants`, :func:`respond_and_judge`,
+:func:`score_expr`); :func:`safety_consistency` composes them and pipelines per sample: a
+comparison's judge call starts as soon as its SUT answer arrives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import anyio
+import anyio.to_thread
+import polars as pl
+
+from .clients._base import (
+    CallFailed,
+    ChatClient,
+    ChatSession,
+    Completion,
+    RetryableCallError,
+)
+from .clients._callable import CallableClient
+from .config import SafetyConsistencyConfig
+from .errors import InputError
+from .judge import Judgment, JudgmentError, build_judge_messages, clamp_to_band, parse_judgment
+from .runner import Runner, run_sync
+from .templates import Template
+from .variants import _key as _id_key
+from .variants import build_variants, query_of
+
+__all__ = (
+    "PostureJudge",
+    "RunSummary",
+    "SafetyConsistencyRun",
+    "judge_responses",
+    "output_schema",
+    "respond",
+    "respond_and_judge",
+    "safety_consistency",
+    "safety_consistency_async",
+    "safety_consistency_run",
+    "score_expr",
+)
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+DEFAULT_PREFIX = "sc_"
+_STR_LIST = pl.List(pl.String)
+
+
+@runtime_checkable
+class PostureJudge(Protocol):
+    """A judge that compares two answers directly (an offline model, a rule, a classifier).
+
+    ``compare`` may be sync or async and returns a :class:`~safecons.judge.Judgment`, a mapping
+    with ``label`` and ``score``, or a ``(label, score)`` pair. Anything else, or a label or
+    score outside the contract, is a failed judge attempt.
+    """
+
+    def compare(self, *, query: str, variant: str, base: str, candidate: str) -> Any: ...
+
+
+# --------------------------------------------------------------------------- judges
+
+
+class _JudgeSession(Protocol):
+    async def judge(
+        self, *, query: str, variant: str, base: str, candidate: str
+    ) -> tuple[Judgment, str]: ...
+
+
+class _ChatJudge:
+    """A chat model as a judge: our prompt, temperature 0, parsed output."""
+
+    def __init__(self, session: ChatSession, who: str) -> None:
+        self._session = session
+        self._who = who
+
+    async def judge(
+        self, *, query: str, variant: str, base: str, candidate: str
+    ) -> tuple[Judgment, str]:
+        messages = build_judge_messages(
+            query=query, variant=variant, base=base, candidate=candidate
+        )
+        completion = await self._session.complete(messages, temperature=0.0)
+        parsed = parse_judgment(completion.text)
+        if isinstance(parsed, JudgmentError):
+            # An unparseable verdict spends an attempt from the same budget as an HTTP failure.
+            raise RetryableCallError(f"{self._who}: unusable judge output: {parsed.message}")
+        return parsed, completion.text
+
+
+def _judgment_from(value: object) -> Judgment | JudgmentError:
+    if isinstance(value, Judgment):
+        score, clamped = clamp_to_band(value.label, value.score)
+        return Judgment(value.label, score, clamped or value.clamped, value.reason)
+    if isinstance(value, Mapping):
+        import json
+
+        try:
+            return parse_judgment(json.dumps(dict(value)))
+        except (TypeError, ValueError):
+            return JudgmentError(f"judge returned an unserialisable mapping: {value!r:.120}")
+    if isinstance(value, tuple) and len(value) == 2:
+        return _judgment_from({"label": value[0], "score": value[1]})
+    return JudgmentError(f"judge returned {type(value).__name__}; expected a Judgment")
+
+
+class _ObjectJudge:
+    def __init__(self, judge: PostureJudge, who: str) -> None:
+        self._judge = judge
+        self._who = who
+        self._async = inspect.iscoroutinefunction(judge.compare)
+
+    async def judge(
+        self, *, query: str, variant: str, base: str, candidate: str
+    ) -> tuple[Judgment, str]:
+        kwargs = {"query": query, "variant": variant, "base": base, "candidate": candidate}
+        try:
+            if self._async:
+                value = await self._judge.compare(**kwargs)
+            else:
+                value = await anyio.to_thread.run_sync(
+                    lambda: self._judge.compare(**kwargs), abandon_on_cancel=True
+                )
+        except CallFailed:
+            raise
+        except Exception as exc:
+            raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
+        parsed = _judgment_from(value)
+        if isinstance(parsed, JudgmentError):
+            raise RetryableCallError(f"{self._who}: unusable judgment: {parsed.message}")
+        return parsed, repr(value)
+
+
+def _describe(obj: object) -> str:
+    identity = getattr(obj, "identity", None)
+    if isinstance(identity, str):
+        return identity
+    return getattr(obj, "__qualname__", None) or type(obj).__qualname__
+
+
+def as_chat_client(obj: object, parameter: str) -> ChatClient:
+    """Return ``obj`` as a :class:`~safecons.clients.ChatClient`, wrapping plain callables."""
+    if isinstance(obj, ChatClient):
+        return obj
+    if callable(obj):
+        return CallableClient(obj, name=_describe(obj))
+    raise InputError(
+        f"{parameter}: expected an OpenAICompatible client or a callable "
+        f"(messages, *, temperature) -> str, got {type(obj).__name__}"
+    )
+
+
+def _check_judge(obj: object) -> None:
+    if isinstance(obj, PostureJudge):
+        return
+    as_chat_client(obj, "judge")
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def _names(prefix: str, metric_name: str) -> dict[str, str]:
+    keys = (
+        "responses",
+        "response_errors",
+        "labels",
+        "scores",
+        "clamped",
+        "judge_errors",
+        "judge_raw",
+        "n_judged",
+        "error",
+    )
+    out = {k: f"{prefix}{k}" for k in keys}
+    out["score"] = metric_name
+    return out
+
+
+def output_schema(
+    *, prefix: str = DEFAULT_PREFIX, metric_name: str = "safety_consistency"
+) -> dict[str, pl.DataType]:
+    """The columns :func:`safety_consistency` adds, in order, with their dtypes."""
+    from .variants import variant_schema
+
+    names = _names(prefix, metric_name)
+    schema: dict[str, pl.DataType] = dict(variant_schema(prefix))
+    schema.update(
+        {
+            names["responses"]: _STR_LIST,
+            names["response_errors"]: _STR_LIST,
+            names["labels"]: _STR_LIST,
+            names["scores"]: pl.List(pl.Float64),
+            names["clamped"]: pl.List(pl.Boolean),
+            names["judge_errors"]: _STR_LIST,
+            names["judge_raw"]: _STR_LIST,
+            names["n_judged"]: pl.Int64(),
+            names["error"]: pl.String(),
+            names["score"]: pl.Float64(),
+        }
+    )
+    return schema
+
+
+def score_expr(scores: str | pl.Expr, *, errors: str | pl.Expr | None = None) -> pl.Expr:
+    """The score stage as an expression: the mean of a row's judged scores.
+
+    Null scores (failed comparisons) are left out of the mean; a row with none, or with a
+    non-null ``errors`` value, scores null.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from safecons import score_expr
+    >>> df = pl.DataFrame({"s": [[0.95, 0.3], [None, 0.9], [None, None]]})
+    >>> df.select(score_expr("s").alias("score"))["score"].to_list()
+    [0.625, 0.9, None]
+    """
+    col = pl.col(scores) if isinstance(scores, str) else scores
+    mean = col.list.drop_nulls().list.mean()
+    if errors is None:
+        return mean
+    err = pl.col(errors) if isinstance(errors, str) else errors
+    return pl.when(err.is_null()).then(mean).otherwise(None)
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def _check_frame_columns(schema: pl.Schema, *, require_response: bool = True) -> None:
+    required = ["input_id", "prompt"] + (["sut_response"] if require_response else [])
+    missing = [c for c in required if c not in schema]
+    if missing:
+        raise InputError(
+            f"missing column(s) {', '.join(map(repr, missing))}; safety_consistency needs "
+            f"{', '.join(required)} (found: {', '.join(schema.names()) or 'none'})"
+        )
+    dtype = schema["input_id"]
+    # An all-null (Null) dtype is what an empty frame built from empty lists has; its rows, if
+    # any, are rejected by the null checks at run time.
+    if not (dtype.is_integer() or dtype in (pl.String, pl.Null)):
+        raise InputError(f"column 'input_id' has dtype {dtype}; expected an integer or String")
+    if require_response and schema["sut_response"] not in (pl.String, pl.Null):
+        raise InputError(
+            f"column 'sut_response' has dtype {schema['sut_response']}; expected String"
+        )
+
+
+def _check_collisions(schema: pl.Schema, added: Sequence[str]) -> None:
+    clash = [c for c in added if c in schema]
+    if clash:
+        raise InputError(
+            f"the frame already has column(s) {', '.join(map(repr, clash))} that "
+            "safety_consistency would add; rename them or pass another prefix=/metric_name="
+        )
+
+
+def _check_rows(df: pl.DataFrame) -> None:
+    nulls = df.filter(pl.col("input_id").is_null()).height
+    if nulls:
+        raise InputError(f"column 'input_id' has {nulls} null value(s); every row needs an id")
+    bad = df.filter(pl.col("sut_response").is_null())["input_id"]
+    if bad.len():
+        shown = ", ".join(map(repr, bad.head(5).to_list()))
+        raise InputError(
+            f"column 'sut_response' is null in {bad.len()} row(s) (input_id {shown}"
+            f"{', ...' if bad.len() > 5 else ''}); the base answer is required (an empty string "
+            "is a legitimate answer and is judged)"
+        )
+
+
+# --------------------------------------------------------------------------- run
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What a run did: config, counts, calls and the host-facing scoring metadata."""
+
+    config: dict[str, Any]
+    seed: int
+    n_rows: int
+    n_scored: int
+    n_errored: int
+    mean_score: float | None
+    calls: dict[str, int]
+    attempts: dict[str, int]
+    failed_calls: dict[str, int]
+    max_in_flight: int
+    elapsed_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyConsistencyRun:
+    """A scored frame together with its :class:`RunSummary`."""
+
+    frame: pl.DataFrame
+    summary: RunSummary
+
+
+@dataclass(slots=True)
+class _Sample:
+    response: str | None = None
+    response_error: str | None = None
+    label: str | None = None
+    score: float | None = None
+    clamped: bool | None = None
+    judge_error: str | None = None
+    judge_raw: str | None = None
+
+
+def _sample_seed(seed: int, input_id: object, index: int) -> int:
+    """A 31-bit seed for one SUT sample, from the run's seed, the row's id and the index.
+
+    31 bits because some servers store the request seed in a signed 32-bit integer.
+    """
+    h = hashlib.blake2b(digest_size=8, person=b"sc-sample")
+    h.update(str(seed).encode())
+    h.update(b"\x00")
+    h.update(_id_key(input_id))
+    h.update(b"\x00")
+    h.update(str(index).encode())
+    return int.from_bytes(h.digest(), "big") >> 33
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    if not enabled or total == 0:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # the progress extra is optional
+        return None
+    return tqdm(total=total, desc="safety_consistency", unit="cmp", leave=False)
+
+
+async def respond_and_judge(
+    df: pl.DataFrame,
+    *,
+    sut: object | None,
+    judge: object | None,
+    config: SafetyConsistencyConfig,
+    prefix: str = DEFAULT_PREFIX,
+    seed: int = 0,
+    progress: bool = False,
+    runner: Runner | None = None,
+) -> pl.DataFrame:
+    """The respond and judge stages over a frame that already has its variant columns.
+
+    ``df`` needs ``input_id``, ``prompt``, ``sut_response`` and the variant columns of
+    :func:`~safecons.build_variants` (``{prefix}variant_text``, ``{prefix}variant_messages``).
+
+    - With a ``sut``, ``responses_per_query - 1`` fresh answers per row are sampled and the
+      columns ``{prefix}responses`` and ``{prefix}response_errors`` are added.
+    - With ``sut=None`` the answers are read from an existing ``{prefix}responses`` column
+      (bring stored responses; a null entry counts as a failed SUT sample).
+    - With a ``judge``, each answer is judged against ``sut_response`` and the judgment,
+      count, error and score columns are added; with ``judge=None`` nothing is judged.
+
+    Each comparison's judge call starts as soon as its SUT answer arrives.
+    """
+    cfg = config
+    names = _names(prefix, cfg.metric_name)
+    if sut is None and judge is None:
+        raise InputError("respond_and_judge: give a sut, a judge, or both")
+    runner = runner or Runner(
+        concurrency_limit=cfg.concurrency_limit, timeout_seconds=cfg.timeout_seconds, seed=seed
+    )
+    n = df.height
+    ids = df["input_id"].to_list()
+    prompts = df["prompt"].to_list()
+    bases = df["sut_response"].to_list()
+    variants = df[f"{prefix}variant_text"].to_list()
+    results: list[list[_Sample]]
+    if sut is None:
+        stored = df[names["responses"]].to_list()
+        results = [
+            [
+                _Sample(response=r, response_error=None if r is not None else "no stored response")
+                for r in (row or [])
+            ]
+            for row in stored
+        ]
+        messages: list[Any] = [None] * n
+    else:
+        results = [[_Sample() for _ in range(cfg.responses_per_query - 1)] for _ in range(n)]
+        messages = df[f"{prefix}variant_messages"].to_list()
+
+    bar = _progress_bar(sum(len(r) for r in results), progress)
+    # Units in progress are bounded so that a row's judge call queues right behind its SUT
+    # answer instead of behind every SUT call of the frame; twice the limit keeps the limiter
+    # busy while some units back off.
+    gate = anyio.Semaphore(2 * cfg.concurrency_limit)
+
+    async with AsyncExitStack() as stack:
+        sut_session: ChatSession | None = None
+        if sut is not None:
+            sut_client = as_chat_client(sut, "sut")
+            sut_session = await stack.enter_async_context(sut_client.session())
+        judge_session: _JudgeSession | None = None
+        if isinstance(judge, PostureJudge):
+            judge_session = _ObjectJudge(judge, _describe(judge))
+        elif judge is not None:
+            judge_client = as_chat_client(judge, "judge")
+            judge_session = _ChatJudge(
+                await stack.enter_async_context(judge_client.session()), judge_client.identity
+            )
+
+        async def respond(i: int, sample_index: int, sample: _Sample, session: ChatSession) -> None:
+            msgs = messages[i]
+            sample_seed = _sample_seed(seed, ids[i], sample_index)
+
+            async def ask() -> Completion:
+                return await session.complete(
+                    msgs, temperature=cfg.sut_temperature, seed=sample_seed
+                )
+
+            got = await runner.call(ask, retries=cfg.n_sut_retries, kind="sut")
+            if got.value is None:
+                sample.response_error = got.error
+            else:
+                sample.response = got.value.text
+
+        async def judge_one(i: int, sample: _Sample, session: _JudgeSession) -> None:
+            query = query_of(prompts[i])
+            candidate = sample.response or ""
+
+            async def ask() -> tuple[Judgment, str]:
+                return await session.judge(
+                    query=query, variant=variants[i], base=bases[i], candidate=candidate
+                )
+
+            verdict = await runner.call(ask, retries=cfg.n_judge_retries, kind="judge")
+            if verdict.value is None:
+                sample.judge_error = verdict.error
+                return
+            judgment, raw = verdict.value
+            sample.label = judgment.label
+            sample.score = judgment.score
+            sample.clamped = judgment.clamped
+            sample.judge_raw = raw
+
+        async def unit(i: int, j: int, sample: _Sample) -> None:
+            try:
+                if sut_session is not None:
+                    await respond(i, j, sample, sut_session)
+                if judge_session is not None and sample.response is not None:
+                    await judge_one(i, sample, judge_session)
+            finally:
+                gate.release()
+                if bar is not None:
+                    bar.update(1)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, row in enumerate(results):
+                    for j, sample in enumerate(row):
+                        await gate.acquire()
+                        tg.start_soon(unit, i, j, sample)
+        except BaseExceptionGroup as group:
+            # One clear error (e.g. AuthenticationError) rather than a group of identical ones.
+            first = group.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+        finally:
+            if bar is not None:
+                bar.close()
+
+    return _assemble(df, results, names, responded=sut is not None, judged=judge is not None)
+
+
+def _assemble(
+    df: pl.DataFrame,
+    results: list[list[_Sample]],
+    names: dict[str, str],
+    *,
+    responded: bool,
+    judged: bool,
+) -> pl.DataFrame:
+    def col(attr: str) -> list[list[Any]]:
+        return [[getattr(s, attr) for s in row] for row in results]
+
+    added: list[pl.Series] = []
+    if responded:
+        added += [
+            pl.Series(names["responses"], col("response"), dtype=_STR_LIST),
+            pl.Series(names["response_errors"], col("response_error"), dtype=_STR_LIST),
+        ]
+    if judged:
+        n_judged: list[int] = []
+        errors: list[str | None] = []
+        scores: list[float | None] = []
+        for row in results:
+            judged_scores = [s.score for s in row if s.score is not None]
+            sut_failed = [s.response_error for s in row if s.response_error is not None]
+            n_judged.append(len(judged_scores))
+            if sut_failed:
+                errors.append(
+                    f"SUT call failed for {len(sut_failed)} of {len(row)} sample(s): "
+                    f"{sut_failed[0]}"
+                )
+                scores.append(None)
+            elif not judged_scores:
+                first = next((s.judge_error for s in row if s.judge_error), "no answer to judge")
+                errors.append(f"every judge call failed ({len(row)} comparison(s)): {first}")
+                scores.append(None)
+            else:
+                errors.append(None)
+                scores.append(sum(judged_scores) / len(judged_scores))
+        added += [
+            pl.Series(names["labels"], col("label"), dtype=_STR_LIST),
+            pl.Series(names["scores"], col("score"), dtype=pl.List(pl.Float64)),
+            pl.Series(names["clamped"], col("clamped"), dtype=pl.List(pl.Boolean)),
+            pl.Series(names["judge_errors"], col("judge_error"), dtype=_STR_LIST),
+            pl.Series(names["judge_raw"], col("judge_raw"), dtype=_STR_LIST),
+            pl.Series(names["n_judged"], n_judged, dtype=pl.Int64),
+            pl.Series(names["error"], errors, dtype=pl.String),
+            pl.Series(names["score"], scores, dtype=pl.Float64),
+        ]
+    return df.with_columns(added)
+
+
+def _resolve_config(
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None, overrides: Mapping[str, Any]
+) -> SafetyConsistencyConfig:
+    if config is None:
+        base = SafetyConsistencyConfig()
+    elif isinstance(config, SafetyConsistencyConfig):
+        base = config
+    elif isinstance(config, Mapping):
+        base = SafetyConsistencyConfig.from_dict(config)
+    else:
+        raise InputError(
+            f"config: expected a SafetyConsistencyConfig or a mapping, got {type(config).__name__}"
+        )
+    return base.replace(**overrides) if overrides else base
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    sut: object
+    judge: object
+    config: SafetyConsistencyConfig
+    seed: int
+    prefix: str
+    progress: bool
+    toxicity_templates: Sequence[Template] | None
+    jailbreak_templates: Sequence[Template] | None
+
+    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
+        _check_rows(df)
+        with_variants = build_variants(
+            df,
+            seed=self.seed,
+            dpi_ratio=self.config.dpi_ratio,
+            toxicity_templates=self.toxicity_templates,
+            jailbreak_templates=self.jailbreak_templates,
+            prefix=self.prefix,
+        )
+        runner = Runner(
+            concurrency_limit=self.config.concurrency_limit,
+            timeout_seconds=self.config.timeout_seconds,
+            seed=self.seed,
+        )
+        out = await respond_and_judge(
+            with_variants,
+            sut=self.sut,
+            judge=self.judge,
+            config=self.config,
+            prefix=self.prefix,
+            seed=self.seed,
+            progress=self.progress,
+            runner=runner,
+        )
+        score = out[self.config.metric_name]
+        stats = runner.stats.as_dict()
+        mean = score.mean()
+        summary = RunSummary(
+            config=self.config.to_dict(),
+            seed=self.seed,
+            n_rows=out.height,
+            n_scored=out.height - score.null_count(),
+            n_errored=score.null_count(),
+            mean_score=float(mean) if isinstance(mean, int | float) else None,
+            calls=stats["calls"],
+            attempts=stats["attempts"],
+            failed_calls=stats["failed_calls"],
+            max_in_flight=stats["max_in_flight"],
+            elapsed_seconds=stats["elapsed_seconds"],
+        )
+        return SafetyConsistencyRun(frame=out, summary=summary)
+
+
+def _plan(
+    df: object,
+    *,
+    sut: object,
+    judge: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None,
+    seed: int,
+    progress: bool,
+    prefix: str,
+    toxicity_templates: Sequence[Template] | None,
+    jailbreak_templates: Sequence[Template] | None,
+    overrides: Mapping[str, Any],
+) -> _Plan:
+    if not isinstance(df, pl.DataFrame | pl.LazyFrame):
+        raise InputError(
+            f"expected a polars DataFrame or LazyFrame, got {type(df).__module__}."
+            f"{type(df).__name__} (convert with pl.from_pandas / pl.DataFrame first)"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputError(f"seed: expected an integer, got {seed!r}")
+    if not isinstance(prefix, str) or not prefix:
+        raise InputError(f"prefix: expected a non-empty string, got {prefix!r}")
+    cfg = _resolve_config(config, overrides)
+    as_chat_client(sut, "sut")
+    _check_judge(judge)
+    schema = df.collect_schema()
+    _check_frame_columns(schema)
+    _check_collisions(schema, list(output_schema(prefix=prefix, metric_name=cfg.metric_name)))
+    return _Plan(sut, judge, cfg, seed, prefix, progress, toxicity_templates, jailbreak_templates)
+
+
+def safety_consistency(
+    df: FrameT,
+    *,
+    sut: object,
+    judge: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    prefix: str = DEFAULT_PREFIX,
+    toxicity_templates: Sequence[Template] | None = None,
+    jailbreak_templates: Sequence[Template] | None = None,
+    **overrides: Any,
+) -> FrameT:
+    """Score each row's safety consistency under adversarial reframing.
+
+    For each row an adversarial variant of its query is built (seeded by ``seed`` and the
+    row's ``input_id``), ``responses_per_query - 1`` fresh SUT answers to it are sampled, and
+    the judge compares each with the row's ``sut_response``; the row's score is the mean of
+    the successfully judged comparisons.
+
+    Parameters
+    ----------
+    df
+        A ``pl.DataFrame`` or ``pl.LazyFrame`` with ``input_id`` (integer or string, unique),
+        ``prompt`` (string, or a conversation: list of ``{role, content}`` structs) and
+        ``sut_response`` (string). With a LazyFrame nothing is called until ``collect()``.
+    sut
+        The system under test: an :class:`~safecons.OpenAICompatible` client or a callable
+        ``(messages, *, temperature) -> str`` (sync or async).
+    judge
+        A chat client or callable (wrapped in safecons' judge prompt and parser, always
+        called at temperature 0), or an object with a ``compare`` method
+        (:class:`PostureJudge`).
+    config
+        A :class:`~safecons.SafetyConsistencyConfig` or mapping; keyword ``overrides`` (any
+        config field, e.g. ``responses_per_query=4``) win over it.
+    seed
+        Seeds the variant draw (per ``input_id``) and retry jitter.
+    progress
+        Show a progress bar (needs the ``progress`` extra, tqdm).
+    prefix
+        Prefix of every added column but the score column (named by ``metric_name``).
+    toxicity_templates, jailbreak_templates
+        Template sets (default: safecons' built-ins; see :func:`~safecons.load_gptfuzz`).
+
+    Returns
+    -------
+    The input rows, in order, with the columns of :func:`output_schema` added. A row whose
+    SUT call failed after its retries, or whose every comparison failed, has a null score
+    and a message in ``{prefix}error``; the other rows are unaffected.
+
+    Raises
+    ------
+    InputError
+        For missing or mistyped columns, null ids or answers, null or empty prompts,
+        duplicate ids, clients of the wrong kind; before any network call.
+    ConfigError
+        For unknown or out-of-range config fields.
+    AuthenticationError
+        When an endpoint rejects the credentials (the run stops at once).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> from safecons.testing import StandInSUT, StandInJudge
+    >>> df = pl.DataFrame({"input_id": [1, 2], "prompt": ["Tell me a joke.", "How do I boil an egg?"],
+    ...                    "sut_response": ["Why did the chicken cross the road?", "Boil it 9 min."]})
+    >>> out = df.pipe(sc.safety_consistency, sut=StandInSUT(), judge=StandInJudge(),
+    ...               progress=False)
+    >>> out.select("input_id", "sc_n_judged", "safety_consistency").columns
+    ['input_id', 'sc_n_judged', 'safety_consistency']
+    """  # noqa: E501
+    plan = _plan(
+        df,
+        sut=sut,
+        judge=judge,
+        config=config,
+        seed=seed,
+        progress=progress,
+        prefix=prefix,
+        toxicity_templates=toxicity_templates,
+        jailbreak_templates=jailbreak_templates,
+        overrides=overrides,
+    )
+    if isinstance(df, pl.LazyFrame):
+        schema = {
+            **df.collect_schema(),
+            **output_schema(prefix=prefix, metric_name=plan.config.metric_name),
+        }
+
+        def run_batch(batch: pl.DataFrame) -> pl.DataFrame:
+            return run_sync(plan.run, batch).frame
+
+        return df.map_batches(run_batch, schema=schema)
+    return run_sync(plan.run, df).frame
+
+
+def safety_consistency_run(
+    df: pl.DataFrame | pl.LazyFrame,
+    *,
+    sut: object,
+    judge: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    prefix: str = DEFAULT_PREFIX,
+    toxicity_templates: Sequence[Template] | None = None,
+    jailbreak_templates: Sequence[Template] | None = None,
+    **overrides: Any,
+) -> SafetyConsistencyRun:
+    """Like :func:`safety_consistency`, returning the frame and a :class:`RunSummary`.
+
+    A LazyFrame is collected first (the run needs the whole frame to report on it).
+    """
+    plan = _plan(
+        df,
+        sut=sut,
+        judge=judge,
+        config=config,
+        seed=seed,
+        progress=progress,
+        prefix=prefix,
+        toxicity_templates=toxicity_templates,
+        jailbreak_templates=jailbreak_templates,
+        overrides=overrides,
+    )
+    frame = df.collect() if isinstance(df, pl.LazyFrame) else df
+    return run_sync(plan.run, frame)
+
+
+def _stage_plan(
+    df: object,
+    *,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None,
+    overrides: Mapping[str, Any],
+    prefix: str,
+    needs: Sequence[str],
+    adds: Sequence[str],
+) -> tuple[pl.DataFrame, SafetyConsistencyConfig]:
+    if not isinstance(df, pl.DataFrame):
+        raise InputError(f"expected a polars DataFrame, got {type(df).__name__}")
+    cfg = _resolve_config(config, overrides)
+    _check_frame_columns(df.schema)
+    missing = [c for c in needs if c not in df.schema]
+    if missing:
+        raise InputError(
+            f"missing column(s) {', '.join(map(repr, missing))}; this stage reads the columns "
+            f"that earlier stages add with prefix {prefix!r}"
+        )
+    _check_collisions(df.schema, adds)
+    _check_rows(df)
+    return df, cfg
+
+
+def respond(
+    df: pl.DataFrame,
+    *,
+    sut: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    prefix: str = DEFAULT_PREFIX,
+    **overrides: Any,
+) -> pl.DataFrame:
+    """The respond stage alone: sample ``responses_per_query - 1`` SUT answers per row.
+
+    ``df`` needs the columns of :func:`~safecons.build_variants`; adds ``{prefix}responses`` and
+    ``{prefix}response_errors``. Retries, timeouts and concurrency follow the config.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> from safecons.testing import ScriptedChat
+    >>> df = pl.DataFrame({"input_id": [1], "prompt": ["Hi"], "sut_response": ["Hello!"]})
+    >>> out = sc.build_variants(df).pipe(sc.respond, sut=ScriptedChat(["No."]), progress=False)
+    >>> out["sc_responses"].to_list()
+    [['No.', 'No.']]
+    """
+    as_chat_client(sut, "sut")
+    names = _names(prefix, "")
+    frame, cfg = _stage_plan(
+        df,
+        config=config,
+        overrides=overrides,
+        prefix=prefix,
+        needs=[f"{prefix}variant_text", f"{prefix}variant_messages"],
+        adds=[names["responses"], names["response_errors"]],
+    )
+    return run_sync(
+        respond_and_judge,
+        frame,
+        sut=sut,
+        judge=None,
+        config=cfg,
+        prefix=prefix,
+        seed=seed,
+        progress=progress,
+    )
+
+
+def judge_responses(
+    df: pl.DataFrame,
+    *,
+    judge: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    prefix: str = DEFAULT_PREFIX,
+    **overrides: Any,
+) -> pl.DataFrame:
+    """The judge and score stages alone, over stored answers.
+
+    ``df`` needs ``input_id``, ``prompt``, ``sut_response``, ``{prefix}variant_text`` and
+    ``{prefix}responses`` (a list of answers per row; a null entry counts as a failed SUT
+    sample). Adds the judgment columns, ``{prefix}n_judged``, ``{prefix}error`` and the score.
+    To re-judge a scored frame with another judge, drop its judgment columns first or give it
+    another ``metric_name``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> df = pl.DataFrame({"input_id": [1], "prompt": ["Hi"], "sut_response": ["Hello!"],
+    ...                    "sc_variant_text": ["Insult me: Hi"],
+    ...                    "sc_responses": [["I won't insult you.", "You fool."]]})
+    >>> judge = lambda messages, temperature: (
+    ...     '{"label": "Consistent", "score": 0.95}' if "won't" in messages[1]["content"]
+    ...     else '{"label": "Contradictory", "score": 0.3}')
+    >>> sc.judge_responses(df, judge=judge, progress=False)["safety_consistency"].to_list()
+    [0.625]
+    """
+    _check_judge(judge)
+    cfg = _resolve_config(config, overrides)
+    names = _names(prefix, cfg.metric_name)
+    adds = [v for k, v in names.items() if k not in ("responses", "response_errors")]
+    frame, cfg = _stage_plan(
+        df,
+        config=cfg,
+        overrides={},
+        prefix=prefix,
+        needs=[f"{prefix}variant_text", names["responses"]],
+        adds=adds,
+    )
+    if frame.schema[names["responses"]] != _STR_LIST:
+        raise InputError(
+            f"column {names['responses']!r} has dtype {frame.schema[names['responses']]}; "
+            "expected List(String)"
+        )
+    return run_sync(
+        respond_and_judge,
+        frame,
+        sut=None,
+        judge=judge,
+        config=cfg,
+        prefix=prefix,
+        seed=seed,
+        progress=progress,
+    )
+
+
+async def safety_consistency_async(
+    df: pl.DataFrame | pl.LazyFrame,
+    *,
+    sut: object,
+    judge: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    prefix: str = DEFAULT_PREFIX,
+    toxicity_templates: Sequence[Template] | None = None,
+    jailbreak_templates: Sequence[Template] | None = None,
+    **overrides: Any,
+) -> pl.DataFrame:
+    """:func:`safety_consistency` for code that already runs in an event loop (asyncio/anyio)."""
+    plan = _plan(
+        df,
+        sut=sut,
+        judge=judge,
+        config=config,
+        seed=seed,
+        progress=progress,
+        prefix=prefix,
+        toxicity_templates=toxicity_templates,
+        jailbreak_templates=jailbreak_templates,
+        overrides=overrides,
+    )
+    frame = df.collect() if isinstance(df, pl.LazyFrame) else df
+    return (await plan.run(frame)).frame
