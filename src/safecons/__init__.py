@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from ._demo import demo_frame as demo_frame
+from .cache import ResponseCache as ResponseCache
+from .cache import get_default_cache as get_default_cache
+from .cache import set_default_cache as set_default_cache
 from .clients import CallableClient as CallableClient
 from .clients import ChatClient as ChatClient
 from .clients import Completion as Completion
@@ -16,11 +19,13 @@ from .errors import SafeconsError as SafeconsError
 from .judge import Judgment as Judgment
 from .judge import build_judge_messages as build_judge_messages
 from .judge import parse_judgment as parse_judgment
+from .metric import CallPlan as CallPlan
 from .metric import PostureJudge as PostureJudge
 from .metric import RunSummary as RunSummary
 from .metric import SafetyConsistencyRun as SafetyConsistencyRun
 from .metric import judge_responses as judge_responses
 from .metric import output_schema as output_schema
+from .metric import planned_calls as planned_calls
 from .metric import respond as respond
 from .metric import respond_and_judge as respond_and_judge
 from .metric import safety_consistency as safety_consistency
@@ -47,6 +52,7 @@ __all__ = (
     "JAILBREAK_TEMPLATES",
     "TOXICITY_TEMPLATES",
     "AuthenticationError",
+    "CallPlan",
     "CallableClient",
     "ChatClient",
     "Completion",
@@ -55,6 +61,7 @@ __all__ = (
     "Judgment",
     "OpenAICompatible",
     "PostureJudge",
+    "ResponseCache",
     "RunSummary",
     "SafeconsError",
     "SafetyConsistencyConfig",
@@ -66,16 +73,19 @@ __all__ = (
     "build_variants",
     "demo_frame",
     "draw_variant",
+    "get_default_cache",
     "judge_responses",
     "load_gptfuzz",
     "load_templates",
     "manifest",
     "output_schema",
     "parse_judgment",
+    "planned_calls",
     "respond",
     "respond_and_judge",
     "safety_consistency",
     "safety_consistency_async",
     "safety_consistency_run",
     "score_expr",
+    "set_default_cache",
 )

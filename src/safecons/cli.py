@@ -1,4 +1,4 @@
-"""Command line: ``safecons demo`` and ``safecons run``."""
+"""Command line: ``safecons demo``, ``safecons run`` and ``safecons cache``."""
 
 from __future__ import annotations
 
@@ -121,12 +121,30 @@ def _run(args: argparse.Namespace) -> int:
         judge=judge,
         seed=args.seed,
         progress=not args.no_progress,
+        cache=args.cache,
+        max_calls=args.max_calls,
         **_parse_set(args.set or []),
     )
     _write_frame(run.frame, Path(args.output))
     metric = run.summary.config["metric_name"]
     _print_run(run.frame, run.summary, metric, "sc_")
     print(f"wrote {args.output}")
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from .cache import ResponseCache
+
+    path = Path(args.path)
+    if not path.exists():
+        raise SafeconsError(f"cache: no such file {str(path)!r}")
+    with ResponseCache(path) as cache:
+        if args.action == "info":
+            print(json.dumps(cache.info(), indent=2))
+        else:
+            older = None if args.older_than_days is None else args.older_than_days * 86400.0
+            deleted = cache.clear(older_than=older, kind=args.kind)
+            print(f"deleted {deleted} entr{'y' if deleted == 1 else 'ies'} from {path}")
     return 0
 
 
@@ -152,7 +170,16 @@ def _parser() -> argparse.ArgumentParser:
         "--set", action="append", metavar="FIELD=VALUE", help="config override, repeatable"
     )
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--cache", default=None, help="response cache file (reruns resume)")
+    run.add_argument("--max-calls", type=int, default=None, help="cap on network attempts")
     run.set_defaults(func=_run)
+
+    cache = sub.add_parser("cache", help="inspect or clear a response cache file")
+    cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument("path")
+    cache.add_argument("--older-than-days", type=float, default=None)
+    cache.add_argument("--kind", choices=["sut", "judge"], default=None)
+    cache.set_defaults(func=_cache)
     return p
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
+import os
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ import anyio
 import anyio.to_thread
 import polars as pl
 
+from .cache import ResponseCache, cache_key, resolve_cache
 from .clients._base import (
     CallFailed,
     ChatClient,
@@ -35,11 +38,13 @@ from .variants import _key as _id_key
 from .variants import build_variants, query_of
 
 __all__ = (
+    "CallPlan",
     "PostureJudge",
     "RunSummary",
     "SafetyConsistencyRun",
     "judge_responses",
     "output_schema",
+    "planned_calls",
     "respond",
     "respond_and_judge",
     "safety_consistency",
@@ -49,6 +54,7 @@ __all__ = (
 )
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+CacheArg = str | os.PathLike[str] | ResponseCache | bool | None
 DEFAULT_PREFIX = "sc_"
 _STR_LIST = pl.List(pl.String)
 
@@ -69,17 +75,37 @@ class PostureJudge(Protocol):
 
 
 class _JudgeSession(Protocol):
+    endpoint: str
+
     async def judge(
         self, *, query: str, variant: str, base: str, candidate: str
     ) -> tuple[Judgment, str]: ...
+
+    def cache_key(
+        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+    ) -> str | None: ...
+
+
+def request_fingerprint(client: object) -> dict[str, Any]:
+    """What besides the messages shapes a client's answer (params, URL), for cache keys."""
+    fingerprint = getattr(client, "request_fingerprint", None)
+    return dict(fingerprint) if isinstance(fingerprint, Mapping) else {}
+
+
+def _decode_judgment(raw: str) -> tuple[Judgment, str]:
+    parsed = parse_judgment(raw)
+    if isinstance(parsed, JudgmentError):
+        raise ValueError(parsed.message)
+    return parsed, raw
 
 
 class _ChatJudge:
     """A chat model as a judge: our prompt, temperature 0, parsed output."""
 
-    def __init__(self, session: ChatSession, who: str) -> None:
+    def __init__(self, session: ChatSession, client: ChatClient) -> None:
         self._session = session
-        self._who = who
+        self.endpoint = client.identity
+        self._request = request_fingerprint(client)
 
     async def judge(
         self, *, query: str, variant: str, base: str, candidate: str
@@ -91,8 +117,73 @@ class _ChatJudge:
         parsed = parse_judgment(completion.text)
         if isinstance(parsed, JudgmentError):
             # An unparseable verdict spends an attempt from the same budget as an HTTP failure.
-            raise RetryableCallError(f"{self._who}: unusable judge output: {parsed.message}")
+            raise RetryableCallError(f"{self.endpoint}: unusable judge output: {parsed.message}")
         return parsed, completion.text
+
+    def cache_key(
+        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+    ) -> str | None:
+        return _judge_cache_key(
+            self.endpoint,
+            self._request,
+            slot,
+            query=query,
+            variant=variant,
+            base=base,
+            candidate=candidate,
+        )
+
+
+def _slot(input_id: object, index: int) -> str:
+    """Which row and sample a call belongs to, as part of its cache key.
+
+    Identical requests in two slots are cached apart: a provider is not deterministic even at
+    temperature 0, and a rerun must replay each slot's own answer.
+    """
+    return f"{_id_key(input_id).decode('utf-8', 'surrogatepass')}#{index}"
+
+
+def _judge_cache_key(
+    endpoint: str,
+    request: Mapping[str, Any],
+    slot: str,
+    *,
+    query: str,
+    variant: str,
+    base: str,
+    candidate: str,
+) -> str:
+    messages = build_judge_messages(query=query, variant=variant, base=base, candidate=candidate)
+    return cache_key(
+        kind="judge",
+        endpoint=endpoint,
+        request=request,
+        messages=messages,
+        temperature=0.0,
+        slot=slot,
+    )
+
+
+def _sut_cache_key(
+    endpoint: str,
+    request: Mapping[str, Any],
+    messages: Any,
+    slot: str,
+    *,
+    temperature: float,
+    seed: int,
+) -> str:
+    # The slot (row and sample index) is part of the key: sample 2 of a row is replayed as
+    # sample 2, never as sample 1 again.
+    return cache_key(
+        kind="sut",
+        endpoint=endpoint,
+        request=request,
+        messages=messages,
+        temperature=temperature,
+        slot=slot,
+        seed=seed,
+    )
 
 
 def _judgment_from(value: object) -> Judgment | JudgmentError:
@@ -100,8 +191,6 @@ def _judgment_from(value: object) -> Judgment | JudgmentError:
         score, clamped = clamp_to_band(value.label, value.score)
         return Judgment(value.label, score, clamped or value.clamped, value.reason)
     if isinstance(value, Mapping):
-        import json
-
         try:
             return parse_judgment(json.dumps(dict(value)))
         except (TypeError, ValueError):
@@ -115,7 +204,15 @@ class _ObjectJudge:
     def __init__(self, judge: PostureJudge, who: str) -> None:
         self._judge = judge
         self._who = who
+        self.endpoint = who
         self._async = inspect.iscoroutinefunction(judge.compare)
+
+    def cache_key(
+        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+    ) -> str | None:
+        # A local judge object is cheap to call again, and its outputs cannot be re-validated
+        # from a stored text, so it is never cached.
+        return None
 
     async def judge(
         self, *, query: str, variant: str, base: str, candidate: str
@@ -176,6 +273,7 @@ def _names(prefix: str, metric_name: str) -> dict[str, str]:
         "judge_errors",
         "judge_raw",
         "n_judged",
+        "cache_hits",
         "error",
     )
     out = {k: f"{prefix}{k}" for k in keys}
@@ -201,6 +299,7 @@ def output_schema(
             names["judge_errors"]: _STR_LIST,
             names["judge_raw"]: _STR_LIST,
             names["n_judged"]: pl.Int64(),
+            names["cache_hits"]: pl.Int64(),
             names["error"]: pl.String(),
             names["score"]: pl.Float64(),
         }
@@ -291,7 +390,11 @@ class RunSummary:
     calls: dict[str, int]
     attempts: dict[str, int]
     failed_calls: dict[str, int]
+    cache_hits: dict[str, int]
+    skipped_calls: dict[str, int]
+    rate_limited: int
     max_in_flight: int
+    min_concurrency_target: int
     elapsed_seconds: float
 
 
@@ -312,6 +415,36 @@ class _Sample:
     clamped: bool | None = None
     judge_error: str | None = None
     judge_raw: str | None = None
+    cache_hits: int = 0
+    skipped: bool = False
+
+
+def _encode_completion(value: Completion) -> str:
+    return json.dumps(
+        {
+            "text": value.text,
+            "finish_reason": value.finish_reason,
+            "refused": value.refused,
+            "filtered": value.filtered,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _decode_completion(stored: str) -> Completion:
+    data = json.loads(stored)
+    if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+        raise ValueError("not a stored completion")
+    return Completion(
+        text=data["text"],
+        finish_reason=data.get("finish_reason"),
+        refused=bool(data.get("refused")),
+        filtered=bool(data.get("filtered")),
+    )
+
+
+def _encode_judgment(value: tuple[Judgment, str]) -> str:
+    return value[1]
 
 
 def _sample_seed(seed: int, input_id: object, index: int) -> int:
@@ -348,6 +481,8 @@ async def respond_and_judge(
     seed: int = 0,
     progress: bool = False,
     runner: Runner | None = None,
+    cache: ResponseCache | None = None,
+    max_calls: int | None = None,
 ) -> pl.DataFrame:
     """The respond and judge stages over a frame that already has its variant columns.
 
@@ -361,14 +496,20 @@ async def respond_and_judge(
     - With a ``judge``, each answer is judged against ``sut_response`` and the judgment,
       count, error and score columns are added; with ``judge=None`` nothing is judged.
 
-    Each comparison's judge call starts as soon as its SUT answer arrives.
+    Each comparison's judge call starts as soon as its SUT answer arrives. With a ``cache``,
+    finished calls are replayed from it and new ones stored as they finish; ``max_calls``
+    caps the network attempts of this call (rows it leaves unfinished carry an error).
     """
     cfg = config
     names = _names(prefix, cfg.metric_name)
     if sut is None and judge is None:
         raise InputError("respond_and_judge: give a sut, a judge, or both")
     runner = runner or Runner(
-        concurrency_limit=cfg.concurrency_limit, timeout_seconds=cfg.timeout_seconds, seed=seed
+        concurrency_limit=cfg.concurrency_limit,
+        timeout_seconds=cfg.timeout_seconds,
+        seed=seed,
+        cache=cache,
+        max_calls=max_calls,
     )
     n = df.height
     ids = df["input_id"].to_list()
@@ -398,16 +539,20 @@ async def respond_and_judge(
 
     async with AsyncExitStack() as stack:
         sut_session: ChatSession | None = None
+        sut_endpoint = ""
+        sut_request: dict[str, Any] = {}
         if sut is not None:
             sut_client = as_chat_client(sut, "sut")
             sut_session = await stack.enter_async_context(sut_client.session())
+            sut_endpoint = sut_client.identity
+            sut_request = request_fingerprint(sut_client)
         judge_session: _JudgeSession | None = None
         if isinstance(judge, PostureJudge):
             judge_session = _ObjectJudge(judge, _describe(judge))
         elif judge is not None:
             judge_client = as_chat_client(judge, "judge")
             judge_session = _ChatJudge(
-                await stack.enter_async_context(judge_client.session()), judge_client.identity
+                await stack.enter_async_context(judge_client.session()), judge_client
             )
 
         async def respond(i: int, sample_index: int, sample: _Sample, session: ChatSession) -> None:
@@ -419,22 +564,50 @@ async def respond_and_judge(
                     msgs, temperature=cfg.sut_temperature, seed=sample_seed
                 )
 
-            got = await runner.call(ask, retries=cfg.n_sut_retries, kind="sut")
+            key = _sut_cache_key(
+                sut_endpoint,
+                sut_request,
+                msgs,
+                _slot(ids[i], sample_index),
+                temperature=cfg.sut_temperature,
+                seed=sample_seed,
+            )
+            got = await runner.call(
+                ask,
+                retries=cfg.n_sut_retries,
+                kind="sut",
+                cache_key=key,
+                endpoint=sut_endpoint,
+                encode=_encode_completion,
+                decode=_decode_completion,
+            )
+            sample.cache_hits += got.cached
+            sample.skipped |= got.skipped
             if got.value is None:
                 sample.response_error = got.error
             else:
                 sample.response = got.value.text
 
-        async def judge_one(i: int, sample: _Sample, session: _JudgeSession) -> None:
+        async def judge_one(i: int, j: int, sample: _Sample, session: _JudgeSession) -> None:
             query = query_of(prompts[i])
             candidate = sample.response or ""
 
-            async def ask() -> tuple[Judgment, str]:
-                return await session.judge(
-                    query=query, variant=variants[i], base=bases[i], candidate=candidate
-                )
+            texts = {"query": query, "variant": variants[i], "base": bases[i]}
 
-            verdict = await runner.call(ask, retries=cfg.n_judge_retries, kind="judge")
+            async def ask() -> tuple[Judgment, str]:
+                return await session.judge(**texts, candidate=candidate)
+
+            verdict = await runner.call(
+                ask,
+                retries=cfg.n_judge_retries,
+                kind="judge",
+                cache_key=session.cache_key(_slot(ids[i], j), **texts, candidate=candidate),
+                endpoint=session.endpoint,
+                encode=_encode_judgment,
+                decode=_decode_judgment,
+            )
+            sample.cache_hits += verdict.cached
+            sample.skipped |= verdict.skipped
             if verdict.value is None:
                 sample.judge_error = verdict.error
                 return
@@ -449,7 +622,7 @@ async def respond_and_judge(
                 if sut_session is not None:
                     await respond(i, j, sample, sut_session)
                 if judge_session is not None and sample.response is not None:
-                    await judge_one(i, sample, judge_session)
+                    await judge_one(i, j, sample, judge_session)
             finally:
                 gate.release()
                 if bar is not None:
@@ -499,7 +672,14 @@ def _assemble(
             judged_scores = [s.score for s in row if s.score is not None]
             sut_failed = [s.response_error for s in row if s.response_error is not None]
             n_judged.append(len(judged_scores))
-            if sut_failed:
+            if any(s.skipped for s in row):
+                # A row cut short by the budget must not be scored on fewer comparisons.
+                errors.append(
+                    "not finished: the run's max_calls budget was spent before this row's "
+                    "calls were made; rerun with the same cache to continue"
+                )
+                scores.append(None)
+            elif sut_failed:
                 errors.append(
                     f"SUT call failed for {len(sut_failed)} of {len(row)} sample(s): "
                     f"{sut_failed[0]}"
@@ -519,6 +699,11 @@ def _assemble(
             pl.Series(names["judge_errors"], col("judge_error"), dtype=_STR_LIST),
             pl.Series(names["judge_raw"], col("judge_raw"), dtype=_STR_LIST),
             pl.Series(names["n_judged"], n_judged, dtype=pl.Int64),
+            pl.Series(
+                names["cache_hits"],
+                [sum(s.cache_hits for s in row) for row in results],
+                dtype=pl.Int64,
+            ),
             pl.Series(names["error"], errors, dtype=pl.String),
             pl.Series(names["score"], scores, dtype=pl.Float64),
         ]
@@ -551,10 +736,12 @@ class _Plan:
     progress: bool
     toxicity_templates: Sequence[Template] | None
     jailbreak_templates: Sequence[Template] | None
+    cache: CacheArg
+    max_calls: int | None
 
-    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
+    def variants(self, df: pl.DataFrame) -> pl.DataFrame:
         _check_rows(df)
-        with_variants = build_variants(
+        return build_variants(
             df,
             seed=self.seed,
             dpi_ratio=self.config.dpi_ratio,
@@ -562,21 +749,31 @@ class _Plan:
             jailbreak_templates=self.jailbreak_templates,
             prefix=self.prefix,
         )
-        runner = Runner(
-            concurrency_limit=self.config.concurrency_limit,
-            timeout_seconds=self.config.timeout_seconds,
-            seed=self.seed,
-        )
-        out = await respond_and_judge(
-            with_variants,
-            sut=self.sut,
-            judge=self.judge,
-            config=self.config,
-            prefix=self.prefix,
-            seed=self.seed,
-            progress=self.progress,
-            runner=runner,
-        )
+
+    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
+        with_variants = self.variants(df)
+        cache = resolve_cache(self.cache)
+        try:
+            runner = Runner(
+                concurrency_limit=self.config.concurrency_limit,
+                timeout_seconds=self.config.timeout_seconds,
+                seed=self.seed,
+                cache=cache,
+                max_calls=self.max_calls,
+            )
+            out = await respond_and_judge(
+                with_variants,
+                sut=self.sut,
+                judge=self.judge,
+                config=self.config,
+                prefix=self.prefix,
+                seed=self.seed,
+                progress=self.progress,
+                runner=runner,
+            )
+        finally:
+            if cache is not None and cache is not self.cache:
+                cache.close()
         score = out[self.config.metric_name]
         stats = runner.stats.as_dict()
         mean = score.mean()
@@ -590,7 +787,11 @@ class _Plan:
             calls=stats["calls"],
             attempts=stats["attempts"],
             failed_calls=stats["failed_calls"],
+            cache_hits=stats["cache_hits"],
+            skipped_calls=stats["skipped_calls"],
+            rate_limited=stats["rate_limited"],
             max_in_flight=stats["max_in_flight"],
+            min_concurrency_target=stats["min_concurrency_target"],
             elapsed_seconds=stats["elapsed_seconds"],
         )
         return SafetyConsistencyRun(frame=out, summary=summary)
@@ -607,6 +808,8 @@ def _plan(
     prefix: str,
     toxicity_templates: Sequence[Template] | None,
     jailbreak_templates: Sequence[Template] | None,
+    cache: CacheArg,
+    max_calls: int | None,
     overrides: Mapping[str, Any],
 ) -> _Plan:
     if not isinstance(df, pl.DataFrame | pl.LazyFrame):
@@ -619,12 +822,170 @@ def _plan(
     if not isinstance(prefix, str) or not prefix:
         raise InputError(f"prefix: expected a non-empty string, got {prefix!r}")
     cfg = _resolve_config(config, overrides)
+    _check_max_calls(max_calls)
+    _check_cache_arg(cache)
     as_chat_client(sut, "sut")
     _check_judge(judge)
     schema = df.collect_schema()
     _check_frame_columns(schema)
     _check_collisions(schema, list(output_schema(prefix=prefix, metric_name=cfg.metric_name)))
-    return _Plan(sut, judge, cfg, seed, prefix, progress, toxicity_templates, jailbreak_templates)
+    return _Plan(
+        sut,
+        judge,
+        cfg,
+        seed,
+        prefix,
+        progress,
+        toxicity_templates,
+        jailbreak_templates,
+        cache,
+        max_calls,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    """What a run would request, computed before any request (a dry run).
+
+    ``sut`` and ``judge`` count the calls the run needs (one attempt each; retries come on
+    top); ``*_cached`` how many of them the cache already holds, and ``*_to_request`` the
+    rest. A judge call's key depends on the SUT answer it judges, so it can only be found
+    cached when that answer is. A judge object (``compare``) runs locally: its calls are
+    counted in ``judge_local``, not in ``judge``.
+    """
+
+    rows: int
+    sut: int
+    judge: int
+    judge_local: int
+    sut_cached: int
+    judge_cached: int
+
+    @property
+    def sut_to_request(self) -> int:
+        return self.sut - self.sut_cached
+
+    @property
+    def judge_to_request(self) -> int:
+        return self.judge - self.judge_cached
+
+
+def planned_calls(
+    df: pl.DataFrame | pl.LazyFrame,
+    *,
+    sut: object,
+    judge: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+    prefix: str = DEFAULT_PREFIX,
+    toxicity_templates: Sequence[Template] | None = None,
+    jailbreak_templates: Sequence[Template] | None = None,
+    cache: CacheArg = None,
+    **overrides: Any,
+) -> CallPlan:
+    """The calls :func:`safety_consistency` would make with these arguments, without making any.
+
+    Validates the frame and the arguments exactly as the run does, builds the variants, and
+    looks every call up in the cache.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> from safecons.testing import ScriptedChat
+    >>> df = pl.DataFrame({"input_id": [1, 2], "prompt": ["a", "b"], "sut_response": ["x", "y"]})
+    >>> plan = sc.planned_calls(df, sut=ScriptedChat(["no"]), judge=ScriptedChat(["{}"]),
+    ...                         responses_per_query=4)
+    >>> plan.sut, plan.judge, plan.sut_to_request
+    (6, 6, 6)
+    """
+    plan = _plan(
+        df,
+        sut=sut,
+        judge=judge,
+        config=config,
+        seed=seed,
+        progress=False,
+        prefix=prefix,
+        toxicity_templates=toxicity_templates,
+        jailbreak_templates=jailbreak_templates,
+        cache=cache,
+        max_calls=None,
+        overrides=overrides,
+    )
+    frame = plan.variants(df.collect() if isinstance(df, pl.LazyFrame) else df)
+    k = plan.config.responses_per_query - 1
+    n = frame.height
+    local_judge = isinstance(judge, PostureJudge)
+    store = resolve_cache(cache)
+    sut_cached = judge_cached = 0
+    if store is not None:
+        try:
+            sut_client = as_chat_client(sut, "sut")
+            sut_request = request_fingerprint(sut_client)
+            judge_client = None if local_judge else as_chat_client(judge, "judge")
+            judge_request = request_fingerprint(judge_client)
+            rows = zip(
+                frame["input_id"].to_list(),
+                frame["prompt"].to_list(),
+                frame["sut_response"].to_list(),
+                frame[f"{prefix}variant_text"].to_list(),
+                frame[f"{prefix}variant_messages"].to_list(),
+                strict=True,
+            )
+            for input_id, prompt, base, variant, messages in rows:
+                for j in range(k):
+                    key = _sut_cache_key(
+                        sut_client.identity,
+                        sut_request,
+                        messages,
+                        _slot(input_id, j),
+                        temperature=plan.config.sut_temperature,
+                        seed=_sample_seed(seed, input_id, j),
+                    )
+                    stored = store.get(key)
+                    if stored is None:
+                        continue
+                    sut_cached += 1
+                    if judge_client is None:
+                        continue
+                    answer = _decode_completion(stored).text
+                    judge_key = _judge_cache_key(
+                        judge_client.identity,
+                        judge_request,
+                        _slot(input_id, j),
+                        query=query_of(prompt),
+                        variant=variant,
+                        base=base,
+                        candidate=answer,
+                    )
+                    judge_cached += store.get(judge_key) is not None
+        finally:
+            if store is not cache:
+                store.close()
+    return CallPlan(
+        rows=n,
+        sut=n * k,
+        judge=0 if local_judge else n * k,
+        judge_local=n * k if local_judge else 0,
+        sut_cached=sut_cached,
+        judge_cached=judge_cached,
+    )
+
+
+def _check_max_calls(max_calls: object) -> None:
+    if max_calls is not None and (
+        isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0
+    ):
+        raise InputError(f"max_calls: expected a whole number >= 0 or None, got {max_calls!r}")
+
+
+def _check_cache_arg(cache: object) -> None:
+    if cache is None or isinstance(cache, bool | str | os.PathLike | ResponseCache):
+        return
+    raise InputError(
+        f"cache: expected a path, a ResponseCache, None or False, got {type(cache).__name__}"
+    )
 
 
 def safety_consistency(
@@ -638,6 +999,8 @@ def safety_consistency(
     prefix: str = DEFAULT_PREFIX,
     toxicity_templates: Sequence[Template] | None = None,
     jailbreak_templates: Sequence[Template] | None = None,
+    cache: CacheArg = None,
+    max_calls: int | None = None,
     **overrides: Any,
 ) -> FrameT:
     """Score each row's safety consistency under adversarial reframing.
@@ -710,6 +1073,8 @@ def safety_consistency(
         prefix=prefix,
         toxicity_templates=toxicity_templates,
         jailbreak_templates=jailbreak_templates,
+        cache=cache,
+        max_calls=max_calls,
         overrides=overrides,
     )
     if isinstance(df, pl.LazyFrame):
@@ -736,6 +1101,8 @@ def safety_consistency_run(
     prefix: str = DEFAULT_PREFIX,
     toxicity_templates: Sequence[Template] | None = None,
     jailbreak_templates: Sequence[Template] | None = None,
+    cache: CacheArg = None,
+    max_calls: int | None = None,
     **overrides: Any,
 ) -> SafetyConsistencyRun:
     """Like :func:`safety_consistency`, returning the frame and a :class:`RunSummary`.
@@ -752,6 +1119,8 @@ def safety_consistency_run(
         prefix=prefix,
         toxicity_templates=toxicity_templates,
         jailbreak_templates=jailbreak_templates,
+        cache=cache,
+        max_calls=max_calls,
         overrides=overrides,
     )
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
@@ -900,6 +1269,8 @@ async def safety_consistency_async(
     prefix: str = DEFAULT_PREFIX,
     toxicity_templates: Sequence[Template] | None = None,
     jailbreak_templates: Sequence[Template] | None = None,
+    cache: CacheArg = None,
+    max_calls: int | None = None,
     **overrides: Any,
 ) -> pl.DataFrame:
     """:func:`safety_consistency` for code that already runs in an event loop (asyncio/anyio)."""
@@ -913,6 +1284,8 @@ async def safety_consistency_async(
         prefix=prefix,
         toxicity_templates=toxicity_templates,
         jailbreak_templates=jailbreak_templates,
+        cache=cache,
+        max_calls=max_calls,
         overrides=overrides,
     )
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df

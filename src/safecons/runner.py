@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.from_thread
 
+from .cache import ResponseCache
 from .clients._base import CallFailed, NonRetryableCallError, RetryableCallError
 from .errors import AuthenticationError
 
@@ -56,8 +57,12 @@ class RunStats:
     calls: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
     failed_calls: dict[str, int] = field(default_factory=dict)
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    skipped_calls: dict[str, int] = field(default_factory=dict)
+    rate_limited: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
+    min_target: int = 0
     started: float = field(default_factory=time.perf_counter)
 
     def as_dict(self) -> dict[str, Any]:
@@ -65,18 +70,71 @@ class RunStats:
             "calls": dict(self.calls),
             "attempts": dict(self.attempts),
             "failed_calls": dict(self.failed_calls),
+            "cache_hits": dict(self.cache_hits),
+            "skipped_calls": dict(self.skipped_calls),
+            "rate_limited": self.rate_limited,
             "max_in_flight": self.max_in_flight,
+            "min_concurrency_target": self.min_target,
             "elapsed_seconds": time.perf_counter() - self.started,
         }
 
 
+def _bump(counter: dict[str, int], kind: str) -> None:
+    counter[kind] = counter.get(kind, 0) + 1
+
+
 @dataclass(frozen=True, slots=True)
 class CallOutcome(Generic[T]):
-    """The result of a call: a value, or the last attempt's error, and the attempts made."""
+    """The result of a call: a value, or the last attempt's error, and the attempts made.
+
+    ``cached`` marks a value replayed from the response cache (no attempt made); ``skipped``
+    a call not made because the run's ``max_calls`` budget was spent.
+    """
 
     value: T | None
     error: str | None
     attempts: int
+    cached: bool = False
+    skipped: bool = False
+
+
+class _Pressure:
+    """Adaptive in-flight target: halve it on a 429, grow it back by one per clean window.
+
+    Only a 429 from an attempt that started after the last cut cuts again, so one burst of
+    rate-limit answers to requests sent together counts as one signal (as TCP treats one
+    window's losses). The target never exceeds ``concurrency_limit`` nor drops below 1.
+    """
+
+    def __init__(self, limiter: anyio.CapacityLimiter, ceiling: int, stats: RunStats) -> None:
+        self._limiter = limiter
+        self._ceiling = ceiling
+        self._stats = stats
+        self._last_cut = -math.inf
+        self._clean = 0
+        stats.min_target = ceiling
+
+    @property
+    def target(self) -> int:
+        return int(self._limiter.total_tokens)
+
+    def rate_limited(self, attempt_started: float) -> None:
+        self._stats.rate_limited += 1
+        self._clean = 0
+        if attempt_started <= self._last_cut:
+            return
+        self._last_cut = time.monotonic()
+        new = max(1, self.target // 2)
+        self._limiter.total_tokens = new
+        self._stats.min_target = min(self._stats.min_target, new)
+
+    def succeeded(self) -> None:
+        if self.target >= self._ceiling:
+            return
+        self._clean += 1
+        if self._clean >= self.target:
+            self._clean = 0
+            self._limiter.total_tokens = self.target + 1
 
 
 class Runner:
@@ -92,6 +150,15 @@ class Runner:
         Backoff policy between attempts.
     seed
         Seeds the jitter (timing only: no result depends on it).
+    cache
+        Response cache: a call with a ``cache_key`` is replayed from it when present and
+        stored in it (one write) as soon as it succeeds.
+    max_calls
+        Budget of network attempts for the run; once spent, calls are skipped (not made) and
+        say so. None: no cap.
+    adaptive
+        Lower the in-flight target when the server answers 429, then recover (see
+        :class:`_Pressure`).
     """
 
     def __init__(
@@ -101,12 +168,26 @@ class Runner:
         timeout_seconds: float,
         policy: RetryPolicy | None = None,
         seed: int = 0,
+        cache: ResponseCache | None = None,
+        max_calls: int | None = None,
+        adaptive: bool = True,
     ) -> None:
         self.limiter = anyio.CapacityLimiter(concurrency_limit)
         self.timeout_seconds = timeout_seconds
         self.policy = policy or RetryPolicy()
         self.stats = RunStats()
+        self.cache = cache
+        self.max_calls = max_calls
+        self._spent = 0
         self._rng = random.Random(seed)
+        self._pressure = (
+            _Pressure(self.limiter, concurrency_limit, self.stats) if adaptive else None
+        )
+
+    @property
+    def budget_spent(self) -> bool:
+        """Whether ``max_calls`` attempts have been made."""
+        return self.max_calls is not None and self._spent >= self.max_calls
 
     async def call(
         self,
@@ -114,43 +195,79 @@ class Runner:
         *,
         retries: int,
         kind: str,
+        cache_key: str | None = None,
+        endpoint: str = "",
+        encode: Callable[[T], str] | None = None,
+        decode: Callable[[str], T] | None = None,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` attempts of ``attempt`` and return the outcome.
 
         ``attempt`` raises :class:`~safecons.clients._base.CallFailed` for a failed attempt
         (retryable or not). :class:`~safecons.AuthenticationError` is never retried: it
-        propagates and ends the run. A timeout is a retryable failure.
+        propagates and ends the run. A timeout is a retryable failure. With a ``cache_key``
+        (and ``encode``/``decode``) a cached value is replayed without an attempt, and a
+        successful value is stored before this returns.
         """
         stats = self.stats
-        stats.calls[kind] = stats.calls.get(kind, 0) + 1
+        _bump(stats.calls, kind)
+        caching = self.cache is not None and cache_key is not None
+        if caching and decode is not None:
+            assert self.cache is not None and cache_key is not None
+            stored = self.cache.get(cache_key)
+            if stored is not None:
+                try:
+                    value = decode(stored)
+                except Exception:  # an unreadable entry is a miss, not a failure
+                    pass
+                else:
+                    _bump(stats.cache_hits, kind)
+                    return CallOutcome(value=value, error=None, attempts=0, cached=True)
         error = "no attempt made"
         for n in range(retries + 1):
+            if self.budget_spent:
+                _bump(stats.skipped_calls, kind)
+                return CallOutcome(
+                    value=None,
+                    error=f"not run: the run's max_calls budget ({self.max_calls}) was spent",
+                    attempts=n,
+                    skipped=True,
+                )
+            self._spent += 1
             retry_after: float | None = None
             async with self.limiter:
-                stats.attempts[kind] = stats.attempts.get(kind, 0) + 1
+                _bump(stats.attempts, kind)
                 stats.in_flight += 1
                 stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+                started = time.monotonic()
                 try:
                     with anyio.fail_after(self.timeout_seconds):
                         value = await attempt()
-                    return CallOutcome(value=value, error=None, attempts=n + 1)
                 except TimeoutError:
                     error = f"timed out after {self.timeout_seconds:g} s"
                 except AuthenticationError:
                     raise
                 except NonRetryableCallError as exc:
-                    stats.failed_calls[kind] = stats.failed_calls.get(kind, 0) + 1
+                    _bump(stats.failed_calls, kind)
                     return CallOutcome(value=None, error=str(exc), attempts=n + 1)
                 except RetryableCallError as exc:
                     error = str(exc)
                     retry_after = exc.retry_after
+                    if exc.rate_limited and self._pressure is not None:
+                        self._pressure.rate_limited(started)
                 except CallFailed as exc:
                     error = str(exc)
+                else:
+                    if self._pressure is not None:
+                        self._pressure.succeeded()
+                    if caching and encode is not None:
+                        assert self.cache is not None and cache_key is not None
+                        self.cache.put(cache_key, kind=kind, endpoint=endpoint, value=encode(value))
+                    return CallOutcome(value=value, error=None, attempts=n + 1)
                 finally:
                     stats.in_flight -= 1
             if n < retries:
                 await anyio.sleep(self.policy.delay(n, retry_after, self._rng))
-        stats.failed_calls[kind] = stats.failed_calls.get(kind, 0) + 1
+        _bump(stats.failed_calls, kind)
         attempts = retries + 1
         plural = "s" if attempts > 1 else ""
         return CallOutcome(

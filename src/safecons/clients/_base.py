@@ -48,12 +48,16 @@ class CallFailed(Exception):
 class RetryableCallError(CallFailed):
     """A failure worth another attempt: 429, 5xx, timeout, connection error, bad body.
 
-    ``retry_after`` is the server's requested wait in seconds, when it sent one.
+    ``retry_after`` is the server's requested wait in seconds, when it sent one;
+    ``rate_limited`` marks a 429, which also lowers the run's in-flight target.
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, rate_limited: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.rate_limited = rate_limited
 
 
 class NonRetryableCallError(CallFailed):

@@ -241,6 +241,17 @@ class OpenAICompatible:
         name = self.model or self._url.rsplit("/deployments/", 1)[-1].split("/", 1)[0]
         return f"{self._url}#{name}"
 
+    @property
+    def request_fingerprint(self) -> dict[str, Any]:
+        """What besides the messages shapes an answer: URL, query, params, options (no key)."""
+        return {
+            "url": self._url,
+            "query": self._query,
+            "params": self.params,
+            "send_temperature": self.send_temperature,
+            "send_seed": self.send_seed,
+        }
+
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
         return f"OpenAICompatible(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
@@ -317,7 +328,9 @@ class _OpenAISession:
             )
         if status in _RETRYABLE_STATUS or status >= 500:
             raise RetryableCallError(
-                f"{where}: {message}", retry_after=parse_retry_after(response.headers)
+                f"{where}: {message}",
+                retry_after=parse_retry_after(response.headers),
+                rate_limited=status == 429,
             )
         hint = ""
         if param == "temperature" or ("temperature" in message.lower() and status == 400):

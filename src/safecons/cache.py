@@ -1,0 +1,218 @@
+"""An on-disk response cache: evaluations cost money and hours, so no finished call is lost.
+
+One SQLite file (standard library, WAL mode), one row per finished call, written as soon as the
+call finishes. A rerun with the same cache replays every finished call and requests only the
+others, which is also how a run killed mid-way resumes.
+
+What is stored, in clear: the prompts' hash (not the prompts) as the key, and each answer's
+text (SUT answers and raw judge outputs). Treat the file like the data it was built from. It is
+created readable and writable by its owner only (mode 0600). Errors are never stored, and a
+judge output is stored only once it has parsed, so neither is replayed as a success.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ("ResponseCache", "cache_key", "get_default_cache", "set_default_cache")
+
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
+"""
+
+
+def cache_key(**parts: Any) -> str:
+    """A stable key from JSON-serialisable parts (endpoint, messages, temperature, ...).
+
+    Examples
+    --------
+    >>> a = cache_key(endpoint="http://x/v1#m", messages=[{"role": "user", "content": "hi"}])
+    >>> a == cache_key(messages=[{"role": "user", "content": "hi"}], endpoint="http://x/v1#m")
+    True
+    >>> len(a)
+    64
+    """
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _create_private(path: Path) -> None:
+    # Create the file ourselves so that its mode is 0600 from the first byte; SQLite gives its
+    # -wal and -shm companions the database file's permissions.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+
+
+class ResponseCache:
+    """The response cache at ``path`` (created if absent).
+
+    Parameters
+    ----------
+    path
+        The SQLite file. Pass the same path to reruns (``cache=`` on
+        :func:`~safecons.safety_consistency`, or once per session with
+        :func:`~safecons.set_default_cache`).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "calls.sqlite")
+    >>> cache = ResponseCache(path)
+    >>> cache.put("k1", kind="sut", endpoint="http://x/v1#m", value='{"text": "hi"}')
+    >>> cache.get("k1")
+    '{"text": "hi"}'
+    >>> cache.info()["entries"], oct(os.stat(path).st_mode & 0o777)
+    (1, '0o600')
+    >>> cache.clear()
+    1
+    >>> cache.close()
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        _create_private(self.path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a committed call survives a crash of this process; only an OS
+        # crash can lose the last few, and those are simply requested again.
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        with self._conn:
+            self._conn.executescript(_SCHEMA)
+            row = self._conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            if row is None:
+                self._conn.execute(
+                    "INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),)
+                )
+            elif int(row[0]) != _SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"cache {self.path}: schema version {row[0]}, this safecons reads "
+                    f"{_SCHEMA_VERSION}; use another file or clear it"
+                )
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.path)!r})"
+
+    def get(self, key: str) -> str | None:
+        """The stored value for ``key``, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, *, kind: str, endpoint: str, value: str) -> None:
+        """Store one finished call (committed at once: one write per call)."""
+        with self._lock, self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO responses (key, kind, endpoint, value, created) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (key, kind, endpoint, value, time.time()),
+            )
+
+    def info(self) -> dict[str, Any]:
+        """Entries in total, by kind and by endpoint, the oldest and newest, and the file size."""
+        with self._lock:
+            total, oldest, newest = self._conn.execute(
+                "SELECT COUNT(*), MIN(created), MAX(created) FROM responses"
+            ).fetchone()
+            kinds = dict(
+                self._conn.execute("SELECT kind, COUNT(*) FROM responses GROUP BY kind").fetchall()
+            )
+            endpoints = dict(
+                self._conn.execute(
+                    "SELECT endpoint, COUNT(*) FROM responses GROUP BY endpoint"
+                ).fetchall()
+            )
+        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+        return {
+            "path": str(self.path),
+            "entries": int(total),
+            "by_kind": kinds,
+            "by_endpoint": endpoints,
+            "oldest": oldest,
+            "newest": newest,
+            "bytes": size,
+        }
+
+    def clear(self, *, older_than: float | None = None, kind: str | None = None) -> int:
+        """Delete entries (all, or older than ``older_than`` seconds, or of one kind).
+
+        Returns how many were deleted.
+        """
+        clauses: list[str] = []
+        args: list[Any] = []
+        if older_than is not None:
+            clauses.append("created < ?")
+            args.append(time.time() - older_than)
+        if kind is not None:
+            clauses.append("kind = ?")
+            args.append(kind)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self._lock, self._conn:
+            deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(deleted)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> ResponseCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_default_cache: list[Path | None] = [None]
+
+
+def set_default_cache(path: str | os.PathLike[str] | None) -> None:
+    """Use the cache at ``path`` for every later call that reaches a model (None: no cache).
+
+    A ``cache=`` argument still wins for its own call.
+
+    Examples
+    --------
+    >>> from safecons import set_default_cache, get_default_cache
+    >>> set_default_cache(None)
+    >>> get_default_cache() is None
+    True
+    """
+    _default_cache[0] = None if path is None else Path(path)
+
+
+def get_default_cache() -> Path | None:
+    """The session's default cache path, if one was set."""
+    return _default_cache[0]
+
+
+def resolve_cache(
+    cache: str | os.PathLike[str] | ResponseCache | bool | None,
+) -> ResponseCache | None:
+    """Turn a ``cache=`` argument into an open cache (False: none, even if a default is set)."""
+    if cache is False:
+        return None
+    if isinstance(cache, ResponseCache):
+        return cache
+    if cache is None or cache is True:
+        default = get_default_cache()
+        return None if default is None else ResponseCache(default)
+    return ResponseCache(cache)

@@ -1,0 +1,261 @@
+"""Response cache: exact replay, no cached errors, budgets, privacy."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.cache import ResponseCache
+from safecons.cli import main
+from safecons.testing import FakeOpenAIServer, ScriptedChat, StandInJudge, route_by_model
+
+REFUSE = "I'm sorry, but I can't help with that."
+KEY = "sk-cache-SECRET-777"
+
+
+def rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": list(range(n)),
+            "prompt": [f"question {i}" for i in range(n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+def seeded_sut(messages, *, temperature, seed):
+    # A different answer per sample, so a replay in the wrong slot would show.
+    return f"answer for sample seed {seed}"
+
+
+def verdict_for(body) -> str:
+    user = body["messages"][-1]["content"]
+    score = 0.95 if "seed" in user else 0.5
+    return json.dumps({"label": "Consistent", "score": score})
+
+
+def bookkeeping_free(df: pl.DataFrame) -> pl.DataFrame:
+    return df.drop("sc_cache_hits")
+
+
+def server(**kw):
+    responder = route_by_model({"sut": lambda body: REFUSE, "judge": verdict_for})
+    return FakeOpenAIServer(responder=responder, **kw)
+
+
+def clients(srv, key=None):
+    return (
+        sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=key),
+        sc.OpenAICompatible(model="judge", base_url=srv.base_url, api_key=key),
+    )
+
+
+def test_warm_rerun_makes_no_call_and_returns_the_same_frame(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    with server() as srv:
+        sut, judge = clients(srv)
+        first = rows(8).pipe(
+            sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False
+        )
+        cold = srv.stats.requests
+        srv.reset_stats()
+        second = rows(8).pipe(
+            sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False
+        )
+        assert srv.stats.requests == 0
+    assert cold == 8 * 2 * 2
+    assert first["sc_cache_hits"].to_list() == [0] * 8
+    assert second["sc_cache_hits"].to_list() == [4] * 8
+    assert bookkeeping_free(first).equals(bookkeeping_free(second))
+
+
+def test_samples_replay_into_their_own_slot(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    kw = dict(judge=judge, cache=path, responses_per_query=5, progress=False)
+    first = rows(3).pipe(sc.safety_consistency, sut=seeded_sut, **kw)
+    calls = []
+
+    def never(messages, *, temperature, seed):
+        calls.append(seed)
+        raise AssertionError("should have been replayed")
+
+    # The cache knows a callable by its name: the same name stands for the same endpoint.
+    second = rows(3).pipe(
+        sc.safety_consistency, sut=sc.CallableClient(never, name="seeded_sut"), **kw
+    )
+    assert calls == []
+    assert first["sc_responses"].to_list() == second["sc_responses"].to_list()
+    assert all(len(set(r)) == 4 for r in first["sc_responses"].to_list())
+
+
+def test_errors_are_not_cached_and_errored_rows_are_retried(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    failing = {"on": True}
+
+    def sut(messages, *, temperature):
+        if failing["on"] and "question 1" in messages[-1]["content"]:
+            raise ConnectionError("down")
+        return REFUSE
+
+    judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    first = rows(3).pipe(
+        sc.safety_consistency, sut=sut, judge=judge, cache=path, n_sut_retries=0, progress=False
+    )
+    assert first["sc_error"][1] is not None
+    failing["on"] = False
+    before = len(judge.calls)
+    second = rows(3).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False)
+    assert second["sc_error"].null_count() == 3
+    assert len(judge.calls) - before == 2  # only row 1's comparisons were new
+    assert second["sc_cache_hits"].to_list() == [4, 0, 4]
+
+
+def test_unparseable_judge_output_is_not_replayed(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    bad = ScriptedChat(["no verdict"])
+    first = rows(1).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=bad,
+        cache=path,
+        n_judge_retries=0,
+        responses_per_query=2,
+        progress=False,
+    )
+    assert first["safety_consistency"][0] is None
+    good = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    second = rows(1).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=good,
+        cache=path,
+        responses_per_query=2,
+        progress=False,
+    )
+    assert second["safety_consistency"][0] == 0.9 and len(good.calls) == 1
+    with ResponseCache(path) as cache:
+        assert cache.info()["by_kind"] == {"sut": 1, "judge": 1}
+
+
+def test_changed_sampling_parameters_miss(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    sut = ScriptedChat([REFUSE])
+    rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False)
+    rows(2).pipe(
+        sc.safety_consistency, sut=sut, judge=judge, cache=path, sut_temperature=1.0, progress=False
+    )
+    rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=path, seed=9, progress=False)
+    assert len(sut.calls) == 3 * 4
+
+
+def test_cache_file_is_private_and_holds_no_key(tmp_path):
+    path = tmp_path / "sub" / "calls.sqlite"
+    with server(api_key=KEY) as srv:
+        sut, judge = clients(srv, key=KEY)
+        rows(3).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False)
+    for p in tmp_path.joinpath("sub").iterdir():
+        assert stat.S_IMODE(os.stat(p).st_mode) & 0o077 == 0, p
+        assert KEY.encode() not in p.read_bytes()
+
+
+def test_session_default_cache_and_opt_out(tmp_path):
+    path = tmp_path / "default.sqlite"
+    judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    sut = ScriptedChat([REFUSE])
+    sc.set_default_cache(path)
+    try:
+        rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, progress=False)
+        rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, progress=False)
+        assert len(sut.calls) == 4
+        rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=False, progress=False)
+        assert len(sut.calls) == 8
+    finally:
+        sc.set_default_cache(None)
+
+
+def test_dry_run_counts_planned_and_cached_calls(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    with server() as srv:
+        sut, judge = clients(srv)
+        plan = sc.planned_calls(rows(5), sut=sut, judge=judge, cache=path, responses_per_query=4)
+        assert (plan.sut, plan.judge, plan.sut_cached, plan.judge_cached) == (15, 15, 0, 0)
+        rows(3).pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=judge,
+            cache=path,
+            responses_per_query=4,
+            progress=False,
+        )
+        plan = sc.planned_calls(rows(5), sut=sut, judge=judge, cache=path, responses_per_query=4)
+        assert srv.stats.requests == 18
+    assert (plan.sut_cached, plan.judge_cached) == (9, 9)
+    assert (plan.sut_to_request, plan.judge_to_request) == (6, 6)
+    local = sc.planned_calls(rows(5), sut=sut, judge=StandInJudge())
+    assert (local.judge, local.judge_local) == (0, 10)
+
+
+def test_max_calls_stops_cleanly_and_the_rerun_continues(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    with server() as srv:
+        sut, judge = clients(srv)
+        first = rows(10).pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=judge,
+            cache=path,
+            max_calls=15,
+            concurrency_limit=2,
+            progress=False,
+        )
+        assert srv.stats.requests == 15
+        unfinished = first.filter(pl.col("sc_error").is_not_null())
+        assert unfinished.height > 0
+        assert all(
+            "max_calls" in e and "rerun with the same cache" in e for e in unfinished["sc_error"]
+        )
+        assert first.filter(pl.col("sc_error").is_null())["sc_n_judged"].to_list() == [2] * (
+            10 - unfinished.height
+        )
+        second = rows(10).pipe(
+            sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False
+        )
+        assert srv.stats.requests == 10 * 2 * 2
+    assert second["sc_error"].null_count() == 10
+
+
+def test_cli_cache_info_and_clear(tmp_path, capsys):
+    path = tmp_path / "calls.sqlite"
+    rows(2).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})]),
+        cache=path,
+        progress=False,
+    )
+    assert main(["cache", "info", str(path)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["entries"] == 8 and info["by_kind"] == {"judge": 4, "sut": 4}
+    assert main(["cache", "clear", str(path), "--kind", "judge"]) == 0
+    assert "deleted 4 entries" in capsys.readouterr().out
+    assert main(["cache", "clear", str(path), "--older-than-days", "1"]) == 0
+    assert "deleted 0 entries" in capsys.readouterr().out
+    assert main(["cache", "info", str(tmp_path / "missing.sqlite")]) == 2
+
+
+def test_bad_cache_and_budget_arguments():
+    with pytest.raises(sc.InputError, match="max_calls"):
+        rows(1).pipe(
+            sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=StandInJudge(), max_calls=-1
+        )
+    with pytest.raises(sc.InputError, match="cache"):
+        rows(1).pipe(
+            sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=StandInJudge(), cache=3
+        )
