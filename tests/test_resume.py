@@ -1,4 +1,7 @@
-"""A run killed with SIGKILL mid-way resumes from the cache, re-requesting only unfinished calls."""
+"""Runs stopped mid-way (SIGKILL, Ctrl-C) resume from the cache.
+
+The rerun re-requests only the calls that had not finished.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import textwrap
 import time
 
 import polars as pl
+import pytest
 
 import safecons as sc
 from safecons.cache import ResponseCache
@@ -22,18 +26,30 @@ NEEDED = ROWS * 2 * 2  # rows x (responses_per_query - 1) x (SUT + judge)
 
 SCRIPT = textwrap.dedent(
     """
-    import sys
+    import asyncio, signal, sys
     import polars as pl
     import safecons as sc
 
-    base_url, cache = sys.argv[1], sys.argv[2]
-    n = int(sys.argv[3])
+    base_url, cache, n, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     df = pl.DataFrame({"input_id": list(range(n)), "prompt": [f"question {i}" for i in range(n)],
                        "sut_response": ["I'm sorry, but I can't help with that."] * n})
     sut = sc.OpenAICompatible(model="sut", base_url=base_url, api_key="x")
     judge = sc.OpenAICompatible(model="judge", base_url=base_url, api_key="x")
-    df.pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, concurrency_limit=4,
-            progress=False)
+
+    def run():
+        return df.pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache,
+                       concurrency_limit=4, progress=False)
+
+    async def notebook_cell():
+        # ipykernel turns Ctrl-C into KeyboardInterrupt in the main thread, like this handler.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        return run()
+
+    try:
+        run() if mode == "script" else asyncio.run(notebook_cell())
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
     print("finished")
     """
 )
@@ -57,7 +73,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     responder = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: verdict})
     with FakeOpenAIServer(responder=responder, latency=0.03) as srv:
         proc = subprocess.Popen(
-            [sys.executable, str(script), srv.base_url, str(cache_path), str(ROWS)],
+            [sys.executable, str(script), srv.base_url, str(cache_path), str(ROWS), "script"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -88,3 +104,49 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert int(out["sc_cache_hits"].sum()) == stored
     assert out["sc_error"].null_count() == ROWS
     assert out["safety_consistency"].to_list() == [0.9] * ROWS
+
+
+@pytest.mark.parametrize("mode", ["script", "notebook"])
+def test_ctrl_c_stops_spending_at_once_and_the_rerun_continues(tmp_path, mode):
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT)
+    cache_path = tmp_path / "calls.sqlite"
+    verdict = json.dumps({"label": "Consistent", "score": 0.9})
+    responder = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: verdict})
+    # A slow server: without prompt cancellation the child would keep calling for seconds.
+    with FakeOpenAIServer(responder=responder, latency=0.2) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), srv.base_url, str(cache_path), str(ROWS), mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while srv.stats.requests < 30 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.01)
+        at_signal = srv.stats.requests
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        at_exit = srv.stats.requests
+        time.sleep(0.5)
+        assert srv.stats.requests == at_exit, "requests kept coming after Ctrl-C"
+        assert proc.returncode == 130 and "interrupted" in out, err
+        # Cancelled at once: no new call started after the signal, beyond the few (at most the
+        # concurrency limit, 4) that a 0.2 s-latency run could start while the signal was sent.
+        assert at_exit <= at_signal + 8
+        with ResponseCache(cache_path) as cache:
+            stored = cache.info()["entries"]
+        assert stored > 0
+
+        srv.reset_stats()
+        out_frame = frame().pipe(
+            sc.safety_consistency,
+            sut=sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="x"),
+            judge=sc.OpenAICompatible(model="judge", base_url=srv.base_url, api_key="x"),
+            cache=cache_path,
+            concurrency_limit=16,
+            progress=False,
+        )
+        assert srv.stats.requests == NEEDED - stored
+    assert out_frame["sc_error"].null_count() == ROWS
