@@ -151,3 +151,60 @@ def test_run_sync_in_plain_code_and_inside_a_running_loop():
     import asyncio
 
     assert asyncio.run(notebook_cell()) == 10
+
+
+async def test_rate_limits_lower_the_in_flight_target_then_it_recovers():
+    runner = Runner(concurrency_limit=16, timeout_seconds=5, policy=FAST)
+    state = {"live": 0, "limited": True}
+
+    async def attempt():
+        # A server that rate-limits whenever more than 4 requests are in flight, until told not to.
+        state["live"] += 1
+        try:
+            await anyio.sleep(0.005)
+            if state["limited"] and state["live"] > 4:
+                raise RetryableCallError("429", retry_after=0.01, rate_limited=True)
+            return 1
+        finally:
+            state["live"] -= 1
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(200):
+            tg.start_soon(lambda: runner.call(attempt, retries=20, kind="sut"))
+    low = runner.stats.min_target
+    assert runner.stats.rate_limited > 0 and low <= 4
+    assert runner.stats.failed_calls == {}
+    # Pressure kept the retries far below the 200 x 21 worst case.
+    assert runner.stats.attempts["sut"] < 400
+
+    state["limited"] = False
+    async with anyio.create_task_group() as tg:
+        for _ in range(300):
+            tg.start_soon(lambda: runner.call(attempt, retries=0, kind="sut"))
+    assert int(runner.limiter.total_tokens) > low
+
+
+async def test_one_burst_of_429s_cuts_the_target_once():
+    runner = Runner(concurrency_limit=16, timeout_seconds=5, policy=FAST)
+    gate = anyio.Event()
+
+    async def attempt():
+        await gate.wait()
+        raise RetryableCallError("429", rate_limited=True)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(16):
+            tg.start_soon(lambda: runner.call(attempt, retries=0, kind="sut"))
+        await anyio.sleep(0.05)
+        gate.set()
+    # Sixteen 429s to requests sent together are one signal: 16 -> 8, not 16 -> 1.
+    assert int(runner.limiter.total_tokens) == 8
+
+
+async def test_max_calls_budget_skips_calls_once_spent():
+    runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST, max_calls=3)
+    attempt, state = flaky(10)
+    first = await runner.call(attempt, retries=5, kind="sut")
+    assert state["n"] == 3 and first.skipped and "max_calls" in first.error
+    second = await runner.call(attempt, retries=5, kind="sut")
+    assert state["n"] == 3 and second.skipped and second.attempts == 0
