@@ -316,6 +316,9 @@ class _OpenAISession:
         if status == 200:
             return self._read_ok(response)
         message, code, param = _error_text(response)
+        if c._api_key:
+            # Some gateways echo the credentials they rejected; never pass them on.
+            message = message.replace(c._api_key, "<api key>")
         where = f"{c.identity}: HTTP {status}"
         if status in (401, 403):
             raise AuthenticationError(
