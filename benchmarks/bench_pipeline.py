@@ -73,8 +73,10 @@ def main() -> None:
         f"concurrency={args.concurrency} latency={args.latency * 1000:.0f} ms (server in a child "
         "process)"
     )
+    header = ("transport", "calls", "wall s", "calls/s", "ideal s", "efficiency")
     print(
-        f"{'transport':<10} {'calls':>7} {'wall s':>8} {'calls/s':>9} {'ideal s':>8} {'efficiency':>10}"
+        f"{header[0]:<10} "
+        + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], (7, 8, 9, 8, 10), strict=True))
     )
     try:
         for transport in transports:

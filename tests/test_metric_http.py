@@ -52,7 +52,7 @@ def sut_refuses(body) -> str:
 
 def posture_judge(body) -> str:
     cand = candidate_of(body)
-    if cand == REFUSE or cand == CONTENT_FILTER_TEXT:
+    if cand in (REFUSE, CONTENT_FILTER_TEXT):
         return json.dumps({"label": "Consistent", "score": 0.95, "reason": "both refuse"})
     return json.dumps({"label": "Contradictory", "score": 0.3, "reason": "answered"})
 

@@ -32,6 +32,27 @@ from .metric import safety_consistency as safety_consistency
 from .metric import safety_consistency_async as safety_consistency_async
 from .metric import safety_consistency_run as safety_consistency_run
 from .metric import score_expr as score_expr
+from .pairwise import build_pairwise_messages as build_pairwise_messages
+from .pairwise import parse_verdict as parse_verdict
+from .pairwise import parse_verdict_expr as parse_verdict_expr
+from .reliability import PADDING_FILLER as PADDING_FILLER
+from .reliability import UndefinedStatisticWarning as UndefinedStatisticWarning
+from .reliability import agreement as agreement
+from .reliability import both_orders_verdict as both_orders_verdict
+from .reliability import cohen_kappa as cohen_kappa
+from .reliability import fleiss_kappa as fleiss_kappa
+from .reliability import flip_rate_by_gap as flip_rate_by_gap
+from .reliability import identical_pairs as identical_pairs
+from .reliability import krippendorff_alpha as krippendorff_alpha
+from .reliability import length_bias as length_bias
+from .reliability import padded_pairs as padded_pairs
+from .reliability import position_bias as position_bias
+from .reliability import position_class as position_class
+from .reliability import read_fastchat_pairs as read_fastchat_pairs
+from .reliability import read_llmbar as read_llmbar
+from .reliability import read_pandalm as read_pandalm
+from .reliability import repetition_stability as repetition_stability
+from .reliability import winner_from_letter as winner_from_letter
 from .templates import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
 from .templates import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
 from .templates import TOXICITY_FAMILIES as TOXICITY_FAMILIES
@@ -50,6 +71,7 @@ __version__ = "0.1.0"
 
 __all__ = (
     "JAILBREAK_TEMPLATES",
+    "PADDING_FILLER",
     "TOXICITY_TEMPLATES",
     "AuthenticationError",
     "CallPlan",
@@ -67,20 +89,39 @@ __all__ = (
     "SafetyConsistencyConfig",
     "SafetyConsistencyRun",
     "Template",
+    "UndefinedStatisticWarning",
     "Variant",
     "__version__",
+    "agreement",
+    "both_orders_verdict",
     "build_judge_messages",
+    "build_pairwise_messages",
     "build_variants",
+    "cohen_kappa",
     "demo_frame",
     "draw_variant",
+    "fleiss_kappa",
+    "flip_rate_by_gap",
     "get_default_cache",
+    "identical_pairs",
     "judge_responses",
+    "krippendorff_alpha",
+    "length_bias",
     "load_gptfuzz",
     "load_templates",
     "manifest",
     "output_schema",
+    "padded_pairs",
     "parse_judgment",
+    "parse_verdict",
+    "parse_verdict_expr",
     "planned_calls",
+    "position_bias",
+    "position_class",
+    "read_fastchat_pairs",
+    "read_llmbar",
+    "read_pandalm",
+    "repetition_stability",
     "respond",
     "respond_and_judge",
     "safety_consistency",
@@ -88,4 +129,5 @@ __all__ = (
     "safety_consistency_run",
     "score_expr",
     "set_default_cache",
+    "winner_from_letter",
 )

@@ -1,0 +1,68 @@
+"""Judge-reliability statistics: pure, fast, Polars in and Polars out.
+
+Everything here works on frames of already-collected judge verdicts and never touches the
+network (``swap_test``, which calls a judge, lives in :mod:`safecons.pairwise` and writes the
+columns these functions read by default). Every statistic takes a frame plus column names,
+reports per group with ``by=``, and returns a Polars frame; rates and kappas accept
+``ci=`` for a seeded bootstrap interval.
+"""
+
+from __future__ import annotations
+
+from ._agreement import agreement as agreement
+from ._agreement import repetition_stability as repetition_stability
+from ._columns import LETTER_XY as LETTER_XY
+from ._columns import LETTER_YX as LETTER_YX
+from ._columns import POSITION as POSITION
+from ._columns import SWAP_COLUMNS as SWAP_COLUMNS
+from ._columns import VERDICT as VERDICT
+from ._columns import VERDICT_XY_RAW as VERDICT_XY_RAW
+from ._columns import VERDICT_YX_RAW as VERDICT_YX_RAW
+from ._columns import WINNER_XY as WINNER_XY
+from ._columns import WINNER_YX as WINNER_YX
+from ._common import UndefinedStatisticWarning as UndefinedStatisticWarning
+from ._gap import flip_rate_by_gap as flip_rate_by_gap
+from ._kappa import cohen_kappa as cohen_kappa
+from ._length import length_bias as length_bias
+from ._multirater import fleiss_kappa as fleiss_kappa
+from ._multirater import krippendorff_alpha as krippendorff_alpha
+from ._position import both_orders_verdict as both_orders_verdict
+from ._position import position_bias as position_bias
+from ._position import position_class as position_class
+from ._position import winner_from_letter as winner_from_letter
+from ._probes import PADDING_FILLER as PADDING_FILLER
+from ._probes import identical_pairs as identical_pairs
+from ._probes import padded_pairs as padded_pairs
+from .loaders import read_fastchat_pairs as read_fastchat_pairs
+from .loaders import read_llmbar as read_llmbar
+from .loaders import read_pandalm as read_pandalm
+
+__all__ = (
+    "LETTER_XY",
+    "LETTER_YX",
+    "PADDING_FILLER",
+    "POSITION",
+    "SWAP_COLUMNS",
+    "VERDICT",
+    "VERDICT_XY_RAW",
+    "VERDICT_YX_RAW",
+    "WINNER_XY",
+    "WINNER_YX",
+    "UndefinedStatisticWarning",
+    "agreement",
+    "both_orders_verdict",
+    "cohen_kappa",
+    "fleiss_kappa",
+    "flip_rate_by_gap",
+    "identical_pairs",
+    "krippendorff_alpha",
+    "length_bias",
+    "padded_pairs",
+    "position_bias",
+    "position_class",
+    "read_fastchat_pairs",
+    "read_llmbar",
+    "read_pandalm",
+    "repetition_stability",
+    "winner_from_letter",
+)

@@ -1,0 +1,355 @@
+"""agreement, repetition_stability, length_bias, flip_rate_by_gap and the panel statistics."""
+
+from __future__ import annotations
+
+import collections
+import math
+import warnings
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import cohen_kappa_score
+
+from safecons.errors import InputError
+from safecons.reliability import (
+    UndefinedStatisticWarning,
+    agreement,
+    fleiss_kappa,
+    flip_rate_by_gap,
+    krippendorff_alpha,
+    length_bias,
+    repetition_stability,
+)
+
+# --- agreement -----------------------------------------------------------------------------
+
+
+def test_agreement_s1_s2_counts_and_kappa() -> None:
+    df = pl.DataFrame(
+        {
+            "verdict": ["x", "y", "tie", "x", "tie", "y", "error", None, "x"],
+            "human": ["x", "y", "tie", "y", "x", "y", "x", "y", "tie"],
+        }
+    )
+    row = agreement(df, gold="human").row(0, named=True)
+    assert row["n_error"] == 2
+    assert (row["n_s1"], row["n_agree_s1"]) == (7, 4)
+    # S2 drops pairs with a tie on either side: rows 3, 5 and 9 go.
+    assert (row["n_s2"], row["n_agree_s2"]) == (4, 3)
+    assert row["agreement_s1"] == pytest.approx(4 / 7)
+    assert row["agreement_s2"] == pytest.approx(3 / 4)
+    valid = df.filter(pl.col("verdict").is_in(["x", "y", "tie"]))
+    assert row["kappa_s1"] == pytest.approx(
+        cohen_kappa_score(valid["verdict"].to_list(), valid["human"].to_list()), abs=1e-12
+    )
+    s2 = valid.filter((pl.col("verdict") != "tie") & (pl.col("human") != "tie"))
+    assert row["kappa_s2"] == pytest.approx(
+        cohen_kappa_score(s2["verdict"].to_list(), s2["human"].to_list()), abs=1e-12
+    )
+    assert "flip_rate" not in row
+
+
+def test_agreement_flip_rate_beside_not_folded_in() -> None:
+    df = pl.DataFrame(
+        {
+            "verdict": ["x", "tie", "y", "tie"],
+            "gold": ["x", "x", "y", "y"],
+            "position": ["consistent", "primacy", "consistent", "error"],
+            "flag": [False, True, False, None],
+        }
+    )
+    a = agreement(df, gold="gold", flipped="position").row(0, named=True)
+    b = agreement(df, gold="gold", flipped="flag").row(0, named=True)
+    assert a == b
+    assert (a["n_flip_checked"], a["n_flipped"], a["flip_rate"]) == (3, 1, pytest.approx(1 / 3))
+    assert a["n_s1"] == 4  # flipped pairs stay in
+
+
+def test_agreement_integer_labels_and_custom_tie() -> None:
+    df = pl.DataFrame({"p": [1, 2, 0, 1], "g": [1, 2, 0, 2]})
+    row = agreement(df, pred="p", gold="g", tie=0).row(0, named=True)
+    assert (row["n_s1"], row["n_agree_s1"], row["n_s2"], row["n_agree_s2"]) == (4, 3, 3, 2)
+
+
+def test_agreement_undefined_kappa_warns() -> None:
+    df = pl.DataFrame({"verdict": ["x", "x"], "gold": ["x", "x"]})
+    with (
+        pytest.warns(UndefinedStatisticWarning, match="kappa_s1"),
+        pytest.warns(UndefinedStatisticWarning, match="kappa_s2"),
+    ):
+        row = agreement(df, gold="gold").row(0, named=True)
+    assert math.isnan(row["kappa_s1"])
+    assert row["agreement_s1"] == 1.0
+
+
+labels = st.sampled_from(["x", "y", "tie", "error", None])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(labels, st.sampled_from(["x", "y", "tie"]), st.integers(0, 2))))
+def test_agreement_matches_direct_count(rows: list[tuple[str | None, str, int]]) -> None:
+    df = pl.DataFrame(
+        rows, schema={"verdict": pl.String, "gold": pl.String, "g": pl.Int64}, orient="row"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        out = agreement(df, gold="gold", by="g")
+    for r in out.iter_rows(named=True):
+        part = [(p, g) for p, g, k in rows if k == r["g"] and p not in (None, "error")]
+        assert r["n_s1"] == len(part)
+        assert r["n_agree_s1"] == sum(p == g for p, g in part)
+        s2 = [(p, g) for p, g in part if "tie" not in (p, g)]
+        assert (r["n_s2"], r["n_agree_s2"]) == (len(s2), sum(p == g for p, g in s2))
+        for name, pairs in (("kappa_s1", part), ("kappa_s2", s2)):
+            if pairs:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ref = cohen_kappa_score([p for p, _ in pairs], [g for _, g in pairs])
+                if math.isnan(ref):
+                    assert math.isnan(r[name])
+                else:
+                    assert r[name] == pytest.approx(ref, abs=1e-12)
+        for name in ("agreement_s1", "agreement_s2"):
+            assert math.isnan(r[name]) or 0.0 <= r[name] <= 1.0
+
+
+def test_agreement_ci_columns() -> None:
+    rng = np.random.default_rng(0)
+    gold = rng.choice(["x", "y", "tie"], 300)
+    pred = np.where(rng.random(300) < 0.7, gold, rng.choice(["x", "y", "tie"], 300))
+    df = pl.DataFrame({"verdict": pred, "gold": gold, "f": rng.random(300) < 0.2})
+    out = agreement(df, gold="gold", flipped="f", ci=0.9, n_boot=500)
+    r = out.row(0, named=True)
+    for name in ("agreement_s1", "kappa_s1", "agreement_s2", "kappa_s2", "flip_rate"):
+        assert r[f"{name}_lo"] <= r[name] <= r[f"{name}_hi"], name
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"gold": "nope"}, r"'nope' \(from gold=\)"),
+        ({"gold": "score"}, r"'score' \(from gold=\) must hold nominal labels"),
+        ({"gold": "num"}, "different kinds of labels"),
+        ({"gold": "gold", "flipped": "score"}, r"'score' \(from flipped=\) must be Boolean"),
+    ],
+)
+def test_agreement_input_errors(kwargs: dict[str, object], match: str) -> None:
+    df = pl.DataFrame({"verdict": ["x"], "gold": ["x"], "score": [0.5], "num": [1]})
+    with pytest.raises(InputError, match=match):
+        agreement(df, **kwargs)  # type: ignore[arg-type]
+
+
+# --- repetition stability -------------------------------------------------------------------
+
+
+def test_repetition_stability_is_shi_average() -> None:
+    df = pl.DataFrame(
+        {
+            "judge": ["a"] * 9 + ["b"] * 3,
+            "pair": [1, 1, 1, 1, 2, 2, 3, 3, 4, 5, 5, 5],
+            "letter": ["A", "A", "A", "B", "C", "C", "A", None, "B", "A", "B", "C"],
+        }
+    )
+    out = repetition_stability(df, group="pair", verdict="letter", by="judge")
+    a, b = out.row(0, named=True), out.row(1, named=True)
+    # Judge a: pair 1 3/4, pair 2 2/2; pair 3 has one answer and pair 4 one call: left out.
+    assert (a["n_groups"], a["n_calls"]) == (2, 6)
+    assert a["stability"] == pytest.approx((3 / 4 + 1) / 2)
+    assert b["stability"] == pytest.approx(1 / 3)
+
+
+def test_repetition_stability_ci() -> None:
+    rng = np.random.default_rng(1)
+    df = pl.DataFrame({"pair": np.repeat(np.arange(50), 5), "v": rng.choice(["A", "B"], 250)})
+    r = repetition_stability(df, group="pair", verdict="v", ci=0.9, n_boot=400).row(0, named=True)
+    assert 0.5 <= r["stability_lo"] <= r["stability"] <= r["stability_hi"] <= 1.0
+
+
+# --- length bias ----------------------------------------------------------------------------
+
+
+def test_length_bias_seed_length_judge() -> None:
+    """A longer-answer-wins judge: +1.00 on 6 shorter-is-better and 12 longer-is-better pairs."""
+    x_words = [10] * 18
+    y_words = [5] * 6 + [20] * 12
+    gold = ["y"] * 18  # y is the shorter answer in the first 6 pairs, the longer in the rest
+    df = pl.DataFrame({"x_words": x_words, "y_words": y_words, "gold": gold})
+    df = df.with_columns(
+        verdict=pl.when(pl.col("x_words") > pl.col("y_words"))
+        .then(pl.lit("x"))
+        .otherwise(pl.lit("y"))
+    )
+    r = length_bias(df, gold="gold", x_len="x_words", y_len="y_words").row(0, named=True)
+    assert (r["n_shorter"], r["n_longer"]) == (6, 12)
+    assert r["length_bias"] == 1.0
+
+
+def test_length_bias_tie_handling_and_expressions() -> None:
+    df = pl.DataFrame(
+        {
+            "x": ["a b c", "a", "a b", "a b"],
+            "y": ["a", "a b c d", "a b c", "a b"],
+            "gold": ["x", "y", "x", "x"],
+            "verdict": ["tie", "y", "x", "x"],
+        }
+    )
+    words = {
+        "x_len": pl.col("x").str.split(" ").list.len(),
+        "y_len": pl.col("y").str.split(" ").list.len(),
+    }
+    as_error = length_bias(df, gold="gold", **words).row(0, named=True)
+    dropped = length_bias(df, gold="gold", judge_tie="drop", **words).row(0, named=True)
+    # Row 1: better x is longer, judge tie. Row 4: equal lengths, excluded.
+    assert (as_error["n_longer"], as_error["error_rate_longer"]) == (2, 0.5)
+    assert (dropped["n_longer"], dropped["error_rate_longer"]) == (1, 0.0)
+    assert as_error["n_excluded"] == 1
+    assert dropped["n_excluded"] == 2
+    assert as_error["error_rate_shorter"] == 0.0
+
+
+def test_length_bias_input_errors() -> None:
+    df = pl.DataFrame({"gold": ["x"], "verdict": ["x"], "t": ["long"], "n": [1]})
+    with pytest.raises(InputError, match="x_len= must give numeric lengths"):
+        length_bias(df, gold="gold", x_len="t", y_len="n")
+    with pytest.raises(InputError, match=r"'zz' \(from y_len=\)"):
+        length_bias(df, gold="gold", x_len="n", y_len="zz")
+    with pytest.raises(InputError, match="judge_tie="):
+        length_bias(df, gold="gold", x_len="n", y_len="n", judge_tie="keep")  # type: ignore[arg-type]
+
+
+# --- flip rate by gap -----------------------------------------------------------------------
+
+
+def test_flip_rate_by_gap_explicit_edges() -> None:
+    gaps = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 9.0, None, float("nan"), -1.0]
+    flips = [True, True, False, True, False, False, True, True, True, True]
+    df = pl.DataFrame({"gap": gaps, "flipped": flips})
+    out = flip_rate_by_gap(df, gap="gap", flipped="flipped", bins=[0, 2, 9])
+    # [0, 2) holds 0, .5, 1, 1.5; [2, 9] holds 2, 3 and 9 (the last bin is closed).
+    assert out["n_pairs"].to_list() == [4, 3]
+    assert out["n_flipped"].to_list() == [3, 1]
+    assert out["share_of_flips"].to_list() == [0.75, 0.25]
+
+
+def test_flip_rate_by_gap_quantile_bins_pooled_across_groups() -> None:
+    rng = np.random.default_rng(0)
+    n = 1000
+    df = pl.DataFrame(
+        {
+            "t": rng.integers(0, 2, n),
+            "gap": rng.random(n),
+            "position": rng.choice(["consistent", "primacy", "recency", "error"], n),
+        }
+    )
+    out = flip_rate_by_gap(df, gap="gap", bins=5, by="t")
+    assert out.height == 10
+    assert (
+        out.filter(pl.col("t") == 0)["lower"].to_list()
+        == out.filter(pl.col("t") == 1)["lower"].to_list()
+    )
+    usable = df.filter(pl.col("position") != "error")
+    assert out["n_pairs"].sum() == usable.height
+    pooled = out.group_by("bin").agg(pl.col("n_pairs").sum()).sort("bin")["n_pairs"]
+    assert pooled.max() - pooled.min() <= 1  # equal-count bins over the pooled gaps
+    shares = out.group_by("t").agg(pl.col("share_of_flips").sum())["share_of_flips"]
+    np.testing.assert_allclose(shares.to_numpy(), 1.0)
+
+
+def test_flip_rate_by_gap_input_errors() -> None:
+    df = pl.DataFrame({"gap": [1.0], "position": ["consistent"], "s": ["a"]})
+    with pytest.raises(InputError, match="strictly increasing"):
+        flip_rate_by_gap(df, gap="gap", bins=[0, 0])
+    with pytest.raises(InputError, match="at least 1"):
+        flip_rate_by_gap(df, gap="gap", bins=0)
+    with pytest.raises(InputError, match=r"'s' \(from gap=\) must be numeric"):
+        flip_rate_by_gap(df, gap="s")
+
+
+# --- panels: Fleiss and Krippendorff against plain reference implementations ----------------
+
+
+def reference_fleiss(rows: list[tuple[object, ...]]) -> float:
+    full = [r for r in rows if None not in r]
+    n, big_n = len(rows[0]), len(full)
+    cats = sorted({v for r in full for v in r}, key=str)
+    p_i = [(sum(r.count(c) ** 2 for c in cats) - n) / (n * (n - 1)) for r in full]
+    p_j = [sum(r.count(c) for r in full) / (big_n * n) for c in cats]
+    p_bar, p_e = sum(p_i) / big_n, sum(p * p for p in p_j)
+    return (p_bar - p_e) / (1 - p_e) if p_e != 1 else math.nan
+
+
+def reference_alpha(rows: list[tuple[object, ...]]) -> float:
+    # Coincidence matrix, straight from Krippendorff (2011).
+    o: collections.Counter[tuple[object, object]] = collections.Counter()
+    for r in rows:
+        values = [v for v in r if v is not None]
+        m = len(values)
+        if m < 2:
+            continue
+        for i, a in enumerate(values):
+            for j, b in enumerate(values):
+                if i != j:
+                    o[(a, b)] += 1 / (m - 1)
+    cats = sorted({a for a, _ in o}, key=str)
+    n_c = {c: sum(o[(c, k)] for k in cats) for c in cats}
+    n = sum(n_c.values())
+    d_o = sum(o[(c, k)] for c in cats for k in cats if c != k) / n if n else math.nan
+    d_e = sum(n_c[c] * n_c[k] for c in cats for k in cats if c != k) / (n * (n - 1)) if n else 0
+    return 1 - d_o / d_e if d_e else math.nan
+
+
+panel_rows = st.lists(
+    st.tuples(*(st.sampled_from(["x", "y", "tie", None]) for _ in range(4))),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(panel_rows)
+def test_panel_statistics_match_reference(rows: list[tuple[str | None, ...]]) -> None:
+    names = ["r1", "r2", "r3", "r4"]
+    df = pl.DataFrame(rows, schema=dict.fromkeys(names, pl.String), orient="row")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        fk = fleiss_kappa(df, raters=names).row(0, named=True)
+        ka = krippendorff_alpha(df, raters=names).row(0, named=True)
+    full = [r for r in rows if None not in r]
+    assert fk["n_items"] == len(full)
+    ref = reference_fleiss(rows) if full else math.nan
+    assert (math.isnan(ref) and math.isnan(fk["fleiss_kappa"])) or fk["fleiss_kappa"] == (
+        pytest.approx(ref, abs=1e-12)
+    )
+    ref_a = reference_alpha(rows)
+    assert (math.isnan(ref_a) and math.isnan(ka["krippendorff_alpha"])) or ka[
+        "krippendorff_alpha"
+    ] == pytest.approx(ref_a, abs=1e-12)
+    if not math.isnan(ka["krippendorff_alpha"]):
+        assert ka["krippendorff_alpha"] <= 1.0 + 1e-12
+
+
+def test_panel_by_groups_and_integer_labels() -> None:
+    df = pl.DataFrame(
+        {"t": [1, 1, 2, 2, 2], "a": [0, 1, 2, 2, 1], "b": [0, 1, 2, 1, 1], "c": [0, 0, 2, 2, 1]}
+    )
+    out = fleiss_kappa(df, raters=["a", "b", "c"], by="t")
+    for t, part in df.group_by("t"):
+        row = out.filter(pl.col("t") == t[0]).row(0, named=True)
+        assert row["fleiss_kappa"] == pytest.approx(
+            reference_fleiss(part.select("a", "b", "c").rows()), abs=1e-12
+        )
+
+
+def test_panel_input_errors() -> None:
+    df = pl.DataFrame({"a": ["x"], "b": [1], "c": [0.5]})
+    with pytest.raises(InputError, match="at least two columns"):
+        fleiss_kappa(df, raters=["a"])
+    with pytest.raises(InputError, match="mix text and integer"):
+        krippendorff_alpha(df, raters=["a", "b"])
+    with pytest.raises(InputError, match="nominal labels"):
+        krippendorff_alpha(df, raters=["a", "c"])
+    with pytest.raises(InputError, match=r"'zz' \(from raters=\)"):
+        fleiss_kappa(df, raters=["a", "zz"])
