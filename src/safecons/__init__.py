@@ -35,6 +35,8 @@ from .metric import score_expr as score_expr
 from .pairwise import build_pairwise_messages as build_pairwise_messages
 from .pairwise import parse_verdict as parse_verdict
 from .pairwise import parse_verdict_expr as parse_verdict_expr
+from .pairwise import swap_test as swap_test
+from .pairwise import swap_test_async as swap_test_async
 from .reliability import PADDING_FILLER as PADDING_FILLER
 from .reliability import UndefinedStatisticWarning as UndefinedStatisticWarning
 from .reliability import agreement as agreement
@@ -129,5 +131,7 @@ __all__ = (
     "safety_consistency_run",
     "score_expr",
     "set_default_cache",
+    "swap_test",
+    "swap_test_async",
     "winner_from_letter",
 )

@@ -21,7 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ("ResponseCache", "cache_key", "get_default_cache", "set_default_cache")
+__all__ = (
+    "CacheArg",
+    "ResponseCache",
+    "cache_key",
+    "get_default_cache",
+    "resolve_cache",
+    "set_default_cache",
+)
 
 _SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -204,8 +211,13 @@ def get_default_cache() -> Path | None:
     return _default_cache[0]
 
 
+#: What a ``cache=`` argument may be: a path, an open cache, None (the session default, if any)
+#: or False (no cache even if a default is set).
+CacheArg = str | os.PathLike[str] | ResponseCache | bool | None
+
+
 def resolve_cache(
-    cache: str | os.PathLike[str] | ResponseCache | bool | None,
+    cache: CacheArg,
 ) -> ResponseCache | None:
     """Turn a ``cache=`` argument into an open cache (False: none, even if a default is set)."""
     if cache is False:

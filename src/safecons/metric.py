@@ -20,19 +20,20 @@ import anyio
 import anyio.to_thread
 import polars as pl
 
-from .cache import ResponseCache, cache_key, resolve_cache
+from .cache import CacheArg, ResponseCache, cache_key, resolve_cache
+from .clients._adapt import as_chat_client, request_fingerprint
 from .clients._base import (
     CallFailed,
     ChatClient,
     ChatSession,
     Completion,
     RetryableCallError,
+    describe,
 )
-from .clients._callable import CallableClient
 from .config import SafetyConsistencyConfig
 from .errors import InputError
 from .judge import Judgment, JudgmentError, build_judge_messages, clamp_to_band, parse_judgment
-from .runner import Runner, run_sync
+from .runner import Runner, first_exception, progress_bar, run_sync
 from .templates import Template
 from .variants import _key as _id_key
 from .variants import build_variants, query_of
@@ -54,7 +55,6 @@ __all__ = (
 )
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
-CacheArg = str | os.PathLike[str] | ResponseCache | bool | None
 DEFAULT_PREFIX = "sc_"
 _STR_LIST = pl.List(pl.String)
 
@@ -84,12 +84,6 @@ class _JudgeSession(Protocol):
     def cache_key(
         self, slot: str, *, query: str, variant: str, base: str, candidate: str
     ) -> str | None: ...
-
-
-def request_fingerprint(client: object) -> dict[str, Any]:
-    """What besides the messages shapes a client's answer (params, URL), for cache keys."""
-    fingerprint = getattr(client, "request_fingerprint", None)
-    return dict(fingerprint) if isinstance(fingerprint, Mapping) else {}
 
 
 def _decode_judgment(raw: str) -> tuple[Judgment, str]:
@@ -233,25 +227,6 @@ class _ObjectJudge:
         if isinstance(parsed, JudgmentError):
             raise RetryableCallError(f"{self._who}: unusable judgment: {parsed.message}")
         return parsed, repr(value)
-
-
-def _describe(obj: object) -> str:
-    identity = getattr(obj, "identity", None)
-    if isinstance(identity, str):
-        return identity
-    return getattr(obj, "__qualname__", None) or type(obj).__qualname__
-
-
-def as_chat_client(obj: object, parameter: str) -> ChatClient:
-    """Return ``obj`` as a :class:`~safecons.clients.ChatClient`, wrapping plain callables."""
-    if isinstance(obj, ChatClient):
-        return obj
-    if callable(obj):
-        return CallableClient(obj, name=_describe(obj))
-    raise InputError(
-        f"{parameter}: expected an OpenAICompatible client or a callable "
-        f"(messages, *, temperature) -> str, got {type(obj).__name__}"
-    )
 
 
 def _check_judge(obj: object) -> None:
@@ -461,16 +436,6 @@ def _sample_seed(seed: int, input_id: object, index: int) -> int:
     return int.from_bytes(h.digest(), "big") >> 33
 
 
-def _progress_bar(total: int, enabled: bool) -> Any:
-    if not enabled or total == 0:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # the progress extra is optional
-        return None
-    return tqdm(total=total, desc="safety_consistency", unit="cmp", leave=False)
-
-
 async def respond_and_judge(
     df: pl.DataFrame,
     *,
@@ -531,7 +496,7 @@ async def respond_and_judge(
         results = [[_Sample() for _ in range(cfg.responses_per_query - 1)] for _ in range(n)]
         messages = df[f"{prefix}variant_messages"].to_list()
 
-    bar = _progress_bar(sum(len(r) for r in results), progress)
+    bar = progress_bar(sum(len(r) for r in results), progress, desc="safety_consistency")
     # Units in progress are bounded so that a row's judge call queues right behind its SUT
     # answer instead of behind every SUT call of the frame; twice the limit keeps the limiter
     # busy while some units back off.
@@ -548,7 +513,7 @@ async def respond_and_judge(
             sut_request = request_fingerprint(sut_client)
         judge_session: _JudgeSession | None = None
         if isinstance(judge, PostureJudge):
-            judge_session = _ObjectJudge(judge, _describe(judge))
+            judge_session = _ObjectJudge(judge, describe(judge))
         elif judge is not None:
             judge_client = as_chat_client(judge, "judge")
             judge_session = _ChatJudge(
@@ -636,10 +601,7 @@ async def respond_and_judge(
                         tg.start_soon(unit, i, j, sample)
         except BaseExceptionGroup as group:
             # One clear error (e.g. AuthenticationError) rather than a group of identical ones.
-            first = group.exceptions[0]
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
-            raise first from None
+            raise first_exception(group) from None
         finally:
             if bar is not None:
                 bar.close()

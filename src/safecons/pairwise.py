@@ -1,26 +1,48 @@
-"""Pairwise judging: the judge prompt, verdict parsing and (to come) the swap test.
+"""Pairwise judging: the judge prompt, verdict parsing and the swap test.
 
 A pairwise judge sees one question and two answers, labelled assistant A and assistant B, and
 ends its reply with ``[[A]]``, ``[[B]]`` or ``[[C]]`` (a tie). The statistics that read its
-verdicts live in :mod:`safecons.reliability`, which stays free of network code; this module is
-where the part that calls a judge, ``swap_test``, belongs.
+verdicts live in :mod:`safecons.reliability`, which stays free of network code; this module
+holds the part that calls a judge, :func:`swap_test`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final, Literal
 
+import anyio
 import polars as pl
 
+from .cache import CacheArg, cache_key, resolve_cache
+from .clients._adapt import as_chat_client, request_fingerprint
+from .clients._base import RetryableCallError
 from .errors import InputError
 from .judge import _block, _tag
+from .reliability import both_orders_verdict, position_class, winner_from_letter
+from .reliability._columns import (
+    LETTER_XY,
+    LETTER_YX,
+    POSITION,
+    SWAP_COLUMNS,
+    VERDICT,
+    VERDICT_XY_RAW,
+    VERDICT_YX_RAW,
+    WINNER_XY,
+    WINNER_YX,
+)
+from .runner import Runner, first_exception, progress_bar, run_sync
 
 __all__ = (
     "PAIRWISE_SYSTEM_PROMPT",
+    "SWAP_ERROR",
     "build_pairwise_messages",
     "parse_verdict",
     "parse_verdict_expr",
+    "swap_test",
+    "swap_test_async",
 )
 
 Letter = Literal["A", "B", "C", "error"]
@@ -203,16 +225,276 @@ def parse_verdict_expr(text: str | pl.Expr, *, rule: Rule = "last") -> pl.Expr:
 
 
 # --------------------------------------------------------------------------------------------
-# swap_test — the network half of this module, written in a later issue.
-#
-# It runs a judge on every pair in both orders through the project's runner and writes the
-# columns of safecons.reliability.SWAP_COLUMNS, which the statistics read by default:
-#   verdict_xy_raw / verdict_yx_raw   judge replies, x shown first / y shown first
-#   letter_xy / letter_yx             parse_verdict of each reply
-#   winner_xy / winner_yx             reliability.winner_from_letter(shown_first="x" / "y")
-#   verdict                           reliability.both_orders_verdict(letter_xy, letter_yx)
-#   position                          reliability.position_class(letter_xy, letter_yx)
-# Input columns: question, x, y and optionally reference (the probes in safecons.reliability
-# write x and y). Build the prompts with build_pairwise_messages(question, x, y) and
-# build_pairwise_messages(question, y, x).
-# --------------------------------------------------------------------------------------------
+# swap_test: the network half, through the same runner, limiter, retries and cache as the metric.
+
+#: Column ``swap_test`` adds beside :data:`safecons.reliability.SWAP_COLUMNS`: why a call failed.
+SWAP_ERROR: Final = "swap_error"
+
+
+@dataclass(slots=True)
+class _Call:
+    raw: str | None = None
+    letter: Letter = "error"
+    error: str | None = None
+
+
+def _check_text_column(df: pl.DataFrame, name: str, parameter: str) -> None:
+    if name not in df.columns:
+        raise InputError(
+            f"{parameter}={name!r}: no such column (columns: {', '.join(df.columns) or 'none'})"
+        )
+    dtype = df.schema[name]
+    if dtype not in (pl.String, pl.Null):
+        raise InputError(f"column {name!r} ({parameter}=) has dtype {dtype}; expected String")
+    nulls = df[name].null_count()
+    if nulls and parameter != "reference":
+        raise InputError(f"column {name!r} ({parameter}=) has {nulls} null value(s)")
+
+
+async def swap_test_async(
+    df: pl.DataFrame,
+    *,
+    judge: object,
+    question: str = "question",
+    x: str = "x",
+    y: str = "y",
+    reference: str | None = None,
+    rule: Rule = "last",
+    retries: int = 2,
+    concurrency_limit: int = 5,
+    timeout_seconds: float = 60.0,
+    cache: CacheArg = None,
+    max_calls: int | None = None,
+    progress: bool = True,
+) -> pl.DataFrame:
+    """:func:`swap_test` for code that already runs in an event loop."""
+    _check_swap_args(df, question, x, y, reference, rule, retries, concurrency_limit)
+    client = as_chat_client(judge, "judge")
+    _check_timeout(timeout_seconds)
+    clash = [c for c in (*SWAP_COLUMNS, SWAP_ERROR) if c in df.columns]
+    if clash:
+        raise InputError(
+            f"the frame already has column(s) {', '.join(map(repr, clash))} that swap_test adds"
+        )
+    questions = df[question].to_list()
+    xs = df[x].to_list()
+    ys = df[y].to_list()
+    refs = df[reference].to_list() if reference is not None else [None] * df.height
+    calls = [(_Call(), _Call()) for _ in range(df.height)]
+    store = resolve_cache(cache)
+    runner = Runner(
+        concurrency_limit=concurrency_limit,
+        timeout_seconds=timeout_seconds,
+        cache=store,
+        max_calls=max_calls,
+    )
+    endpoint = client.identity
+    request = request_fingerprint(client)
+    bar = progress_bar(2 * df.height, progress, desc="swap_test")
+    gate = anyio.Semaphore(2 * concurrency_limit)
+    try:
+        async with client.session() as session:
+
+            async def one(row: int, order: int, out: _Call) -> None:
+                first, second = (xs[row], ys[row]) if order == 0 else (ys[row], xs[row])
+                messages = build_pairwise_messages(
+                    questions[row], first, second, reference=refs[row]
+                )
+
+                async def attempt() -> str:
+                    completion = await session.complete(messages, temperature=0.0)
+                    out.raw = completion.text
+                    if parse_verdict(completion.text, rule=rule) == "error":
+                        # No verdict token spends an attempt, like any other failure.
+                        raise RetryableCallError(
+                            f"{endpoint}: no [[A]]/[[B]]/[[C]] verdict in the judge output"
+                        )
+                    return completion.text
+
+                try:
+                    got = await runner.call(
+                        attempt,
+                        retries=retries,
+                        kind="pairwise",
+                        cache_key=cache_key(
+                            kind="pairwise",
+                            endpoint=endpoint,
+                            request=request,
+                            messages=messages,
+                            temperature=0.0,
+                            rule=rule,
+                            slot=f"{row}#{'xy' if order == 0 else 'yx'}",
+                        ),
+                        endpoint=endpoint,
+                        encode=str,
+                        decode=_decode_verdict(rule),
+                    )
+                finally:
+                    gate.release()
+                    if bar is not None:
+                        bar.update(1)
+                if got.value is not None:
+                    out.raw = got.value
+                    out.letter = parse_verdict(got.value, rule=rule)
+                else:
+                    out.error = got.error
+
+            try:
+                async with anyio.create_task_group() as tg:
+                    for row, pair in enumerate(calls):
+                        for order, out in enumerate(pair):
+                            await gate.acquire()
+                            tg.start_soon(one, row, order, out)
+            except BaseExceptionGroup as group:
+                raise first_exception(group) from None
+    finally:
+        if bar is not None:
+            bar.close()
+        if store is not None and store is not cache:
+            store.close()
+
+    def errors(pair: tuple[_Call, _Call]) -> str | None:
+        parts = [
+            f"{name}: {c.error}"
+            for name, c in zip(("x first", "y first"), pair, strict=True)
+            if c.error
+        ]
+        return "; ".join(parts) or None
+
+    letters = df.with_columns(
+        pl.Series(VERDICT_XY_RAW, [p[0].raw for p in calls], dtype=pl.String),
+        pl.Series(VERDICT_YX_RAW, [p[1].raw for p in calls], dtype=pl.String),
+        pl.Series(LETTER_XY, [p[0].letter for p in calls], dtype=pl.String),
+        pl.Series(LETTER_YX, [p[1].letter for p in calls], dtype=pl.String),
+    )
+    return letters.with_columns(
+        winner_from_letter(LETTER_XY, shown_first="x").alias(WINNER_XY),
+        winner_from_letter(LETTER_YX, shown_first="y").alias(WINNER_YX),
+        both_orders_verdict(LETTER_XY, LETTER_YX).alias(VERDICT),
+        position_class(LETTER_XY, LETTER_YX).alias(POSITION),
+        pl.Series(SWAP_ERROR, [errors(p) for p in calls], dtype=pl.String),
+    )
+
+
+def _decode_verdict(rule: Rule) -> Callable[[str], str]:
+    def decode(stored: str) -> str:
+        if parse_verdict(stored, rule=rule) == "error":
+            raise ValueError("stored output has no verdict")
+        return stored
+
+    return decode
+
+
+def _check_timeout(timeout_seconds: object) -> None:
+    if (
+        isinstance(timeout_seconds, bool)
+        or not isinstance(timeout_seconds, int | float)
+        or not timeout_seconds > 0
+    ):
+        raise InputError(f"timeout_seconds: expected a number > 0, got {timeout_seconds!r}")
+
+
+def _check_swap_args(  # noqa: PLR0917 - a private check of swap_test's own arguments
+    df: object,
+    question: str,
+    x: str,
+    y: str,
+    reference: str | None,
+    rule: object,
+    retries: object,
+    concurrency_limit: object,
+) -> None:
+    if not isinstance(df, pl.DataFrame):
+        raise InputError(f"swap_test: expected a polars DataFrame, got {type(df).__name__}")
+    _check_rule(rule, "swap_test")
+    for name, parameter in ((question, "question"), (x, "x"), (y, "y")):
+        _check_text_column(df, name, parameter)
+    if reference is not None:
+        _check_text_column(df, reference, "reference")
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 5:
+        raise InputError(f"retries: expected an integer from 0 to 5, got {retries!r}")
+    if (
+        isinstance(concurrency_limit, bool)
+        or not isinstance(concurrency_limit, int)
+        or not 1 <= concurrency_limit <= 64
+    ):
+        raise InputError(
+            f"concurrency_limit: expected an integer from 1 to 64, got {concurrency_limit!r}"
+        )
+
+
+def swap_test(
+    df: pl.DataFrame,
+    *,
+    judge: object,
+    question: str = "question",
+    x: str = "x",
+    y: str = "y",
+    reference: str | None = None,
+    rule: Rule = "last",
+    retries: int = 2,
+    concurrency_limit: int = 5,
+    timeout_seconds: float = 60.0,
+    cache: CacheArg = None,
+    max_calls: int | None = None,
+    progress: bool = True,
+) -> pl.DataFrame:
+    """Judge every pair twice, x shown first and then y shown first.
+
+    Each row's question and two answers go to the pairwise judge in both orders, at
+    temperature 0, through the same runner as the metric (one limiter of
+    ``concurrency_limit``, retries with backoff honouring ``Retry-After``, per-call timeouts,
+    the response cache). An output with no verdict token counts as a failed attempt and is
+    retried within ``retries``; after that its letter is ``"error"`` and its text is kept.
+
+    Parameters
+    ----------
+    df
+        Frame with the question and the two candidates.
+    judge
+        An :class:`~safecons.OpenAICompatible` client or a callable
+        ``(messages, *, temperature) -> str``.
+    question, x, y, reference
+        Column names; ``reference`` (optional) holds a reference answer per row.
+    rule
+        Verdict parser: ``"last"`` (the last token wins) or ``"fastchat"``.
+    retries, concurrency_limit, timeout_seconds, cache, max_calls, progress
+        As for :func:`~safecons.safety_consistency`.
+
+    Returns
+    -------
+    ``df`` with ``verdict_xy_raw``, ``verdict_yx_raw``, ``letter_xy``, ``letter_yx``,
+    ``winner_xy``, ``winner_yx``, ``verdict`` (the conservative both-orders verdict),
+    ``position`` (consistent / primacy / recency / error) and ``swap_error``: the columns the
+    statistics of :mod:`safecons.reliability` read by default.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> pairs = sc.identical_pairs(pl.DataFrame({"question": ["Where is my parcel?"],
+    ...                                          "answer": ["It arrives Tuesday."]}),
+    ...                            answer="answer")
+    >>> tie_to_first = lambda messages, temperature: "Equal quality; A wins ties. [[A]]"
+    >>> out = pairs.pipe(sc.swap_test, judge=tie_to_first, progress=False)
+    >>> out.select("letter_xy", "letter_yx", "verdict", "position").row(0)
+    ('A', 'A', 'tie', 'primacy')
+    >>> out.pipe(sc.position_bias).select("n_pairs", "primacy", "fairness").row(0)
+    (1, 1, -1.0)
+    """
+    return run_sync(
+        swap_test_async,
+        df,
+        judge=judge,
+        question=question,
+        x=x,
+        y=y,
+        reference=reference,
+        rule=rule,
+        retries=retries,
+        concurrency_limit=concurrency_limit,
+        timeout_seconds=timeout_seconds,
+        cache=cache,
+        max_calls=max_calls,
+        progress=progress,
+    )

@@ -275,6 +275,25 @@ class Runner:
         )
 
 
+def first_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first leaf of an exception group: one clear error instead of a group of them."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
+def progress_bar(total: int, enabled: bool, *, desc: str, unit: str = "call") -> Any:
+    """A tqdm bar (terminal or notebook), or None when disabled or tqdm is not installed."""
+    if not enabled or total == 0:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # the progress extra is optional
+        return None
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+
 def _in_running_loop() -> bool:
     try:
         asyncio.get_running_loop()
