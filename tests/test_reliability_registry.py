@@ -40,6 +40,8 @@ STATISTICS: dict[str, Statistic] = {
     "length_bias_ci": lambda df: rel.length_bias(
         df, gold="gold", x_len="x_len", y_len="y_len", **CI
     ),
+    "judge_table": lambda df: rel.judge_table(df, gold="gold", by=["task", "turn"]),
+    "judge_table_ci": lambda df: rel.judge_table(df, gold="gold", **CI),
     "flip_rate_by_gap": lambda df: rel.flip_rate_by_gap(df, gap="gap", bins=4, by="turn"),
     "flip_rate_by_gap_ci": lambda df: rel.flip_rate_by_gap(df, gap="gap", bins=[0, 1, 3, 9], **CI),
     "fleiss_kappa": lambda df: rel.fleiss_kappa(df, raters=["r1", "r2", "r3"], by="task"),
@@ -156,6 +158,7 @@ def test_registry_covers_every_frame_statistic() -> None:
         "agreement",
         "fleiss_kappa",
         "flip_rate_by_gap",
+        "judge_table",
         "krippendorff_alpha",
         "length_bias",
         "position_bias",

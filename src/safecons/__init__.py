@@ -45,6 +45,7 @@ from .reliability import cohen_kappa as cohen_kappa
 from .reliability import fleiss_kappa as fleiss_kappa
 from .reliability import flip_rate_by_gap as flip_rate_by_gap
 from .reliability import identical_pairs as identical_pairs
+from .reliability import judge_table as judge_table
 from .reliability import krippendorff_alpha as krippendorff_alpha
 from .reliability import length_bias as length_bias
 from .reliability import padded_pairs as padded_pairs
@@ -107,6 +108,7 @@ __all__ = (
     "get_default_cache",
     "identical_pairs",
     "judge_responses",
+    "judge_table",
     "krippendorff_alpha",
     "length_bias",
     "load_gptfuzz",

@@ -33,6 +33,7 @@ from ._position import winner_from_letter as winner_from_letter
 from ._probes import PADDING_FILLER as PADDING_FILLER
 from ._probes import identical_pairs as identical_pairs
 from ._probes import padded_pairs as padded_pairs
+from ._table import judge_table as judge_table
 from .loaders import read_fastchat_pairs as read_fastchat_pairs
 from .loaders import read_llmbar as read_llmbar
 from .loaders import read_pandalm as read_pandalm
@@ -55,6 +56,7 @@ __all__ = (
     "fleiss_kappa",
     "flip_rate_by_gap",
     "identical_pairs",
+    "judge_table",
     "krippendorff_alpha",
     "length_bias",
     "padded_pairs",
