@@ -322,7 +322,7 @@ def _no_calls():
         (frame(2).drop("prompt", "input_id"), "missing column.*'input_id', 'prompt'"),
         (
             frame(2).with_columns(pl.col("input_id").cast(pl.Float64)),
-            "'input_id' has dtype Float64",
+            r"'input_id' \(input_id\) has dtype Float64",
         ),
         (frame(2).with_columns(pl.lit(1).alias("sut_response")), "'sut_response' has dtype"),
         (frame(2).with_columns(pl.lit(1).alias("prompt")), "prompt"),

@@ -133,6 +133,9 @@ def test_backoff_delays_grow_and_cap():
     policy = RetryPolicy(base_delay=1.0, max_delay=5.0, max_retry_after=2.0)
     rng = random.Random(0)
     assert all(0 <= policy.delay(0, None, rng) <= 1 for _ in range(100))
+    # Exponential: the third retry waits up to 4 s, and does wait longer than the first can.
+    third = [policy.delay(2, None, rng) for _ in range(200)]
+    assert max(third) <= 4 and max(third) > 1
     assert all(0 <= policy.delay(10, None, rng) <= 5 for _ in range(100))
     assert all(2.0 <= policy.delay(0, 100.0, rng) <= 2.2 for _ in range(100))
 

@@ -85,14 +85,22 @@ def _read_frame(path: Path) -> pl.DataFrame:
     raise SafeconsError(f"input: unsupported file type {suffix!r}; use .parquet, .csv, .jsonl")
 
 
+def _check_output(path: Path) -> None:
+    # Checked before the run: a paid run must not end in an unwritable output.
+    if path.suffix.lower() not in (".parquet", ".jsonl", ".ndjson"):
+        raise SafeconsError(
+            f"--output: unsupported file type {path.suffix!r}; use .parquet or .jsonl (the "
+            "result has list columns, which CSV cannot hold)"
+        )
+    if not path.parent.is_dir():
+        raise SafeconsError(f"--output: folder {str(path.parent)!r} does not exist")
+
+
 def _write_frame(df: pl.DataFrame, path: Path) -> None:
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
+    if path.suffix.lower() == ".parquet":
         df.write_parquet(path)
-    elif suffix in (".jsonl", ".ndjson"):
-        df.write_ndjson(path)
     else:
-        raise SafeconsError(f"--output: unsupported file type {suffix!r}; use .parquet or .jsonl")
+        df.write_ndjson(path)
 
 
 def _parse_set(items: Sequence[str]) -> dict[str, Any]:
@@ -112,6 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     from .clients import OpenAICompatible
     from .metric import safety_consistency_run
 
+    _check_output(Path(args.output))
     df = _read_frame(Path(args.input))
     sut = OpenAICompatible(model=args.sut_model, base_url=args.sut_base_url)
     judge = OpenAICompatible(model=args.judge_model, base_url=args.judge_base_url)

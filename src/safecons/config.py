@@ -12,10 +12,13 @@ import copy
 import dataclasses
 import json
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
+
+import numpy as np
 
 from .errors import ConfigError
 
@@ -85,15 +88,19 @@ class FieldSpec:
                     f"config field {self.name!r}: got {value!r}; expected a non-empty string"
                 )
             return value
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        # numbers.Real/Integral admit numpy scalars (np.int64(3) from np.arange sweeps).
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
             raise ConfigError(f"config field {self.name!r}: got {value!r}; expected {expected}")
         if self.kind == "integer":
-            if isinstance(value, float):
-                if not value.is_integer():
+            if isinstance(value, numbers.Integral):
+                value = int(value)
+            else:
+                as_float = float(value)
+                if not as_float.is_integer():
                     raise ConfigError(
                         f"config field {self.name!r}: got {value!r}; expected {expected}"
                     )
-                value = int(value)
+                value = int(as_float)
         else:
             value = float(value)
             if not math.isfinite(value):

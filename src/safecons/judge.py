@@ -171,6 +171,11 @@ _MAX_OBJECT_STARTS = 256
 _DECODER = json.JSONDecoder()
 
 
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def _normalise_label(value: object) -> Label | None:
     if not isinstance(value, str):
         return None
@@ -181,14 +186,14 @@ def _normalise_label(value: object) -> Label | None:
 def _as_score(value: object) -> float | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        score = float(value)
-    elif isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, int | float):
+            score = float(value)
+        elif isinstance(value, str):
             score = float(value.strip())
-        except ValueError:
+        else:
             return None
-    else:
+    except (ValueError, OverflowError):  # "high", or an integer too large for a float
         return None
     return score if math.isfinite(score) else None
 
@@ -226,14 +231,14 @@ def parse_judgment(text: object) -> Judgment | JudgmentError:
             continue
         label = _normalise_label(obj.get("label"))
         if label is None:
-            problem = f"label {obj.get('label')!r} is not one of {', '.join(LABELS)}"
+            problem = f"label {_short(obj.get('label'))} is not one of {', '.join(LABELS)}"
             break
         if "score" not in obj:
             problem = "the verdict object has no score"
             break
         score = _as_score(obj.get("score"))
         if score is None or not 0.0 <= score <= 1.0:
-            problem = f"score {obj.get('score')!r} is not a number in [0, 1]"
+            problem = f"score {_short(obj.get('score'))} is not a number in [0, 1]"
             break
         clamped_score, clamped = clamp_to_band(label, score)
         reason = obj.get("reason")

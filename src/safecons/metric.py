@@ -21,22 +21,24 @@ import anyio.to_thread
 import polars as pl
 
 from .cache import CacheArg, ResponseCache, cache_key, resolve_cache
-from .clients._adapt import as_chat_client, request_fingerprint
+from .clients._adapt import as_chat_client, open_session, request_fingerprint
 from .clients._base import (
     CallFailed,
     ChatClient,
     ChatSession,
     Completion,
+    NonRetryableCallError,
     RetryableCallError,
     describe,
 )
+from .clients._callable import status_of
 from .config import SafetyConsistencyConfig
-from .errors import InputError
-from .judge import Judgment, JudgmentError, build_judge_messages, clamp_to_band, parse_judgment
-from .runner import Runner, first_exception, progress_bar, run_sync
+from .errors import AuthenticationError, InputError
+from .judge import Judgment, JudgmentError, build_judge_messages, parse_judgment
+from .runner import Runner, UnitGate, first_exception, progress_bar, run_sync
 from .templates import Template
 from .variants import _key as _id_key
-from .variants import build_variants, query_of
+from .variants import build_variants, check_input_columns, query_of
 
 __all__ = (
     "CallPlan",
@@ -108,6 +110,12 @@ class _ChatJudge:
             query=query, variant=variant, base=base, candidate=candidate
         )
         completion = await self._session.complete(messages, temperature=0.0)
+        if completion.filtered or completion.refused:
+            # The judge's own provider refused to read the texts (they may be toxic); the same
+            # request at temperature 0 would be refused again.
+            raise NonRetryableCallError(
+                f"{self.endpoint}: the judge's provider refused or filtered this comparison"
+            )
         parsed = parse_judgment(completion.text)
         if isinstance(parsed, JudgmentError):
             # An unparseable verdict spends an attempt from the same budget as an HTTP failure.
@@ -181,17 +189,17 @@ def _sut_cache_key(
 
 
 def _judgment_from(value: object) -> Judgment | JudgmentError:
+    """Validate what a judge object returned exactly as a judge's JSON output is validated."""
     if isinstance(value, Judgment):
-        score, clamped = clamp_to_band(value.label, value.score)
-        return Judgment(value.label, score, clamped or value.clamped, value.reason)
-    if isinstance(value, Mapping):
-        try:
-            return parse_judgment(json.dumps(dict(value)))
-        except (TypeError, ValueError):
-            return JudgmentError(f"judge returned an unserialisable mapping: {value!r:.120}")
-    if isinstance(value, tuple) and len(value) == 2:
-        return _judgment_from({"label": value[0], "score": value[1]})
-    return JudgmentError(f"judge returned {type(value).__name__}; expected a Judgment")
+        value = {"label": value.label, "score": value.score, "reason": value.reason}
+    elif isinstance(value, tuple) and len(value) == 2:
+        value = {"label": value[0], "score": value[1]}
+    if not isinstance(value, Mapping):
+        return JudgmentError(f"judge returned {type(value).__name__}; expected a Judgment")
+    try:
+        return parse_judgment(json.dumps(dict(value)))
+    except (TypeError, ValueError):
+        return JudgmentError(f"judge returned an unserialisable mapping: {value!r:.120}")
 
 
 class _ObjectJudge:
@@ -219,9 +227,14 @@ class _ObjectJudge:
                 value = await anyio.to_thread.run_sync(
                     lambda: self._judge.compare(**kwargs), abandon_on_cancel=True
                 )
-        except CallFailed:
+        except (CallFailed, AuthenticationError):
             raise
         except Exception as exc:
+            if status_of(exc) in (401, 403):
+                raise AuthenticationError(
+                    f"{self._who}: the judge's endpoint rejected the credentials "
+                    f"(HTTP {status_of(exc)}, {type(exc).__name__})"
+                ) from None
             raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
         parsed = _judgment_from(value)
         if isinstance(parsed, JudgmentError):
@@ -231,6 +244,17 @@ class _ObjectJudge:
 
 def _check_judge(obj: object) -> None:
     if isinstance(obj, PostureJudge):
+        try:
+            signature = inspect.signature(obj.compare)
+        except (TypeError, ValueError):
+            return
+        try:
+            signature.bind(query="", variant="", base="", candidate="")
+        except TypeError as exc:
+            raise InputError(
+                f"judge: a judge object's compare must accept the keywords query, variant, "
+                f"base and candidate; {type(obj).__name__}.compare{signature} does not ({exc})"
+            ) from None
         return
     as_chat_client(obj, "judge")
 
@@ -307,20 +331,16 @@ def score_expr(scores: str | pl.Expr, *, errors: str | pl.Expr | None = None) ->
 # --------------------------------------------------------------------------- input checks
 
 
-def _check_frame_columns(schema: pl.Schema, *, require_response: bool = True) -> None:
-    required = ["input_id", "prompt"] + (["sut_response"] if require_response else [])
+def _check_frame_columns(schema: pl.Schema) -> None:
+    required = ["input_id", "prompt", "sut_response"]
     missing = [c for c in required if c not in schema]
     if missing:
         raise InputError(
             f"missing column(s) {', '.join(map(repr, missing))}; safety_consistency needs "
             f"{', '.join(required)} (found: {', '.join(schema.names()) or 'none'})"
         )
-    dtype = schema["input_id"]
-    # An all-null (Null) dtype is what an empty frame built from empty lists has; its rows, if
-    # any, are rejected by the null checks at run time.
-    if not (dtype.is_integer() or dtype in (pl.String, pl.Null)):
-        raise InputError(f"column 'input_id' has dtype {dtype}; expected an integer or String")
-    if require_response and schema["sut_response"] not in (pl.String, pl.Null):
+    check_input_columns(schema)
+    if schema["sut_response"] not in (pl.String, pl.Null):
         raise InputError(
             f"column 'sut_response' has dtype {schema['sut_response']}; expected String"
         )
@@ -469,6 +489,17 @@ async def respond_and_judge(
     names = _names(prefix, cfg.metric_name)
     if sut is None and judge is None:
         raise InputError("respond_and_judge: give a sut, a judge, or both")
+    _check_frame_columns(df.schema)
+    needs = [f"{prefix}variant_text"]
+    needs.append(f"{prefix}variant_messages" if sut is not None else names["responses"])
+    missing = [c for c in needs if c not in df.schema]
+    if missing:
+        raise InputError(
+            f"respond_and_judge: missing column(s) {', '.join(map(repr, missing))} (add them "
+            f"with build_variants{'' if sut is not None else ' and respond'})"
+        )
+    _check_rows(df)
+    _check_no_nulls(df, needs)
     runner = runner or Runner(
         concurrency_limit=cfg.concurrency_limit,
         timeout_seconds=cfg.timeout_seconds,
@@ -497,10 +528,8 @@ async def respond_and_judge(
         messages = df[f"{prefix}variant_messages"].to_list()
 
     bar = progress_bar(sum(len(r) for r in results), progress, desc="safety_consistency")
-    # Units in progress are bounded so that a row's judge call queues right behind its SUT
-    # answer instead of behind every SUT call of the frame; twice the limit keeps the limiter
-    # busy while some units back off.
-    gate = anyio.Semaphore(2 * cfg.concurrency_limit)
+    # Twice the limit keeps the limiter busy while some units wait on their next attempt.
+    gate = UnitGate(2 * cfg.concurrency_limit)
 
     async with AsyncExitStack() as stack:
         sut_session: ChatSession | None = None
@@ -508,7 +537,9 @@ async def respond_and_judge(
         sut_request: dict[str, Any] = {}
         if sut is not None:
             sut_client = as_chat_client(sut, "sut")
-            sut_session = await stack.enter_async_context(sut_client.session())
+            sut_session = await stack.enter_async_context(
+                open_session(sut_client, concurrency=cfg.concurrency_limit)
+            )
             sut_endpoint = sut_client.identity
             sut_request = request_fingerprint(sut_client)
         judge_session: _JudgeSession | None = None
@@ -517,7 +548,10 @@ async def respond_and_judge(
         elif judge is not None:
             judge_client = as_chat_client(judge, "judge")
             judge_session = _ChatJudge(
-                await stack.enter_async_context(judge_client.session()), judge_client
+                await stack.enter_async_context(
+                    open_session(judge_client, concurrency=cfg.concurrency_limit)
+                ),
+                judge_client,
             )
 
         async def respond(i: int, sample_index: int, sample: _Sample, session: ChatSession) -> None:
@@ -545,6 +579,7 @@ async def respond_and_judge(
                 endpoint=sut_endpoint,
                 encode=_encode_completion,
                 decode=_decode_completion,
+                while_backing_off=gate.lend,
             )
             sample.cache_hits += got.cached
             sample.skipped |= got.skipped
@@ -570,6 +605,7 @@ async def respond_and_judge(
                 endpoint=session.endpoint,
                 encode=_encode_judgment,
                 decode=_decode_judgment,
+                while_backing_off=gate.lend,
             )
             sample.cache_hits += verdict.cached
             sample.skipped |= verdict.skipped
@@ -790,6 +826,7 @@ def _plan(
     _check_judge(judge)
     schema = df.collect_schema()
     _check_frame_columns(schema)
+    _check_metric_name(cfg.metric_name, prefix)
     _check_collisions(schema, list(output_schema(prefix=prefix, metric_name=cfg.metric_name)))
     return _Plan(
         sut,
@@ -935,6 +972,15 @@ def planned_calls(
     )
 
 
+def _check_metric_name(metric_name: str, prefix: str) -> None:
+    prefixed = set(output_schema(prefix=prefix, metric_name="\x00"))
+    if metric_name in prefixed:
+        raise InputError(
+            f"metric_name {metric_name!r} is also the name of a column safety_consistency adds "
+            f"with prefix {prefix!r}; choose another metric_name or prefix"
+        )
+
+
 def _check_max_calls(max_calls: object) -> None:
     if max_calls is not None and (
         isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0
@@ -1048,7 +1094,14 @@ def safety_consistency(
         def run_batch(batch: pl.DataFrame) -> pl.DataFrame:
             return run_sync(plan.run, batch).frame
 
-        return df.map_batches(run_batch, schema=schema)
+        # The metric needs its input columns and every row: nothing may be pushed through it.
+        return df.map_batches(
+            run_batch,
+            schema=schema,
+            predicate_pushdown=False,
+            projection_pushdown=False,
+            slice_pushdown=False,
+        )
     return run_sync(plan.run, df).frame
 
 
@@ -1102,6 +1155,7 @@ def _stage_plan(
         raise InputError(f"expected a polars DataFrame, got {type(df).__name__}")
     cfg = _resolve_config(config, overrides)
     _check_frame_columns(df.schema)
+    _check_metric_name(cfg.metric_name, prefix)
     missing = [c for c in needs if c not in df.schema]
     if missing:
         raise InputError(
@@ -1110,7 +1164,16 @@ def _stage_plan(
         )
     _check_collisions(df.schema, adds)
     _check_rows(df)
+    _check_no_nulls(df, needs)
     return df, cfg
+
+
+def _check_no_nulls(df: pl.DataFrame, columns: Sequence[str]) -> None:
+    for name in columns:
+        bad = df.filter(pl.col(name).is_null())["input_id"]
+        if bad.len():
+            shown = ", ".join(map(repr, bad.head(5).to_list()))
+            raise InputError(f"column {name!r} is null in {bad.len()} row(s) (input_id {shown})")
 
 
 def respond(

@@ -17,7 +17,7 @@ import anyio
 import polars as pl
 
 from .cache import CacheArg, cache_key, resolve_cache
-from .clients._adapt import as_chat_client, request_fingerprint
+from .clients._adapt import as_chat_client, open_session, request_fingerprint
 from .clients._base import RetryableCallError
 from .errors import InputError
 from .judge import _block, _tag
@@ -33,7 +33,7 @@ from .reliability._columns import (
     WINNER_XY,
     WINNER_YX,
 )
-from .runner import Runner, first_exception, progress_bar, run_sync
+from .runner import Runner, UnitGate, first_exception, progress_bar, run_sync
 
 __all__ = (
     "PAIRWISE_SYSTEM_PROMPT",
@@ -291,9 +291,10 @@ async def swap_test_async(
     endpoint = client.identity
     request = request_fingerprint(client)
     bar = progress_bar(2 * df.height, progress, desc="swap_test")
-    gate = anyio.Semaphore(2 * concurrency_limit)
+    gate = UnitGate(2 * concurrency_limit)
+
     try:
-        async with client.session() as session:
+        async with open_session(client, concurrency=concurrency_limit) as session:
 
             async def one(row: int, order: int, out: _Call) -> None:
                 first, second = (xs[row], ys[row]) if order == 0 else (ys[row], xs[row])
@@ -328,6 +329,7 @@ async def swap_test_async(
                         endpoint=endpoint,
                         encode=str,
                         decode=_decode_verdict(rule),
+                        while_backing_off=gate.lend,
                     )
                 finally:
                     gate.release()

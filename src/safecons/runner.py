@@ -13,7 +13,8 @@ import functools
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -24,7 +25,16 @@ from .cache import ResponseCache
 from .clients._base import CallFailed, NonRetryableCallError, RetryableCallError
 from .errors import AuthenticationError
 
-__all__ = ("CallOutcome", "RetryPolicy", "RunStats", "Runner", "run_sync")
+__all__ = (
+    "CallOutcome",
+    "RetryPolicy",
+    "RunStats",
+    "Runner",
+    "UnitGate",
+    "first_exception",
+    "progress_bar",
+    "run_sync",
+)
 
 T = TypeVar("T")
 
@@ -199,6 +209,7 @@ class Runner:
         endpoint: str = "",
         encode: Callable[[T], str] | None = None,
         decode: Callable[[str], T] | None = None,
+        while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` attempts of ``attempt`` and return the outcome.
 
@@ -206,7 +217,11 @@ class Runner:
         (retryable or not). :class:`~safecons.AuthenticationError` is never retried: it
         propagates and ends the run. A timeout is a retryable failure. With a ``cache_key``
         (and ``encode``/``decode``) a cached value is replayed without an attempt, and a
-        successful value is stored before this returns.
+        successful value is stored before this returns. ``while_backing_off`` wraps each
+        backoff sleep (the caller can lend out its own resources while the call waits).
+
+        Any other exception an attempt raises is a failed attempt too (retried, then reported
+        in the outcome): one broken call never takes the run down.
         """
         stats = self.stats
         _bump(stats.calls, kind)
@@ -256,6 +271,8 @@ class Runner:
                         self._pressure.rate_limited(started)
                 except CallFailed as exc:
                     error = str(exc)
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
                 else:
                     if self._pressure is not None:
                         self._pressure.succeeded()
@@ -266,13 +283,45 @@ class Runner:
                 finally:
                     stats.in_flight -= 1
             if n < retries:
-                await anyio.sleep(self.policy.delay(n, retry_after, self._rng))
+                delay = self.policy.delay(n, retry_after, self._rng)
+                if while_backing_off is None:
+                    await anyio.sleep(delay)
+                else:
+                    async with while_backing_off():
+                        await anyio.sleep(delay)
         _bump(stats.failed_calls, kind)
         attempts = retries + 1
         plural = "s" if attempts > 1 else ""
         return CallOutcome(
             value=None, error=f"{error} ({attempts} attempt{plural})", attempts=attempts
         )
+
+
+class UnitGate:
+    """Bounds how many units of work are in progress, so work starts in order.
+
+    A unit is one logical piece of work made of calls (a SUT sample and its judge call). With
+    the gate, a row's judge call queues right behind its SUT answer instead of behind every
+    SUT call of the frame. A unit that backs off lends its place (:meth:`lend`) and queues for
+    it again before its next attempt, so waiting retries never hold the run up.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._semaphore = anyio.Semaphore(size)
+
+    async def acquire(self) -> None:
+        await self._semaphore.acquire()
+
+    def release(self) -> None:
+        self._semaphore.release()
+
+    @asynccontextmanager
+    async def lend(self) -> AsyncIterator[None]:
+        self._semaphore.release()
+        try:
+            yield
+        finally:
+            await self._semaphore.acquire()
 
 
 def first_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -291,7 +340,7 @@ def progress_bar(total: int, enabled: bool, *, desc: str, unit: str = "call") ->
         from tqdm.auto import tqdm
     except ImportError:  # the progress extra is optional
         return None
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+    return tqdm(total=total, desc=desc, unit=unit)
 
 
 def _in_running_loop() -> bool:

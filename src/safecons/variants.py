@@ -470,7 +470,15 @@ def _is_conversation(dtype: pl.DataType) -> bool:
     return fields.get("role") == pl.String and fields.get("content") == pl.String
 
 
-def _check_schema(schema: pl.Schema, input_id: str, prompt: str, prefix: str) -> pl.Schema:
+def check_input_columns(
+    schema: pl.Schema, *, input_id: str = "input_id", prompt: str = "prompt"
+) -> None:
+    """Raise :class:`InputError` unless ``schema`` has usable id and prompt columns.
+
+    Ids may be integers, strings, Categorical or Enum; prompts strings or conversations
+    (``List(Struct{role, content})``). An all-null (Null) column passes: its rows, if any,
+    are rejected when the data is read.
+    """
     for role, name in (("input_id", input_id), ("prompt", prompt)):
         if name not in schema:
             raise InputError(
@@ -491,6 +499,10 @@ def _check_schema(schema: pl.Schema, input_id: str, prompt: str, prefix: str) ->
             f"column {prompt!r} (prompt) has dtype {prompt_dtype}, expected String or "
             "List(Struct({'role': String, 'content': String}))"
         )
+
+
+def _check_schema(schema: pl.Schema, input_id: str, prompt: str, prefix: str) -> pl.Schema:
+    check_input_columns(schema, input_id=input_id, prompt=prompt)
     added = variant_schema(prefix)
     clashes = [name for name in added if name in schema]
     if clashes:

@@ -91,6 +91,19 @@ def _error_text(response: httpx.Response) -> tuple[str, str | None, str | None]:
     return json.dumps(body)[:_MAX_ERROR_TEXT], None, None
 
 
+def _check_key(key: str | None) -> str | None:
+    # A key with a newline (read from a file) or a non-ASCII character would make the HTTP layer
+    # fail with an error that quotes the header, key included; refuse it here, without echoing.
+    if key is None or key == "":
+        return key
+    if not key.isascii() or not key.isprintable() or key != key.strip():
+        raise ValueError(
+            "api_key: contains whitespace at an end, control or non-ASCII characters "
+            "(the key is not shown); strip it before passing it"
+        )
+    return key
+
+
 def _on_asyncio() -> bool:
     try:
         asyncio.get_running_loop()
@@ -148,8 +161,8 @@ class OpenAICompatible:
     headers
         Extra HTTP headers.
     transport
-        ``"auto"`` (default: the faster ``httpx-aiohttp`` transport when installed, see
-        ``benchmarks/transport.py``), ``"httpx"``, ``"aiohttp"``, or an ``httpx`` async
+        ``"auto"`` (default: the faster ``httpx-aiohttp`` transport on asyncio, see
+        ``benchmarks/bench_pipeline.py``), ``"httpx"``, ``"aiohttp"``, or an ``httpx`` async
         transport object (e.g. ``httpx.MockTransport`` in tests).
     http_timeout
         Socket-level timeout in seconds. The per-call deadline of a run is the config's
@@ -178,14 +191,22 @@ class OpenAICompatible:
         _auth_header: Literal["authorization", "api-key"] = "authorization",
         _query: Mapping[str, str] | None = None,
     ) -> None:
+        if model is None and _url is None:
+            raise ValueError("model: required (every OpenAI-compatible server but Azure needs it)")
         if model is not None and (not isinstance(model, str) or not model):
             raise ValueError(f"model: expected a non-empty string, got {model!r}")
         base = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
         if not base.startswith(("http://", "https://")):
             raise ValueError(f"base_url: expected an http(s) URL, got {base!r}")
+        parsed = httpx.URL(base)
+        if parsed.userinfo:
+            raise ValueError(
+                "base_url: credentials in the URL are not supported; pass api_key= or headers="
+            )
         self.base_url = base.rstrip("/")
         self.model = model
-        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._api_key = _check_key(key.strip() if key is not None and api_key is None else key)
         reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
         if reserved:
             raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
@@ -303,29 +324,35 @@ class _OpenAISession:
             response = await self._http.post(c._url, json=body, params=c._query or None)
         except httpx.TimeoutException as exc:
             raise RetryableCallError(f"{c.identity}: timed out ({type(exc).__name__})") from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, OSError, ValueError) as exc:
             # Transport-level failures (refused, reset, protocol errors) are transient by nature.
+            # Their text may quote request headers, so the key is scrubbed from it.
             raise RetryableCallError(
-                f"{c.identity}: connection error ({type(exc).__name__}: {exc})"
+                f"{c.identity}: connection error ({type(exc).__name__}: {self._scrub(str(exc))})"
             ) from None
         return self._read(response)
+
+    def _scrub(self, text: str) -> str:
+        key = self._c._api_key
+        return text.replace(key, "<api key>") if key else text
 
     def _read(self, response: httpx.Response) -> Completion:
         c = self._c
         status = response.status_code
         if status == 200:
             return self._read_ok(response)
+        # Some gateways echo the credentials they rejected; never pass them on.
         message, code, param = _error_text(response)
-        if c._api_key:
-            # Some gateways echo the credentials they rejected; never pass them on.
-            message = message.replace(c._api_key, "<api key>")
+        message = self._scrub(message)
         where = f"{c.identity}: HTTP {status}"
         if status in (401, 403):
             raise AuthenticationError(
                 f"{where}: the endpoint rejected the credentials ({message}). Check the API key "
                 "(argument api_key or the environment variable) and the model's access."
             )
-        if status == 400 and code == "content_filter":
+        # Azure's content filter, and OpenAI's prompt filter on reasoning models
+        # ("invalid_prompt": flagged as potentially violating the usage policy), are refusals.
+        if status == 400 and code in ("content_filter", "invalid_prompt"):
             return Completion(
                 text=CONTENT_FILTER_TEXT, finish_reason="content_filter", filtered=True
             )
