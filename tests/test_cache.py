@@ -259,3 +259,19 @@ def test_bad_cache_and_budget_arguments():
         rows(1).pipe(
             sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=StandInJudge(), cache=3
         )
+
+
+def test_stage_functions_use_the_cache_too(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    sut = ScriptedChat([REFUSE])
+    judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    variants = sc.build_variants(rows(3))
+    first = variants.pipe(sc.respond, sut=sut, cache=path, progress=False)
+    again = variants.pipe(sc.respond, sut=sut, cache=path, progress=False)
+    assert len(sut.calls) == 6 and first.equals(again)
+    sc.judge_responses(first, judge=judge, cache=path, progress=False)
+    sc.judge_responses(first, judge=judge, cache=path, progress=False)
+    assert len(judge.calls) == 6
+    capped = sc.judge_responses(first, judge=judge, cache=False, max_calls=2, progress=False)
+    assert len(judge.calls) == 8
+    assert capped["sc_error"].null_count() < 3

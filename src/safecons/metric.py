@@ -466,7 +466,7 @@ async def respond_and_judge(
     seed: int = 0,
     progress: bool = False,
     runner: Runner | None = None,
-    cache: ResponseCache | None = None,
+    cache: CacheArg = None,
     max_calls: int | None = None,
 ) -> pl.DataFrame:
     """The respond and judge stages over a frame that already has its variant columns.
@@ -500,13 +500,30 @@ async def respond_and_judge(
         )
     _check_rows(df)
     _check_no_nulls(df, needs)
-    runner = runner or Runner(
-        concurrency_limit=cfg.concurrency_limit,
-        timeout_seconds=cfg.timeout_seconds,
-        seed=seed,
-        cache=cache,
-        max_calls=max_calls,
-    )
+    if runner is None:
+        _check_max_calls(max_calls)
+        _check_cache_arg(cache)
+        store = resolve_cache(cache)
+        try:
+            return await respond_and_judge(
+                df,
+                sut=sut,
+                judge=judge,
+                config=cfg,
+                prefix=prefix,
+                seed=seed,
+                progress=progress,
+                runner=Runner(
+                    concurrency_limit=cfg.concurrency_limit,
+                    timeout_seconds=cfg.timeout_seconds,
+                    seed=seed,
+                    cache=store,
+                    max_calls=max_calls,
+                ),
+            )
+        finally:
+            if store is not None and store is not cache:
+                store.close()
     n = df.height
     ids = df["input_id"].to_list()
     prompts = df["prompt"].to_list()
@@ -1184,6 +1201,8 @@ def respond(
     seed: int = 0,
     progress: bool = True,
     prefix: str = DEFAULT_PREFIX,
+    cache: CacheArg = None,
+    max_calls: int | None = None,
     **overrides: Any,
 ) -> pl.DataFrame:
     """The respond stage alone: sample ``responses_per_query - 1`` SUT answers per row.
@@ -1220,6 +1239,8 @@ def respond(
         prefix=prefix,
         seed=seed,
         progress=progress,
+        cache=cache,
+        max_calls=max_calls,
     )
 
 
@@ -1231,6 +1252,8 @@ def judge_responses(
     seed: int = 0,
     progress: bool = True,
     prefix: str = DEFAULT_PREFIX,
+    cache: CacheArg = None,
+    max_calls: int | None = None,
     **overrides: Any,
 ) -> pl.DataFrame:
     """The judge and score stages alone, over stored answers.
@@ -1280,6 +1303,8 @@ def judge_responses(
         prefix=prefix,
         seed=seed,
         progress=progress,
+        cache=cache,
+        max_calls=max_calls,
     )
 
 
