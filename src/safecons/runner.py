@@ -13,6 +13,7 @@ import functools
 import math
 import random
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -129,7 +130,6 @@ class _Pressure:
         return int(self._limiter.total_tokens)
 
     def rate_limited(self, attempt_started: float) -> None:
-        self._stats.rate_limited += 1
         self._clean = 0
         if attempt_started <= self._last_cut:
             return
@@ -189,10 +189,27 @@ class Runner:
         self.cache = cache
         self.max_calls = max_calls
         self._spent = 0
+        self._cache_warned = False
         self._rng = random.Random(seed)
         self._pressure = (
             _Pressure(self.limiter, concurrency_limit, self.stats) if adaptive else None
         )
+
+    def _store(self, cache: ResponseCache, key: str, kind: str, endpoint: str, value: str) -> None:
+        # The answer is in hand: a cache that cannot take it (disk full, file removed) costs
+        # the resume, not the run. Warn once and carry on.
+        try:
+            cache.put(key, kind=kind, endpoint=endpoint, value=value)
+        except Exception as exc:
+            if not self._cache_warned:
+                self._cache_warned = True
+                warnings.warn(
+                    f"response cache {cache}: could not store a {kind} answer "
+                    f"({type(exc).__name__}: {exc}); the run goes on, but unstored calls will be "
+                    "requested again by a rerun",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
     @property
     def budget_spent(self) -> bool:
@@ -267,8 +284,10 @@ class Runner:
                 except RetryableCallError as exc:
                     error = str(exc)
                     retry_after = exc.retry_after
-                    if exc.rate_limited and self._pressure is not None:
-                        self._pressure.rate_limited(started)
+                    if exc.rate_limited:
+                        stats.rate_limited += 1
+                        if self._pressure is not None:
+                            self._pressure.rate_limited(started)
                 except CallFailed as exc:
                     error = str(exc)
                 except Exception as exc:
@@ -278,7 +297,7 @@ class Runner:
                         self._pressure.succeeded()
                     if caching and encode is not None:
                         assert self.cache is not None and cache_key is not None
-                        self.cache.put(cache_key, kind=kind, endpoint=endpoint, value=encode(value))
+                        self._store(self.cache, cache_key, kind, endpoint, encode(value))
                     return CallOutcome(value=value, error=None, attempts=n + 1)
                 finally:
                     stats.in_flight -= 1

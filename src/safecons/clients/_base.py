@@ -33,12 +33,35 @@ class Completion:
 
     ``refused`` marks an explicit refusal field (OpenAI's ``message.refusal``); ``filtered``
     marks a provider content-filter block. Both are answers to be judged, not errors.
+
+    Lone surrogates in ``text`` (a JSON body may carry ``"\\ud800"``) become U+FFFD: they
+    cannot be stored in a frame or a cache, and one such answer must not end a run.
     """
 
     text: str
     finish_reason: str | None = None
     refused: bool = False
     filtered: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", valid_unicode(self.text))
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (unchanged when it has none).
+
+    Examples
+    --------
+    >>> valid_unicode("ok \ud800!")
+    'ok \ufffd!'
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 class CallFailed(Exception):

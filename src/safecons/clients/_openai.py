@@ -322,6 +322,13 @@ class _OpenAISession:
             body["seed"] = seed
         try:
             response = await self._http.post(c._url, json=body, params=c._query or None)
+        except httpx.ConnectTimeout as exc:
+            # httpx-aiohttp reports every aiohttp connection failure (resets included) as a
+            # ConnectTimeout, so the message must not claim a timeout it cannot know about.
+            raise RetryableCallError(
+                f"{c.identity}: connection failed or timed out "
+                f"({type(exc).__name__}: {self._scrub(str(exc)) or 'no detail'})"
+            ) from None
         except httpx.TimeoutException as exc:
             raise RetryableCallError(f"{c.identity}: timed out ({type(exc).__name__})") from None
         except (httpx.HTTPError, OSError, ValueError) as exc:
