@@ -579,9 +579,8 @@ def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
                 )
             )
             attempts = dict(runner.stats.attempts)
-            # Without pressure the runner neither counts 429s nor moves its target: the 429s
-            # are in the "faults served" column.
-            rate_limited, min_target = None, None
+            # Without pressure the runner still counts 429s but never moves its target.
+            rate_limited, min_target = runner.stats.rate_limited, cfg.concurrency_limit
         stats = srv.stats
     return _result(
         s,
@@ -798,7 +797,7 @@ def table(results: Sequence[Result]) -> str:
         s = r.scenario
         pressure = "–" if r.rate_limited is None else f"{r.rate_limited}, {r.min_target}"
         if s.kind == "sustained_off":
-            pressure = "not tracked (pressure off)"
+            pressure = f"{r.rate_limited}, target fixed (pressure off)"
         lines.append(
             f"| {_cell(s.title)} | {s.n_sut_retries}/{s.n_judge_retries} | {_faults_cell(r)} "
             f"| {r.rows_in} | {r.scored} | {r.errored} | {r.partial} | **{r.lost}** "
