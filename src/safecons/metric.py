@@ -7,6 +7,7 @@ comparison's judge call starts as soon as its SUT answer arrives.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -35,7 +36,7 @@ from .clients._callable import status_of
 from .config import SafetyConsistencyConfig
 from .errors import AuthenticationError, InputError
 from .judge import Judgment, JudgmentError, build_judge_messages, parse_judgment
-from .runner import Runner, UnitGate, first_exception, progress_bar, run_sync
+from .runner import Runner, UnitGate, progress_bar, run_in_order, run_sync
 from .templates import Template
 from .variants import _key as _id_key
 from .variants import build_variants, check_input_columns, query_of
@@ -636,25 +637,21 @@ async def respond_and_judge(
             sample.judge_raw = raw
 
         async def unit(i: int, j: int, sample: _Sample) -> None:
-            try:
-                if sut_session is not None:
-                    await respond(i, j, sample, sut_session)
-                if judge_session is not None and sample.response is not None:
-                    await judge_one(i, j, sample, judge_session)
-            finally:
-                gate.release()
-                if bar is not None:
-                    bar.update(1)
+            if sut_session is not None:
+                await respond(i, j, sample, sut_session)
+            if judge_session is not None and sample.response is not None:
+                await judge_one(i, j, sample, judge_session)
 
         try:
-            async with anyio.create_task_group() as tg:
-                for i, row in enumerate(results):
-                    for j, sample in enumerate(row):
-                        await gate.acquire()
-                        tg.start_soon(unit, i, j, sample)
-        except BaseExceptionGroup as group:
-            # One clear error (e.g. AuthenticationError) rather than a group of identical ones.
-            raise first_exception(group) from None
+            await run_in_order(
+                (
+                    functools.partial(unit, i, j, sample)
+                    for i, row in enumerate(results)
+                    for j, sample in enumerate(row)
+                ),
+                gate=gate,
+                bar=bar,
+            )
         finally:
             if bar is not None:
                 bar.close()

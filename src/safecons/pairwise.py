@@ -8,12 +8,12 @@ holds the part that calls a judge, :func:`swap_test`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-import anyio
 import polars as pl
 
 from .cache import CacheArg, cache_key, resolve_cache
@@ -33,7 +33,7 @@ from .reliability._columns import (
     WINNER_XY,
     WINNER_YX,
 )
-from .runner import Runner, UnitGate, first_exception, progress_bar, run_sync
+from .runner import Runner, UnitGate, progress_bar, run_in_order, run_sync
 
 __all__ = (
     "PAIRWISE_SYSTEM_PROMPT",
@@ -312,43 +312,39 @@ async def swap_test_async(
                         )
                     return completion.text
 
-                try:
-                    got = await runner.call(
-                        attempt,
-                        retries=retries,
+                got = await runner.call(
+                    attempt,
+                    retries=retries,
+                    kind="pairwise",
+                    cache_key=cache_key(
                         kind="pairwise",
-                        cache_key=cache_key(
-                            kind="pairwise",
-                            endpoint=endpoint,
-                            request=request,
-                            messages=messages,
-                            temperature=0.0,
-                            rule=rule,
-                            slot=f"{row}#{'xy' if order == 0 else 'yx'}",
-                        ),
                         endpoint=endpoint,
-                        encode=str,
-                        decode=_decode_verdict(rule),
-                        while_backing_off=gate.lend,
-                    )
-                finally:
-                    gate.release()
-                    if bar is not None:
-                        bar.update(1)
+                        request=request,
+                        messages=messages,
+                        temperature=0.0,
+                        rule=rule,
+                        slot=f"{row}#{'xy' if order == 0 else 'yx'}",
+                    ),
+                    endpoint=endpoint,
+                    encode=str,
+                    decode=_decode_verdict(rule),
+                    while_backing_off=gate.lend,
+                )
                 if got.value is not None:
                     out.raw = got.value
                     out.letter = parse_verdict(got.value, rule=rule)
                 else:
                     out.error = got.error
 
-            try:
-                async with anyio.create_task_group() as tg:
-                    for row, pair in enumerate(calls):
-                        for order, out in enumerate(pair):
-                            await gate.acquire()
-                            tg.start_soon(one, row, order, out)
-            except BaseExceptionGroup as group:
-                raise first_exception(group) from None
+            await run_in_order(
+                (
+                    functools.partial(one, row, order, out)
+                    for row, pair in enumerate(calls)
+                    for order, out in enumerate(pair)
+                ),
+                gate=gate,
+                bar=bar,
+            )
     finally:
         if bar is not None:
             bar.close()

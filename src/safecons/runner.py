@@ -14,7 +14,7 @@ import math
 import random
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -34,6 +34,7 @@ __all__ = (
     "UnitGate",
     "first_exception",
     "progress_bar",
+    "run_in_order",
     "run_sync",
 )
 
@@ -341,6 +342,33 @@ class UnitGate:
             yield
         finally:
             await self._semaphore.acquire()
+
+
+async def run_in_order(
+    jobs: Iterable[Callable[[], Awaitable[None]]], *, gate: UnitGate, bar: Any = None
+) -> None:
+    """Start ``jobs`` in order, as many at once as ``gate`` allows, and wait for all.
+
+    ``bar`` (a progress bar) advances as each job ends. If a job raises (an
+    :class:`~safecons.AuthenticationError` ending the run), the others are cancelled and that
+    one error is raised, not a group of them.
+    """
+
+    async def guarded(job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await job()
+        finally:
+            gate.release()
+            if bar is not None:
+                bar.update(1)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for job in jobs:
+                await gate.acquire()
+                tg.start_soon(guarded, job)
+    except BaseExceptionGroup as group:
+        raise first_exception(group) from None
 
 
 def first_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
