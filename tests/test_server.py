@@ -94,8 +94,12 @@ def test_completion_has_openai_shape(server: FakeOpenAIServer, http: httpx.Clien
 def test_azure_deployment_path_and_query(server: FakeOpenAIServer) -> None:
     url = f"{server.url}/openai/deployments/gpt4o/chat/completions"
     payload = {"messages": [{"role": "user", "content": "hi"}]}
-    r = httpx.post(url, params={"api-version": "2024-10-21"}, json=payload,
-                   headers={"api-key": "secret-azure-key"})  # fmt: skip
+    r = httpx.post(
+        url,
+        params={"api-version": "2024-10-21"},
+        json=payload,
+        headers={"api-key": "secret-azure-key"},
+    )
     assert r.status_code == 200
     assert r.json()["model"] == "gpt4o"  # no model in the body: named after the deployment
     [record] = server.stats.log
@@ -363,9 +367,20 @@ def test_client_errors(fault: Fault, status: int, code: str | None) -> None:
 
 def test_every_fault_kind_is_covered_here() -> None:
     # If a kind is added, this file must grow a wire test for it.
-    assert {"rate_limit", "server_error", "slow", "content_filter_400", "content_filter_finish",
-            "refusal", "malformed", "reset", "unauthorized", "forbidden", "bad_request",
-            "model_not_found"} == FAULT_KINDS  # fmt: skip
+    assert {
+        "rate_limit",
+        "server_error",
+        "slow",
+        "content_filter_400",
+        "content_filter_finish",
+        "refusal",
+        "malformed",
+        "reset",
+        "unauthorized",
+        "forbidden",
+        "bad_request",
+        "model_not_found",
+    } == FAULT_KINDS
 
 
 def test_scripted_faults_by_model_and_index() -> None:
@@ -377,13 +392,15 @@ def test_scripted_faults_by_model_and_index() -> None:
         return Fault.rate_limit(0.01) if b["model"] == "judge" and n <= 2 else None
 
     with FakeOpenAIServer(faults=script) as srv, httpx.Client(base_url=srv.base_url) as c:
-        statuses = [c.post(CHAT, json={**body(), "model": m}).status_code
-                    for m in ["sut", "judge", "judge", "sut", "judge"]]  # fmt: skip
+        statuses = [
+            c.post(CHAT, json={**body(), "model": m}).status_code
+            for m in ["sut", "judge", "judge", "sut", "judge"]
+        ]
     assert statuses == [200, 429, 429, 200, 200]
 
 
 def test_seeded_fault_rates_are_exact_for_sequential_requests() -> None:
-    table = {"rate_limit": 0.1, Fault.server_error(503): 0.05}
+    table: dict[str | Fault, float] = {"rate_limit": 0.1, Fault.server_error(503): 0.05}
 
     def run() -> list[int]:
         srv = FakeOpenAIServer(faults=table, seed=123)
@@ -516,8 +533,13 @@ def test_api_key_is_checked() -> None:
     assert "didn't provide an API key" in missing.json()["error"]["message"]
     assert "k2" not in wrong.text
     assert (bearer.status_code, azure.status_code, models.status_code) == (200, 200, 401)
-    assert [r.auth_header for r in srv.stats.log] == [None, "authorization", "authorization",
-                                                      "api-key", None]  # fmt: skip
+    assert [r.auth_header for r in srv.stats.log] == [
+        None,
+        "authorization",
+        "authorization",
+        "api-key",
+        None,
+    ]
 
 
 # --- HTTP/1.1 ---------------------------------------------------------------------------------
@@ -653,7 +675,7 @@ def test_fault_is_an_immutable_value_and_a_raisable_exception() -> None:
     assert fault == Fault("rate_limit", retry_after=0.5)
     assert hash(fault) == hash(Fault("rate_limit", retry_after=0.5))
     with pytest.raises(dataclasses.FrozenInstanceError):
-        fault.retry_after = 1  # type: ignore[misc]
+        fault.retry_after = 1
 
     @contextlib.contextmanager
     def passthrough() -> Iterator[None]:

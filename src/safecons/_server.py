@@ -50,6 +50,7 @@ __all__ = (
     "Fault",
     "FaultKind",
     "FaultScript",
+    "FaultTable",
     "RequestRecord",
     "Responder",
     "ServerStats",
@@ -239,8 +240,9 @@ class Fault(Exception):
         message: str | None = None,
     ) -> Fault:
         """429 ``rate_limit_exceeded``, with the given retry headers (none when unset)."""
-        return cls("rate_limit", retry_after=retry_after, retry_after_ms=retry_after_ms,
-                   message=message)  # fmt: skip
+        return cls(
+            "rate_limit", retry_after=retry_after, retry_after_ms=retry_after_ms, message=message
+        )
 
     @classmethod
     def server_error(cls, status: int = 500, *, message: str | None = None) -> Fault:
@@ -305,6 +307,10 @@ _FAULT_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in dataclasses.fields
 
 #: ``(request_index, body) -> Fault | None``: scripts the fault of each request exactly.
 FaultScript = Callable[[int, dict[str, Any]], Fault | None]
+#: Fault -> probability; a key is a kind name (``str``) or a :class:`Fault`. Typed ``Any`` as
+#: ``Mapping`` is invariant in its key, so no precise type accepts ``dict[str, float]``,
+#: ``dict[Fault, float]`` and a literal mixing both; keys are checked when the server is built.
+FaultTable = Mapping[Any, float]
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,8 +496,19 @@ class ServerStats:
 
 
 class _Record:
-    __slots__ = ("auth_header", "body", "error", "fault", "headers", "index", "method",
-                 "model", "path", "query", "status")  # fmt: skip
+    __slots__ = (
+        "auth_header",
+        "body",
+        "error",
+        "fault",
+        "headers",
+        "index",
+        "method",
+        "model",
+        "path",
+        "query",
+        "status",
+    )
 
     def __init__(
         self,
@@ -597,8 +614,13 @@ def _fault_response(fault: Fault) -> _Response:
             "Rate limit reached for requests per min (RPM) on this fake server. "
             f"Please try again in {wait}."
         )
-        return _error(fault.status or 429, message, type_="requests",
-                      code="rate_limit_exceeded", headers=headers)  # fmt: skip
+        return _error(
+            fault.status or 429,
+            message,
+            type_="requests",
+            code="rate_limit_exceeded",
+            headers=headers,
+        )
     if kind == "server_error":
         message = fault.message or (
             "The server had an error while processing your request. Sorry about that!"
@@ -734,7 +756,7 @@ class FakeOpenAIServer:
         *,
         responder: Responder | None = None,
         latency: float | Callable[[dict[str, Any]], float] = 0.0,
-        faults: Mapping[str | Fault, float] | FaultScript | None = None,
+        faults: FaultTable | FaultScript | None = None,
         seed: int | None = 0,
         api_key: str | None = None,
         port: int = 0,
@@ -767,8 +789,10 @@ class FakeOpenAIServer:
         self._models = list(models or default_models or ["fake-model"])
         recorded = {h.lower() for h in record_headers}
         if recorded & _SECRET_HEADERS:
-            raise ValueError(f"record_headers: credentials are never recorded: "
-                             f"{sorted(recorded & _SECRET_HEADERS)}")  # fmt: skip
+            raise ValueError(
+                f"record_headers: credentials are never recorded: "
+                f"{sorted(recorded & _SECRET_HEADERS)}"
+            )
         self._record_headers = frozenset(recorded)
         if log_size is not None and log_size < 0:
             raise ValueError(f"log_size: expected >= 0 or None, got {log_size!r}")
@@ -785,9 +809,11 @@ class FakeOpenAIServer:
         self._conn_tasks: set[asyncio.Task[None]] = set()
 
     @staticmethod
-    def _parse_fault_table(faults: Mapping[str | Fault, float]) -> list[tuple[Fault, float]]:
+    def _parse_fault_table(faults: FaultTable) -> list[tuple[Fault, float]]:
         table: list[tuple[Fault, float]] = []
         for key, p in faults.items():
+            if not isinstance(key, str | Fault):
+                raise TypeError(f"faults: expected kind names or Fault keys, got {key!r}")
             fault = key if isinstance(key, Fault) else Fault(key)  # type: ignore[arg-type]
             if not isinstance(p, int | float) or isinstance(p, bool) or not 0 <= p <= 1:
                 raise ValueError(f"faults[{key!r}]: expected a probability in [0, 1], got {p!r}")
@@ -1174,14 +1200,19 @@ class FakeOpenAIServer:
         path = request.path.rstrip("/")
         if path.endswith("/chat/completions"):
             if request.method != "POST":
-                return _error(405, f"Invalid method for URL ({request.method} {request.path})",
-                              headers=[("allow", "POST")])  # fmt: skip
+                return _error(
+                    405,
+                    f"Invalid method for URL ({request.method} {request.path})",
+                    headers=[("allow", "POST")],
+                )
             return await self._chat(request, record)
         if path.endswith("/models") and request.method == "GET":
             if not self._authorized(request):
                 return self._unauthorized(request)
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "safecons"}
-                    for m in self._models]  # fmt: skip
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "safecons"}
+                for m in self._models
+            ]
             return _Response(200, _json_bytes({"object": "list", "data": data}))
         return _error(404, f"Invalid URL ({request.method} {request.path})")
 
@@ -1214,11 +1245,18 @@ class FakeOpenAIServer:
                 "(HINT: the body must be valid JSON, sent with Content-Type: application/json.)",
             )
         if not isinstance(body.get("messages"), list):
-            return _error(400, "Missing required parameter: 'messages'.", param="messages",
-                          code="missing_required_parameter")  # fmt: skip
+            return _error(
+                400,
+                "Missing required parameter: 'messages'.",
+                param="messages",
+                code="missing_required_parameter",
+            )
         if body.get("stream"):
-            return _error(400, "FakeOpenAIServer does not implement streaming ('stream': true).",
-                          param="stream")  # fmt: skip
+            return _error(
+                400,
+                "FakeOpenAIServer does not implement streaming ('stream': true).",
+                param="stream",
+            )
 
         fault = self._select_fault(body, record)
         if fault is None and record.error is not None:
@@ -1254,11 +1292,13 @@ class FakeOpenAIServer:
             text = echo_responder(body) if fault.message is None else fault.message
             return self._completion(request, body, [text], record.index)
         if kind == "content_filter_finish":
-            return self._completion(request, body, [fault.message], record.index,
-                                    finish_reason="content_filter")  # fmt: skip
+            return self._completion(
+                request, body, [fault.message], record.index, finish_reason="content_filter"
+            )
         if kind == "refusal":
-            return self._completion(request, body, [None], record.index,
-                                    refusal=fault.message or _DEFAULT_REFUSAL)  # fmt: skip
+            return self._completion(
+                request, body, [None], record.index, refusal=fault.message or _DEFAULT_REFUSAL
+            )
         return _fault_response(fault)
 
     def _select_fault(self, body: dict[str, Any], record: _Record) -> Fault | None:
