@@ -78,7 +78,9 @@ def test_samples_replay_into_their_own_slot(tmp_path):
     path = tmp_path / "calls.sqlite"
     judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
     kw = dict(judge=judge, cache=path, responses_per_query=5, progress=False)
-    first = rows(3).pipe(sc.safety_consistency, sut=seeded_sut, **kw)
+    first = rows(3).pipe(
+        sc.safety_consistency, sut=sc.CallableClient(seeded_sut, name="seeded_sut"), **kw
+    )
     calls = []
 
     def never(messages, *, temperature, seed):
@@ -104,13 +106,15 @@ def test_errors_are_not_cached_and_errored_rows_are_retried(tmp_path):
         return REFUSE
 
     judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    # Named: the closure's state changes between the runs, which would change its fingerprint.
+    named = sc.CallableClient(sut, name="sut")
     first = rows(3).pipe(
-        sc.safety_consistency, sut=sut, judge=judge, cache=path, n_sut_retries=0, progress=False
+        sc.safety_consistency, sut=named, judge=judge, cache=path, n_sut_retries=0, progress=False
     )
     assert first["sc_error"][1] is not None
     failing["on"] = False
     before = len(judge.calls)
-    second = rows(3).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False)
+    second = rows(3).pipe(sc.safety_consistency, sut=named, judge=judge, cache=path, progress=False)
     assert second["sc_error"].null_count() == 3
     assert len(judge.calls) - before == 2  # only row 1's comparisons were new
     assert second["sc_cache_hits"].to_list() == [4, 0, 4]
@@ -159,10 +163,87 @@ def test_cache_file_is_private_and_holds_no_key(tmp_path):
     path = tmp_path / "sub" / "calls.sqlite"
     with server(api_key=KEY) as srv:
         sut, judge = clients(srv, key=KEY)
-        rows(3).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False)
-    for p in tmp_path.joinpath("sub").iterdir():
-        assert stat.S_IMODE(os.stat(p).st_mode) & 0o077 == 0, p
-        assert KEY.encode() not in p.read_bytes()
+        with ResponseCache(path) as cache:
+            rows(3).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, progress=False)
+            # While the cache is open its -wal and -shm companions exist: they are private too.
+            files = sorted(p.name for p in path.parent.iterdir())
+            assert files == ["calls.sqlite", "calls.sqlite-shm", "calls.sqlite-wal"]
+            for p in path.parent.iterdir():
+                assert stat.S_IMODE(os.stat(p).st_mode) & 0o077 == 0, p
+                assert KEY.encode() not in p.read_bytes()
+
+
+def test_an_existing_cache_file_is_made_private(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    path.touch(mode=0o644)
+    os.chmod(path, 0o644)
+    ResponseCache(path).close()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_request_parameters_are_part_of_the_key(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    with server() as srv:
+        judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        for params in ({"max_tokens": 10}, {"max_tokens": 20}, {"max_tokens": 10}):
+            sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, params=params)
+            rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=path, progress=False)
+        assert srv.stats.requests_by_model["sut"] == 2 * 2 * 2
+
+
+def test_different_callables_never_share_answers(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+
+    def model(name):
+        return lambda messages, temperature: f"answer of {name}"
+
+    a = rows(2).pipe(sc.safety_consistency, sut=model("A"), judge=judge, cache=path, progress=False)
+    b = rows(2).pipe(sc.safety_consistency, sut=model("B"), judge=judge, cache=path, progress=False)
+    assert a["sc_responses"][0].to_list() == ["answer of A"] * 2
+    assert b["sc_responses"][0].to_list() == ["answer of B"] * 2
+    assert b["sc_cache_hits"].to_list() == [0, 0]
+
+
+def test_cache_true_without_a_default_is_an_error():
+    with pytest.raises(sc.InputError, match="cache=True"):
+        rows(1).pipe(
+            sc.safety_consistency,
+            sut=ScriptedChat([REFUSE]),
+            judge=StandInJudge(),
+            cache=True,
+            progress=False,
+        )
+
+
+def test_local_judges_do_not_spend_the_network_budget():
+    plan = sc.planned_calls(rows(3), sut=ScriptedChat([REFUSE]), judge=StandInJudge())
+    out = rows(3).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=StandInJudge(),
+        max_calls=plan.sut_to_request + plan.judge_to_request,
+        progress=False,
+    )
+    assert out["sc_error"].null_count() == 3
+
+
+def test_two_processes_opening_a_new_cache_together(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from safecons.cache import ResponseCache; c = ResponseCache(sys.argv[1]); "
+        "c.put(sys.argv[2], kind='sut', endpoint='e', value='v'); c.close()"
+    )
+    for trial in range(3):
+        path = tmp_path / f"shared{trial}.sqlite"
+        procs = [
+            subprocess.Popen([sys.executable, "-c", code, str(path), f"k{i}"]) for i in range(6)
+        ]
+        assert [p.wait(timeout=60) for p in procs] == [0] * 6
+        with ResponseCache(path) as cache:
+            assert cache.info()["entries"] == 6
 
 
 def test_session_default_cache_and_opt_out(tmp_path):

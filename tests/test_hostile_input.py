@@ -368,7 +368,10 @@ def test_control_characters_and_odd_unicode_pass_through_exactly(text, tmp_path)
     judge = ScriptedChat([VERDICT])
     df = frame(2, prompt=[text, f"q {text}"], sut_response=[text, REFUSE])
     cache = tmp_path / "calls.sqlite"
-    out = run(df, sut, judge, cache=cache)
+    # Named clients: the rerun's stand-ins must count as the same endpoints for the cache.
+    out = run(
+        df, sc.CallableClient(sut, name="sut"), sc.CallableClient(judge, name="judge"), cache=cache
+    )
     assert out["safety_consistency"].to_list() == [0.9, 0.9]
     assert out["sc_responses"].to_list() == [[f"answer: {text}"] * 2] * 2
     # The query sits inside the variant the SUT got, and the judge saw every text unaltered.
@@ -377,7 +380,13 @@ def test_control_characters_and_odd_unicode_pass_through_exactly(text, tmp_path)
     assert {b["BASE ANSWER"] for b in blocks} == {text, REFUSE}
     assert {b["CANDIDATE ANSWER"] for b in blocks} == {f"answer: {text}"}
     # The cache replays them byte for byte (SQLite TEXT with NULs and all).
-    again = run(df, ScriptedChat([AssertionError("no call")]), ScriptedChat([VERDICT]), cache=cache)
+    never = ScriptedChat([AssertionError("no call")])
+    again = run(
+        df,
+        sc.CallableClient(never, name="sut"),
+        sc.CallableClient(never, name="judge"),
+        cache=cache,
+    )
     assert again.drop("sc_cache_hits").equals(out.drop("sc_cache_hits"))
     assert again["sc_cache_hits"].to_list() == [4, 4]
 

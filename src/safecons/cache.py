@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import InputError
+
 __all__ = (
     "CacheArg",
     "ResponseCache",
@@ -64,7 +66,27 @@ def _create_private(path: Path) -> None:
     # -wal and -shm companions the database file's permissions.
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
+    try:
+        info = os.fstat(fd)
+        # A file made earlier (by another tool, or under a lax umask) is tightened too, when it
+        # is ours to change.
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _retry_busy(action: Any, attempts: int = 200) -> Any:
+    # Switching to WAL (and creating the schema) can meet another process doing the same on a
+    # new file; SQLite answers "database is locked" at once there instead of waiting.
+    for n in range(attempts):
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or n == attempts - 1:
+                raise
+            time.sleep(0.05)
+    return None
 
 
 class ResponseCache:
@@ -83,6 +105,9 @@ class ResponseCache:
     >>> path = os.path.join(tempfile.mkdtemp(), "calls.sqlite")
     >>> cache = ResponseCache(path)
     >>> cache.put("k1", kind="sut", endpoint="http://x/v1#m", value='{"text": "hi"}')
+    '{"text": "hi"}'
+    >>> cache.put("k1", kind="sut", endpoint="http://x/v1#m", value='{"text": "later"}')
+    '{"text": "hi"}'
     >>> cache.get("k1")
     '{"text": "hi"}'
     >>> cache.info()["entries"], oct(os.stat(path).st_mode & 0o777)
@@ -96,23 +121,35 @@ class ResponseCache:
         self.path = Path(path)
         _create_private(self.path)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn = sqlite3.connect(
+            self.path, timeout=30.0, check_same_thread=False, isolation_level=None
+        )
+        _retry_busy(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
         # NORMAL in WAL mode: a committed call survives a crash of this process; only an OS
         # crash can lose the last few, and those are simply requested again.
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        with self._conn:
-            self._conn.executescript(_SCHEMA)
-            row = self._conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-            if row is None:
-                self._conn.execute(
-                    "INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),)
-                )
-            elif int(row[0]) != _SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"cache {self.path}: schema version {row[0]}, this safecons reads "
-                    f"{_SCHEMA_VERSION}; use another file or clear it"
-                )
+        _retry_busy(self._create_schema)
+
+    def _create_schema(self) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema', ?)",
+                (str(_SCHEMA_VERSION),),
+            )
+            row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        if int(row[0]) != _SCHEMA_VERSION:
+            raise RuntimeError(
+                f"cache {self.path}: schema version {row[0]}, this safecons reads "
+                f"{_SCHEMA_VERSION}; use another file or clear it"
+            )
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.path)!r})"
@@ -123,14 +160,21 @@ class ResponseCache:
             row = self._conn.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def put(self, key: str, *, kind: str, endpoint: str, value: str) -> None:
-        """Store one finished call (committed at once: one write per call)."""
-        with self._lock, self._conn:
+    def put(self, key: str, *, kind: str, endpoint: str, value: str) -> str:
+        """Store one finished call (committed at once: one write per call).
+
+        The first answer stored for a key stays: when two runs share the file and both answer
+        the same call, the second gets the first's answer back (and should use it), so that
+        every later rerun replays what one of them returned. Returns the stored value.
+        """
+        with self._lock:
             self._conn.execute(
-                "INSERT OR REPLACE INTO responses (key, kind, endpoint, value, created) "
+                "INSERT OR IGNORE INTO responses (key, kind, endpoint, value, created) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (key, kind, endpoint, value, time.time()),
             )
+            row = self._conn.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
+        return value if row is None else str(row[0])
 
     def info(self) -> dict[str, Any]:
         """Entries in total, by kind and by endpoint, the oldest and newest, and the file size."""
@@ -171,7 +215,7 @@ class ResponseCache:
             clauses.append("kind = ?")
             args.append(kind)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        with self._lock, self._conn:
+        with self._lock:
             deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -224,7 +268,15 @@ def resolve_cache(
         return None
     if isinstance(cache, ResponseCache):
         return cache
-    if cache is None or cache is True:
+    if cache is None:
         default = get_default_cache()
         return None if default is None else ResponseCache(default)
+    if cache is True:
+        default = get_default_cache()
+        if default is None:
+            raise InputError(
+                "cache=True uses the session's default cache, and none is set: pass a path, "
+                "or call safecons.set_default_cache(path) first"
+            )
+        return ResponseCache(default)
     return ResponseCache(cache)

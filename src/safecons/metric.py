@@ -624,6 +624,7 @@ async def respond_and_judge(
                 encode=_encode_judgment,
                 decode=_decode_judgment,
                 while_backing_off=gate.lend,
+                budgeted=not isinstance(session, _ObjectJudge),
             )
             sample.cache_hits += verdict.cached
             sample.skipped |= verdict.skipped
@@ -957,12 +958,16 @@ def planned_calls(
                         seed=_sample_seed(seed, input_id, j),
                     )
                     stored = store.get(key)
-                    if stored is None:
+                    try:
+                        # An unreadable entry is a miss for the run, so it is one here too.
+                        answer = None if stored is None else _decode_completion(stored).text
+                    except (ValueError, TypeError):
+                        answer = None
+                    if answer is None:
                         continue
                     sut_cached += 1
                     if judge_client is None:
                         continue
-                    answer = _decode_completion(stored).text
                     judge_key = _judge_cache_key(
                         judge_client.identity,
                         judge_request,

@@ -37,6 +37,7 @@ from .runner import Runner, UnitGate, progress_bar, run_in_order, run_sync
 
 __all__ = (
     "PAIRWISE_SYSTEM_PROMPT",
+    "SWAP_CACHE_HITS",
     "SWAP_ERROR",
     "build_pairwise_messages",
     "parse_verdict",
@@ -229,6 +230,8 @@ def parse_verdict_expr(text: str | pl.Expr, *, rule: Rule = "last") -> pl.Expr:
 
 #: Column ``swap_test`` adds beside :data:`safecons.reliability.SWAP_COLUMNS`: why a call failed.
 SWAP_ERROR: Final = "swap_error"
+#: Column ``swap_test`` adds: how many of the row's two calls were replayed from the cache.
+SWAP_CACHE_HITS: Final = "swap_cache_hits"
 
 
 @dataclass(slots=True)
@@ -236,6 +239,7 @@ class _Call:
     raw: str | None = None
     letter: Letter = "error"
     error: str | None = None
+    cached: bool = False
 
 
 def _check_text_column(df: pl.DataFrame, name: str, parameter: str) -> None:
@@ -271,7 +275,7 @@ async def swap_test_async(
     _check_swap_args(df, question, x, y, reference, rule, retries, concurrency_limit)
     client = as_chat_client(judge, "judge")
     _check_timeout(timeout_seconds)
-    clash = [c for c in (*SWAP_COLUMNS, SWAP_ERROR) if c in df.columns]
+    clash = [c for c in (*SWAP_COLUMNS, SWAP_ERROR, SWAP_CACHE_HITS) if c in df.columns]
     if clash:
         raise InputError(
             f"the frame already has column(s) {', '.join(map(repr, clash))} that swap_test adds"
@@ -281,6 +285,7 @@ async def swap_test_async(
     ys = df[y].to_list()
     refs = df[reference].to_list() if reference is not None else [None] * df.height
     calls = [(_Call(), _Call()) for _ in range(df.height)]
+    slots = _content_slots(questions, xs, ys, refs)
     store = resolve_cache(cache)
     runner = Runner(
         concurrency_limit=concurrency_limit,
@@ -303,6 +308,7 @@ async def swap_test_async(
                 )
 
                 async def attempt() -> str:
+                    out.raw = None  # the raw text shown is always the last attempt's
                     completion = await session.complete(messages, temperature=0.0)
                     out.raw = completion.text
                     if parse_verdict(completion.text, rule=rule) == "error":
@@ -322,14 +328,14 @@ async def swap_test_async(
                         request=request,
                         messages=messages,
                         temperature=0.0,
-                        rule=rule,
-                        slot=f"{row}#{'xy' if order == 0 else 'yx'}",
+                        slot=f"{slots[row]}#{'xy' if order == 0 else 'yx'}",
                     ),
                     endpoint=endpoint,
                     encode=str,
                     decode=_decode_verdict(rule),
                     while_backing_off=gate.lend,
                 )
+                out.cached = got.cached
                 if got.value is not None:
                     out.raw = got.value
                     out.letter = parse_verdict(got.value, rule=rule)
@@ -371,7 +377,25 @@ async def swap_test_async(
         both_orders_verdict(LETTER_XY, LETTER_YX).alias(VERDICT),
         position_class(LETTER_XY, LETTER_YX).alias(POSITION),
         pl.Series(SWAP_ERROR, [errors(p) for p in calls], dtype=pl.String),
+        pl.Series(SWAP_CACHE_HITS, [p[0].cached + p[1].cached for p in calls], dtype=pl.Int64),
     )
+
+
+def _content_slots(
+    questions: list[str], xs: list[str], ys: list[str], refs: list[str | None]
+) -> list[str]:
+    """Each row's cache slot: a hash of its texts and which repeat of them it is.
+
+    Slots depend on the rows' content, not their positions, so a reordered or filtered rerun
+    still finds its calls; identical rows are told apart by their occurrence.
+    """
+    seen: dict[str, int] = {}
+    slots = []
+    for texts in zip(questions, xs, ys, refs, strict=True):
+        digest = cache_key(texts=list(texts))[:16]
+        seen[digest] = seen.get(digest, 0) + 1
+        slots.append(f"{digest}.{seen[digest]}")
+    return slots
 
 
 def _decode_verdict(rule: Rule) -> Callable[[str], str]:
@@ -463,8 +487,9 @@ def swap_test(
     -------
     ``df`` with ``verdict_xy_raw``, ``verdict_yx_raw``, ``letter_xy``, ``letter_yx``,
     ``winner_xy``, ``winner_yx``, ``verdict`` (the conservative both-orders verdict),
-    ``position`` (consistent / primacy / recency / error) and ``swap_error``: the columns the
-    statistics of :mod:`safecons.reliability` read by default.
+    ``position`` (consistent / primacy / recency / error), ``swap_error`` and
+    ``swap_cache_hits``: the columns the statistics of :mod:`safecons.reliability` read by
+    default, and the row's bookkeeping.
 
     Examples
     --------

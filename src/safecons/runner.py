@@ -9,6 +9,7 @@ off leaves its slot to others.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import random
@@ -196,11 +197,14 @@ class Runner:
             _Pressure(self.limiter, concurrency_limit, self.stats) if adaptive else None
         )
 
-    def _store(self, cache: ResponseCache, key: str, kind: str, endpoint: str, value: str) -> None:
+    def _store(
+        self, cache: ResponseCache, key: str, kind: str, endpoint: str, value: str
+    ) -> str | None:
+        """Store ``value``; return the value the cache holds (another run's may have won)."""
         # The answer is in hand: a cache that cannot take it (disk full, file removed) costs
         # the resume, not the run. Warn once and carry on.
         try:
-            cache.put(key, kind=kind, endpoint=endpoint, value=value)
+            return cache.put(key, kind=kind, endpoint=endpoint, value=value)
         except Exception as exc:
             if not self._cache_warned:
                 self._cache_warned = True
@@ -211,6 +215,7 @@ class Runner:
                     RuntimeWarning,
                     stacklevel=2,
                 )
+            return None
 
     @property
     def budget_spent(self) -> bool:
@@ -228,6 +233,7 @@ class Runner:
         encode: Callable[[T], str] | None = None,
         decode: Callable[[str], T] | None = None,
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+        budgeted: bool = True,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` attempts of ``attempt`` and return the outcome.
 
@@ -237,6 +243,7 @@ class Runner:
         (and ``encode``/``decode``) a cached value is replayed without an attempt, and a
         successful value is stored before this returns. ``while_backing_off`` wraps each
         backoff sleep (the caller can lend out its own resources while the call waits).
+        ``budgeted=False`` keeps a local call (a judge object, no network) out of ``max_calls``.
 
         Any other exception an attempt raises is a failed attempt too (retried, then reported
         in the outcome): one broken call never takes the run down.
@@ -257,15 +264,17 @@ class Runner:
                     return CallOutcome(value=value, error=None, attempts=0, cached=True)
         error = "no attempt made"
         for n in range(retries + 1):
-            if self.budget_spent:
+            if budgeted and self.budget_spent:
                 _bump(stats.skipped_calls, kind)
-                return CallOutcome(
-                    value=None,
-                    error=f"not run: the run's max_calls budget ({self.max_calls}) was spent",
-                    attempts=n,
-                    skipped=True,
+                spent = f"the run's max_calls budget ({self.max_calls}) was spent"
+                message = (
+                    f"not run: {spent}"
+                    if n == 0
+                    else f"{error} ({n} attempt{'s' if n > 1 else ''}; then {spent})"
                 )
-            self._spent += 1
+                return CallOutcome(value=None, error=message, attempts=n, skipped=True)
+            if budgeted:
+                self._spent += 1
             retry_after: float | None = None
             async with self.limiter:
                 _bump(stats.attempts, kind)
@@ -298,7 +307,13 @@ class Runner:
                         self._pressure.succeeded()
                     if caching and encode is not None:
                         assert self.cache is not None and cache_key is not None
-                        self._store(self.cache, cache_key, kind, endpoint, encode(value))
+                        mine = encode(value)
+                        kept = self._store(self.cache, cache_key, kind, endpoint, mine)
+                        if kept is not None and kept != mine and decode is not None:
+                            # Another run sharing the file answered this call first: use its
+                            # answer, which is what every rerun will replay.
+                            with contextlib.suppress(Exception):
+                                value = decode(kept)
                     return CallOutcome(value=value, error=None, attempts=n + 1)
                 finally:
                     stats.in_flight -= 1

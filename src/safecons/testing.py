@@ -20,6 +20,7 @@ from ._server import FakeOpenAIServer as FakeOpenAIServer
 from ._server import Fault as Fault
 from ._server import route_by_model as route_by_model
 from .clients._base import CONTENT_FILTER_TEXT
+from .clients._callable import callable_fingerprint
 from .judge import Judgment
 
 __all__ = (
@@ -83,6 +84,8 @@ class StandInSUT:
             raise ValueError(f"refusal_rate: expected a number in [0, 1], got {refusal_rate!r}")
         self.refusal_rate = refusal_rate
         self.seed = seed
+        #: What identifies this stand-in for a response cache (its settings, not its counters).
+        self.cache_identity = f"StandInSUT(refusal_rate={refusal_rate!r}, seed={seed!r})"
         self._asked: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -170,6 +173,12 @@ class ScriptedChat:
         if not callable(script) and not script:
             raise ValueError("script: expected at least one answer")
         self._script = script
+        #: What identifies this chat for a response cache: its script, not its log of calls.
+        self.cache_identity = (
+            f"ScriptedChat({callable_fingerprint(script)})"
+            if callable(script)
+            else f"ScriptedChat({[repr(a) for a in script]!r})"
+        )
         self.calls: list[tuple[list[dict[str, str]], float]] = []
         self._lock = threading.Lock()
 

@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..errors import InputError
-from ._base import ChatClient, ChatSession, describe
+from ._base import ChatClient, ChatSession
 from ._callable import CallableClient, check_chat_signature
 
 __all__ = ("as_chat_client", "open_session", "request_fingerprint")
@@ -23,7 +23,7 @@ def as_chat_client(obj: object, parameter: str) -> ChatClient:
         return obj
     if callable(obj):
         check_chat_signature(obj, parameter)
-        return CallableClient(obj, name=describe(obj))
+        return CallableClient(obj)
     raise InputError(
         f"{parameter}: expected an OpenAICompatible client or a callable "
         f"(messages, *, temperature) -> str, got {type(obj).__name__}"

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import inspect
+import json
 import threading
+import types
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,7 +18,7 @@ import anyio.to_thread
 from ..errors import AuthenticationError, InputError
 from ._base import CallFailed, ChatSession, Completion, Messages, RetryableCallError, describe
 
-__all__ = ("CallableClient", "check_chat_signature", "status_of")
+__all__ = ("CallableClient", "callable_fingerprint", "check_chat_signature", "status_of")
 
 #: Threads a sync callable may occupy at once when the run does not say (the config's maximum).
 DEFAULT_MAX_THREADS = 64
@@ -64,6 +68,101 @@ def status_of(exc: BaseException) -> int | None:
         if isinstance(status, int):
             return status
     return None
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _stable(value: object, depth: int = 0) -> object:
+    """A process-independent description of ``value`` for a fingerprint.
+
+    Scalars and containers by content, functions by code, objects by class and state; nothing
+    that prints a memory address is included. State that changes as a run goes on changes the
+    fingerprint too, which costs cache misses, never a wrong replay.
+    """
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, bytes):
+        return value.hex()
+    if depth > 4:
+        return f"<{type(value).__qualname__}>"
+    if isinstance(value, list | tuple):
+        return [_stable(v, depth + 1) for v in value[:1000]]
+    if isinstance(value, set | frozenset):
+        return sorted(repr(_stable(v, depth + 1)) for v in value)
+    if isinstance(value, dict):
+        return {str(k): _stable(v, depth + 1) for k, v in sorted(value.items(), key=repr)}
+    if isinstance(value, types.CodeType):
+        return {
+            "code": value.co_code.hex(),
+            "consts": [_stable(c, depth + 1) for c in value.co_consts],
+            "names": list(value.co_names),
+        }
+    if isinstance(value, functools.partial) or inspect.isfunction(value) or inspect.ismethod(value):
+        return _callable_parts(value, depth + 1)
+    return _object_parts(value, depth + 1)
+
+
+def _callable_parts(fn: Any, depth: int = 0) -> object:
+    if isinstance(fn, functools.partial):
+        return {
+            "partial": _callable_parts(fn.func, depth + 1),
+            "args": _stable(fn.args, depth + 1),
+            "keywords": _stable(fn.keywords, depth + 1),
+        }
+    if inspect.ismethod(fn):
+        return {
+            "method": _callable_parts(fn.__func__, depth + 1),
+            "self": _object_parts(fn.__self__, depth + 1),
+        }
+    if inspect.isfunction(fn):
+        cells = []
+        for cell in fn.__closure__ or ():
+            try:
+                cells.append(_stable(cell.cell_contents, depth + 1))
+            except ValueError:  # an empty cell
+                cells.append(None)
+        return {
+            "function": f"{fn.__module__}.{fn.__qualname__}",
+            "code": _stable(fn.__code__, depth + 1),
+            "defaults": _stable(fn.__defaults__, depth + 1),
+            "kwdefaults": _stable(fn.__kwdefaults__, depth + 1),
+            "closure": cells,
+        }
+    return _object_parts(fn, depth)
+
+
+def _object_parts(obj: object, depth: int = 0) -> object:
+    kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    # An object may say what identifies it (safecons' stand-ins do, to leave out bookkeeping
+    # such as a log of calls).
+    identity = getattr(obj, "cache_identity", None)
+    if isinstance(identity, str):
+        return {"class": kind, "identity": identity}
+    if depth > 3:
+        return {"class": kind}
+    try:
+        state = vars(obj)
+    except TypeError:
+        state = {}
+    return {"class": kind, "state": {k: _stable(v, depth + 1) for k, v in sorted(state.items())}}
+
+
+def callable_fingerprint(fn: Callable[..., Any]) -> str:
+    """A short hash of what defines a callable: code, defaults, closure and bound values.
+
+    Two lambdas, two ``functools.partial`` of one function with other arguments, or two
+    instances of a class with other settings get different fingerprints, so a response cache
+    never mixes their answers. An object with a ``cache_identity`` string is known by it.
+
+    Examples
+    --------
+    >>> callable_fingerprint(lambda m, temperature: "a") == callable_fingerprint(
+    ...     lambda m, temperature: "b")
+    False
+    """
+    blob = json.dumps(_callable_parts(fn), sort_keys=True, default=str)
+    return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
 
 
 def _to_completion(value: object, who: str) -> Completion:
@@ -157,19 +256,23 @@ class CallableClient:
     Examples
     --------
     >>> from safecons.clients import CallableClient
-    >>> client = CallableClient(lambda messages, temperature: "I can't help with that.")
+    >>> client = CallableClient(lambda messages, temperature: "I can't help with that.",
+    ...                         name="refuser-v1")
     >>> client.identity
-    'callable:<lambda>'
+    'callable:refuser-v1'
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}")
         self._fn = fn
-        self._name = name or describe(fn)
+        # An explicit name is the callable's whole identity (and cache identity); without one,
+        # a fingerprint of its code and settings keeps different callables apart.
+        self._name = name or f"{describe(fn)}#{callable_fingerprint(fn)}"
 
     @property
     def identity(self) -> str:
+        """``callable:`` and the name given, or the callable's name and fingerprint."""
         return f"callable:{self._name}"
 
     def __repr__(self) -> str:
