@@ -18,6 +18,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ __all__ = (
     "ResponseCache",
     "cache_key",
     "get_default_cache",
+    "opened_cache",
     "resolve_cache",
     "set_default_cache",
 )
@@ -280,3 +283,18 @@ def resolve_cache(
             )
         return ResponseCache(default)
     return ResponseCache(cache)
+
+
+@contextmanager
+def opened_cache(cache: CacheArg) -> Iterator[ResponseCache | None]:
+    """:func:`resolve_cache` for the length of a ``with`` block.
+
+    A cache opened here from a path (or the session default) is closed at the end; one the
+    caller passed in open stays open.
+    """
+    store = resolve_cache(cache)
+    try:
+        yield store
+    finally:
+        if store is not None and store is not cache:
+            store.close()

@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 import polars as pl
 
-from .cache import CacheArg, ResponseCache, cache_key, resolve_cache
+from .cache import CacheArg, ResponseCache, cache_key, opened_cache
 from .clients._adapt import as_chat_client, open_session, request_fingerprint
 from .clients._base import (
     CallFailed,
@@ -504,8 +504,7 @@ async def respond_and_judge(
     if runner is None:
         _check_max_calls(max_calls)
         _check_cache_arg(cache)
-        store = resolve_cache(cache)
-        try:
+        with opened_cache(cache) as store:
             return await respond_and_judge(
                 df,
                 sut=sut,
@@ -522,9 +521,6 @@ async def respond_and_judge(
                     max_calls=max_calls,
                 ),
             )
-        finally:
-            if store is not None and store is not cache:
-                store.close()
     n = df.height
     ids = df["input_id"].to_list()
     prompts = df["prompt"].to_list()
@@ -643,19 +639,15 @@ async def respond_and_judge(
             if judge_session is not None and sample.response is not None:
                 await judge_one(i, j, sample, judge_session)
 
-        try:
-            await run_in_order(
-                (
-                    functools.partial(unit, i, j, sample)
-                    for i, row in enumerate(results)
-                    for j, sample in enumerate(row)
-                ),
-                gate=gate,
-                bar=bar,
-            )
-        finally:
-            if bar is not None:
-                bar.close()
+        await run_in_order(
+            (
+                functools.partial(unit, i, j, sample)
+                for i, row in enumerate(results)
+                for j, sample in enumerate(row)
+            ),
+            gate=gate,
+            bar=bar,
+        )
 
     return _assemble(df, results, names, responded=sut is not None, judged=judge is not None)
 
@@ -765,8 +757,7 @@ class _Plan:
 
     async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
         with_variants = self.variants(df)
-        cache = resolve_cache(self.cache)
-        try:
+        with opened_cache(self.cache) as cache:
             runner = Runner(
                 concurrency_limit=self.config.concurrency_limit,
                 timeout_seconds=self.config.timeout_seconds,
@@ -784,9 +775,6 @@ class _Plan:
                 progress=self.progress,
                 runner=runner,
             )
-        finally:
-            if cache is not None and cache is not self.cache:
-                cache.close()
         score = out[self.config.metric_name]
         stats = runner.stats.as_dict()
         mean = score.mean()
@@ -931,10 +919,9 @@ def planned_calls(
     k = plan.config.responses_per_query - 1
     n = frame.height
     local_judge = isinstance(judge, PostureJudge)
-    store = resolve_cache(cache)
     sut_cached = judge_cached = 0
-    if store is not None:
-        try:
+    with opened_cache(cache) as store:
+        if store is not None:
             sut_client = as_chat_client(sut, "sut")
             sut_request = request_fingerprint(sut_client)
             judge_client = None if local_judge else as_chat_client(judge, "judge")
@@ -978,9 +965,6 @@ def planned_calls(
                         candidate=answer,
                     )
                     judge_cached += store.get(judge_key) is not None
-        finally:
-            if store is not cache:
-                store.close()
     return CallPlan(
         rows=n,
         sut=n * k,

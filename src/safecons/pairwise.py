@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 import polars as pl
 
-from .cache import CacheArg, cache_key, resolve_cache
+from .cache import CacheArg, cache_key, opened_cache
 from .clients._adapt import as_chat_client, open_session, request_fingerprint
 from .clients._base import RetryableCallError
 from .errors import InputError
@@ -286,19 +286,17 @@ async def swap_test_async(
     refs = df[reference].to_list() if reference is not None else [None] * df.height
     calls = [(_Call(), _Call()) for _ in range(df.height)]
     slots = _content_slots(questions, xs, ys, refs)
-    store = resolve_cache(cache)
-    runner = Runner(
-        concurrency_limit=concurrency_limit,
-        timeout_seconds=timeout_seconds,
-        cache=store,
-        max_calls=max_calls,
-    )
     endpoint = client.identity
     request = request_fingerprint(client)
     bar = progress_bar(2 * df.height, progress, desc="swap_test")
     gate = UnitGate(2 * concurrency_limit)
-
-    try:
+    with opened_cache(cache) as store:
+        runner = Runner(
+            concurrency_limit=concurrency_limit,
+            timeout_seconds=timeout_seconds,
+            cache=store,
+            max_calls=max_calls,
+        )
         async with open_session(client, concurrency=concurrency_limit) as session:
 
             async def one(row: int, order: int, out: _Call) -> None:
@@ -351,11 +349,6 @@ async def swap_test_async(
                 gate=gate,
                 bar=bar,
             )
-    finally:
-        if bar is not None:
-            bar.close()
-        if store is not None and store is not cache:
-            store.close()
 
     def errors(pair: tuple[_Call, _Call]) -> str | None:
         parts = [

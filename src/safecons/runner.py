@@ -364,7 +364,7 @@ async def run_in_order(
 ) -> None:
     """Start ``jobs`` in order, as many at once as ``gate`` allows, and wait for all.
 
-    ``bar`` (a progress bar) advances as each job ends. If a job raises (an
+    ``bar`` (a progress bar) advances as each job ends and is closed at the end. If a job raises (an
     :class:`~safecons.AuthenticationError` ending the run), the others are cancelled and that
     one error is raised, not a group of them.
     """
@@ -384,6 +384,9 @@ async def run_in_order(
                 tg.start_soon(guarded, job)
     except BaseExceptionGroup as group:
         raise first_exception(group) from None
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def first_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
