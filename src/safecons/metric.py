@@ -32,7 +32,7 @@ from .clients._base import (
     RetryableCallError,
     describe,
 )
-from .clients._callable import status_of
+from .clients._callable import check_signature, status_of
 from .config import SafetyConsistencyConfig
 from .errors import AuthenticationError, InputError
 from .judge import Judgment, JudgmentError, build_judge_messages, parse_judgment
@@ -245,17 +245,16 @@ class _ObjectJudge:
 
 def _check_judge(obj: object) -> None:
     if isinstance(obj, PostureJudge):
-        try:
-            signature = inspect.signature(obj.compare)
-        except (TypeError, ValueError):
-            return
-        try:
-            signature.bind(query="", variant="", base="", candidate="")
-        except TypeError as exc:
-            raise InputError(
-                f"judge: a judge object's compare must accept the keywords query, variant, "
-                f"base and candidate; {type(obj).__name__}.compare{signature} does not ({exc})"
-            ) from None
+        check_signature(
+            obj.compare,
+            parameter="judge",
+            expected="a judge object's compare must accept the keywords query, variant, base "
+            "and candidate",
+            query="",
+            variant="",
+            base="",
+            candidate="",
+        )
         return
     as_chat_client(obj, "judge")
 

@@ -18,7 +18,13 @@ import anyio.to_thread
 from ..errors import AuthenticationError, InputError
 from ._base import CallFailed, ChatSession, Completion, Messages, RetryableCallError, describe
 
-__all__ = ("CallableClient", "callable_fingerprint", "check_chat_signature", "status_of")
+__all__ = (
+    "CallableClient",
+    "callable_fingerprint",
+    "check_chat_signature",
+    "check_signature",
+    "status_of",
+)
 
 #: Threads a sync callable may occupy at once when the run does not say (the config's maximum).
 DEFAULT_MAX_THREADS = 64
@@ -42,23 +48,37 @@ def _accepts_seed(fn: Callable[..., Any]) -> bool:
     )
 
 
-def check_chat_signature(fn: Callable[..., Any], parameter: str) -> None:
-    """Raise :class:`InputError` unless ``fn(messages, temperature=...)`` can be called.
+def check_signature(
+    fn: Callable[..., Any], *args: Any, parameter: str, expected: str, **kwargs: Any
+) -> None:
+    """Raise :class:`InputError` unless ``fn(*args, **kwargs)`` would bind.
 
     Checked before any call, so a callable of the wrong shape fails once, not on every row.
+    ``expected`` says in the error what shape was expected.
     """
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return  # builtins and some C callables have no signature to check
-    extra = {"seed": 0} if _accepts_seed(fn) else {}
     try:
-        signature.bind([], temperature=0.0, **extra)
+        signature.bind(*args, **kwargs)
     except TypeError as exc:
         raise InputError(
-            f"{parameter}: a chat callable must accept (messages, *, temperature) and return "
-            f"str; {describe(fn)}{signature} does not ({exc})"
+            f"{parameter}: {expected}; {describe(fn)}{signature} does not ({exc})"
         ) from None
+
+
+def check_chat_signature(fn: Callable[..., Any], parameter: str) -> None:
+    """Raise :class:`InputError` unless ``fn(messages, temperature=...)`` can be called."""
+    extra = {"seed": 0} if _accepts_seed(fn) else {}
+    check_signature(
+        fn,
+        [],
+        parameter=parameter,
+        expected="a chat callable must accept (messages, *, temperature) and return str",
+        temperature=0.0,
+        **extra,
+    )
 
 
 def status_of(exc: BaseException) -> int | None:
