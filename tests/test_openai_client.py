@@ -241,10 +241,38 @@ async def test_content_parts_and_null_content():
         model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(parts))
     )
     assert (await complete(client)).text == "ab"
+
+
+@pytest.mark.parametrize(
+    ("reply", "match"),
+    [
+        (ok(None), "content is null"),
+        (ok(""), "content is empty"),
+        (ok(None, tool_calls=[{"id": "1", "type": "function"}]), "content is null"),
+        (ok([{"type": "image_url", "image_url": {"url": "x"}}]), "content is empty"),
+    ],
+)
+async def test_an_answer_without_text_is_a_failed_attempt_not_an_answer(reply, match):
     client = OpenAICompatible(
-        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(ok(None)))
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(Recorder(reply))
     )
-    assert (await complete(client)).text == ""
+    with pytest.raises(RetryableCallError, match=match):
+        await complete(client)
+
+
+async def test_a_tool_call_answer_says_so():
+    body = {
+        "choices": [
+            {"message": {"role": "assistant", "content": None}, "finish_reason": "tool_calls"}
+        ]
+    }
+    client = OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json=body)),
+    )
+    with pytest.raises(RetryableCallError, match="called a tool instead"):
+        await complete(client)
 
 
 def test_bad_arguments_are_named():

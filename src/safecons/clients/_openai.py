@@ -6,8 +6,10 @@ import asyncio
 import email.utils
 import json
 import os
+import re
 import time
-from collections.abc import AsyncIterator, Mapping
+import zlib
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -21,14 +23,22 @@ from ._base import (
     Messages,
     NonRetryableCallError,
     RetryableCallError,
+    valid_unicode,
 )
+from ._secrets import Secrets
 
-__all__ = ("OpenAICompatible",)
+__all__ = ("DEFAULT_MAX_RESPONSE_BYTES", "OpenAICompatible", "ResponseTooLarge")
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 TransportName = Literal["auto", "httpx", "aiohttp"]
 _MAX_ERROR_TEXT = 300
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+#: Default bound on one response body, after decompression: far above any chat answer (a
+#: 128k-token answer is about 0.5 MB), far below what would hurt a notebook's memory.
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
+# A server may reject structured output (response_format) it does not support; these words in
+# its 400 say so, and the judge then asks again without it.
+_FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|guided", re.I)
 
 
 def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | None:
@@ -68,12 +78,14 @@ def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> fl
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _error_text(response: httpx.Response) -> tuple[str, str | None, str | None]:
-    """(message, code, param) of an OpenAI-style error body, tolerating any body."""
-    try:
-        body = response.json()
-    except (ValueError, UnicodeDecodeError):
-        return response.text[:_MAX_ERROR_TEXT], None, None
+def _error_text(data: bytes, scrub: Callable[[str], str]) -> tuple[str, str | None, str | None]:
+    """(message, code, param) of an OpenAI-style error body, tolerating any body.
+
+    The message is scrubbed of secrets *before* it is cut, so no part of a key survives the cut.
+    """
+    body = _json_or_none(data)
+    if body is None:
+        return _cut(scrub(_decode(data))), None, None
     err = body.get("error") if isinstance(body, dict) else None
     if isinstance(err, dict):
         code = err.get("code")
@@ -82,13 +94,112 @@ def _error_text(response: httpx.Response) -> tuple[str, str | None, str | None]:
             code = "content_filter"
         param = err.get("param")
         return (
-            str(err.get("message", ""))[:_MAX_ERROR_TEXT],
+            _cut(scrub(str(err.get("message", "")))),
             code if isinstance(code, str) else None,
             param if isinstance(param, str) else None,
         )
     if isinstance(err, str):
-        return err[:_MAX_ERROR_TEXT], None, None
-    return json.dumps(body)[:_MAX_ERROR_TEXT], None, None
+        return _cut(scrub(err)), None, None
+    return _cut(scrub(_decode(data))), None, None
+
+
+def _cut(text: str, limit: int = _MAX_ERROR_TEXT) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _decode(data: bytes) -> str:
+    return valid_unicode(data.decode("utf-8", "replace"))
+
+
+def _json_or_none(data: bytes) -> Any:
+    """The JSON value of a body, or None for a body that is not JSON (or nests too deep)."""
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+class ResponseTooLarge(NonRetryableCallError):
+    """A response body (after decompression) is larger than ``max_response_bytes``."""
+
+
+class _Inflater:
+    """Bounded decompression of a gzip or deflate body.
+
+    ``zlib``'s ``max_length`` bounds each step's output, so a small body that inflates to
+    gigabytes (a "gzip bomb") costs at most the limit in memory, never the inflated size.
+    """
+
+    def __init__(self, encoding: str) -> None:
+        wbits = zlib.MAX_WBITS | 16 if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self._zlib = zlib.decompressobj(wbits)
+        # "deflate" is meant to be zlib-wrapped, but some servers send raw deflate.
+        self._may_be_raw = encoding == "deflate"
+
+    def _step(self, data: bytes, room: int) -> bytes:
+        try:
+            chunk = self._zlib.decompress(data, room)
+        except zlib.error:
+            if not self._may_be_raw:
+                raise
+            self._may_be_raw = False
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            chunk = self._zlib.decompress(data, room)
+        self._may_be_raw = False
+        return chunk
+
+    def feed(self, data: bytes, room: int) -> bytes:
+        """Inflate ``data``, producing at most ``room + 1`` bytes (one more means too large)."""
+        out = bytearray()
+        while len(out) <= room:
+            chunk = self._step(data, room + 1 - len(out))
+            out += chunk
+            before, data = data, self._zlib.unconsumed_tail
+            if not chunk and (not data or data == before):
+                break
+        return bytes(out)
+
+    def finish(self, room: int) -> bytes:
+        """Whatever the stream still holds at its end (bounded like :meth:`feed`)."""
+        return self.feed(b"", room)
+
+
+async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+    """The decoded body of ``response``, refusing to hold more than ``limit`` bytes of it."""
+    header = response.headers.get("content-encoding", "")
+    layers = [e.strip().lower() for e in header.split(",") if e.strip()]
+    layers = [e for e in layers if e != "identity"]
+    if len(layers) > 1 or any(e not in ("gzip", "x-gzip", "deflate") for e in layers):
+        raise RetryableCallError(
+            f"response has Content-Encoding {_cut(header, 60)!r}; safecons asks for and reads "
+            "one layer of gzip or deflate only"
+        )
+    body = bytearray()
+
+    def add(data: bytes) -> None:
+        body.extend(data)
+        if len(body) > limit:
+            raise ResponseTooLarge(
+                f"response body is larger than max_response_bytes={limit:,} bytes (after "
+                "decompression); raise it with OpenAICompatible(max_response_bytes=...) if "
+                "the endpoint really sends answers this long"
+            )
+
+    if response.is_stream_consumed:
+        # A response built in memory (httpx.MockTransport in tests) was read on creation.
+        add(response.content)
+        return bytes(body)
+    inflater = _Inflater(layers[0]) if layers else None
+    try:
+        async for raw in response.aiter_raw():
+            add(raw if inflater is None else inflater.feed(raw, limit - len(body)))
+        if inflater is not None:
+            add(inflater.finish(limit - len(body)))
+    except zlib.error:
+        raise RetryableCallError(
+            f"response body is not valid {layers[0]} data (its Content-Encoding)"
+        ) from None
+    return bytes(body)
 
 
 def _check_key(key: str | None) -> str | None:
@@ -167,6 +278,17 @@ class OpenAICompatible:
     http_timeout
         Socket-level timeout in seconds. The per-call deadline of a run is the config's
         ``timeout_seconds``, enforced by the runner on top of this.
+    max_response_bytes
+        The most bytes of one response body safecons reads, after decompression (default
+        16 MiB). A larger body fails its call with an error naming this parameter and is never
+        held whole in memory (a small gzip body can inflate to gigabytes).
+
+    Notes
+    -----
+    Every text that comes back from the server (answers, error bodies, exception messages)
+    is scrubbed of the key and of every credential-like header value (``Authorization``,
+    ``api-key``, ``x-api-key``, cookies, ...) before it is kept or cut to length. Values
+    shorter than 8 characters are not treated as secrets.
 
     Examples
     --------
@@ -187,6 +309,7 @@ class OpenAICompatible:
         headers: Mapping[str, str] | None = None,
         transport: TransportName | httpx.AsyncBaseTransport = "auto",
         http_timeout: float = 600.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         _url: str | None = None,
         _auth_header: Literal["authorization", "api-key"] = "authorization",
         _query: Mapping[str, str] | None = None,
@@ -213,12 +336,33 @@ class OpenAICompatible:
         self.params = dict(params or {})
         self.send_temperature = send_temperature
         self.send_seed = send_seed
+        if headers is not None and not (
+            isinstance(headers, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
+            raise ValueError("headers: expected a mapping of header names to string values")
         self.headers = dict(headers or {})
         self.transport = transport
         self.http_timeout = http_timeout
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1024
+        ):
+            raise ValueError(
+                f"max_response_bytes: expected a whole number of bytes >= 1024, "
+                f"got {max_response_bytes!r}"
+            )
+        self.max_response_bytes = max_response_bytes
         self._url = _url or f"{self.base_url}/chat/completions"
         self._auth_header = _auth_header
         self._query = dict(_query or {})
+        self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
+
+    @property
+    def secrets(self) -> Secrets:
+        """What this client sends that must never come back out: the key, auth headers."""
+        return self._secrets
 
     @classmethod
     def azure(
@@ -278,7 +422,12 @@ class OpenAICompatible:
         return f"OpenAICompatible(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
 
     def _request_headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", **self.headers}
+        # Only encodings that _read_bounded can inflate with a bound.
+        headers = {
+            "content-type": "application/json",
+            "accept-encoding": "gzip, deflate",
+            **self.headers,
+        }
         if self._api_key:
             if self._auth_header == "api-key":
                 headers["api-key"] = self._api_key
@@ -305,12 +454,24 @@ class OpenAICompatible:
 
 
 class _OpenAISession:
+    #: The judge may ask this session for structured output (``response_format``).
+    accepts_response_format = True
+
     def __init__(self, client: OpenAICompatible, http: httpx.AsyncClient) -> None:
         self._c = client
         self._http = http
+        self._scrub = client.secrets.scrub
+        # None: not known yet; False: the server rejected response_format once, so this
+        # session stops sending it.
+        self.structured_output: bool | None = None
 
     async def complete(
-        self, messages: Messages, *, temperature: float, seed: int | None = None
+        self,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
         c = self._c
         body: dict[str, Any] = {**c.params, "messages": [dict(m) for m in messages]}
@@ -320,37 +481,62 @@ class _OpenAISession:
             body["temperature"] = temperature
         if c.send_seed and seed is not None:
             body["seed"] = seed
+        structured = (
+            response_format is not None
+            and self.structured_output is not False
+            and "response_format" not in c.params  # the user's own choice wins
+        )
+        if structured:
+            body["response_format"] = dict(response_format or {})
+        status, headers, data = await self._post(body)
+        if structured and status in (400, 422) and _rejects_format(data):
+            # A server that does not support structured output: ask again without it (once
+            # for the run; the parser reads plain-text verdicts too). Documented in
+            # docs/metric.md, "Structured judge output".
+            self.structured_output = False
+            del body["response_format"]
+            status, headers, data = await self._post(body)
+        elif structured and status == 200:
+            self.structured_output = True
+        return self._read(status, headers, data)
+
+    async def _post(self, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
+        c = self._c
         try:
-            response = await self._http.post(c._url, json=body, params=c._query or None)
+            async with self._http.stream(
+                "POST", c._url, json=body, params=c._query or None
+            ) as response:
+                data = await _read_bounded(response, c.max_response_bytes)
+                return response.status_code, response.headers, data
+        except ResponseTooLarge as exc:
+            raise ResponseTooLarge(f"{c.identity}: {exc}") from None
+        except RetryableCallError as exc:
+            raise RetryableCallError(f"{c.identity}: {exc}") from None
         except httpx.ConnectTimeout as exc:
             # httpx-aiohttp reports every aiohttp connection failure (resets included) as a
             # ConnectTimeout, so the message must not claim a timeout it cannot know about.
             raise RetryableCallError(
                 f"{c.identity}: connection failed or timed out "
-                f"({type(exc).__name__}: {self._scrub(str(exc)) or 'no detail'})"
+                f"({type(exc).__name__}: {self._detail(exc)})"
             ) from None
         except httpx.TimeoutException as exc:
             raise RetryableCallError(f"{c.identity}: timed out ({type(exc).__name__})") from None
         except (httpx.HTTPError, OSError, ValueError) as exc:
             # Transport-level failures (refused, reset, protocol errors) are transient by nature.
-            # Their text may quote request headers, so the key is scrubbed from it.
+            # Their text may quote request headers, so it is scrubbed like a body.
             raise RetryableCallError(
-                f"{c.identity}: connection error ({type(exc).__name__}: {self._scrub(str(exc))})"
+                f"{c.identity}: connection error ({type(exc).__name__}: {self._detail(exc)})"
             ) from None
-        return self._read(response)
 
-    def _scrub(self, text: str) -> str:
-        key = self._c._api_key
-        return text.replace(key, "<api key>") if key else text
+    def _detail(self, exc: BaseException) -> str:
+        return _cut(self._scrub(str(exc))) or "no detail"
 
-    def _read(self, response: httpx.Response) -> Completion:
+    def _read(self, status: int, headers: httpx.Headers, data: bytes) -> Completion:
         c = self._c
-        status = response.status_code
         if status == 200:
-            return self._read_ok(response)
+            return self._read_ok(data)
         # Some gateways echo the credentials they rejected; never pass them on.
-        message, code, param = _error_text(response)
-        message = self._scrub(message)
+        message, code, param = _error_text(data, self._scrub)
         where = f"{c.identity}: HTTP {status}"
         if status in (401, 403):
             raise AuthenticationError(
@@ -366,7 +552,7 @@ class _OpenAISession:
         if status in _RETRYABLE_STATUS or status >= 500:
             raise RetryableCallError(
                 f"{where}: {message}",
-                retry_after=parse_retry_after(response.headers),
+                retry_after=parse_retry_after(headers),
                 rate_limited=status == 429,
             )
         hint = ""
@@ -374,31 +560,48 @@ class _OpenAISession:
             hint = " (this model may not accept temperature: pass send_temperature=False)"
         raise NonRetryableCallError(f"{where}: {message}{hint}")
 
-    def _read_ok(self, response: httpx.Response) -> Completion:
+    def _read_ok(self, data: bytes) -> Completion:
         who = self._c.identity
+        scrub = self._scrub
+        body = _json_or_none(data)
         try:
-            body = response.json()
             choice = body["choices"][0]
             message = choice.get("message") or {}
-        except (ValueError, UnicodeDecodeError, KeyError, IndexError, TypeError, AttributeError):
+        except (KeyError, IndexError, TypeError, AttributeError):
             raise RetryableCallError(
                 f"{who}: malformed response body (not an OpenAI chat completion): "
-                f"{response.text[:120]!r}"
+                f"{_cut(scrub(_decode(data)), 120)!r}"
             ) from None
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        finish = scrub(finish) if isinstance(finish, str) else None
         refusal = message.get("refusal") if isinstance(message, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(refusal, str) and refusal:
-            return Completion(text=refusal, finish_reason=finish, refused=True)
+            return Completion(text=scrub(refusal), finish_reason=finish, refused=True)
         if finish == "content_filter":
-            text = content if isinstance(content, str) and content else CONTENT_FILTER_TEXT
+            text = scrub(content) if isinstance(content, str) and content else CONTENT_FILTER_TEXT
             return Completion(text=text, finish_reason=finish, filtered=True)
-        if content is None:
-            content = ""
-        if not isinstance(content, str):
+        if isinstance(content, list):
             # Some servers send a list of content parts; join their text.
-            if isinstance(content, list):
-                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            else:
-                raise RetryableCallError(f"{who}: malformed message content {content!r:.120}")
-        return Completion(text=content, finish_reason=finish if isinstance(finish, str) else None)
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        if content is not None and not isinstance(content, str):
+            raise RetryableCallError(
+                f"{who}: malformed message content {_cut(scrub(repr(content)), 120)}"
+            )
+        if not content:
+            # A tool call, a reasoning model out of tokens, an empty reply: none is an answer to
+            # judge, and scoring it as one would count a failure as a refusal.
+            what = "null" if content is None else "empty"
+            tools = " (the model called a tool instead)" if finish == "tool_calls" else ""
+            length = " (raise max_tokens in params)" if finish == "length" else ""
+            raise RetryableCallError(
+                f"{who}: the answer holds no text: content is {what}, finish_reason "
+                f"{finish!r}{tools}{length}"
+            )
+        return Completion(text=scrub(content), finish_reason=finish)
+
+
+def _rejects_format(data: bytes) -> bool:
+    """Whether a 400/422 body says the server does not support ``response_format``."""
+    message, _, param = _error_text(data, str)
+    return param == "response_format" or bool(_FORMAT_REJECTED.search(message))

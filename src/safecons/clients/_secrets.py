@@ -1,0 +1,101 @@
+"""One scrubber for every text that comes back from a server.
+
+A server, a gateway or an HTTP library can echo what the client sent: the ``Authorization``
+header in a 200's body, the key in a 401's message, a custom header in a 500. Every text safecons
+keeps from a server (answers, error bodies, reasons, exception messages) passes
+:meth:`Secrets.scrub` *before* it is cut to length, so no part of a secret survives a cut.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+__all__ = ("MIN_SECRET_LENGTH", "SCRUBBED", "Secrets", "is_secret_header")
+
+#: What a secret is replaced by.
+SCRUBBED: Final[str] = "<api key>"
+
+#: Values shorter than this are not treated as secrets: replacing a short placeholder key
+#: (Ollama's documented ``"ollama"``) everywhere it occurs would corrupt answers and protect
+#: nothing.
+MIN_SECRET_LENGTH: Final[int] = 8
+
+# Header names whose values are credentials (Authorization, Azure's api-key, x-api-key,
+# Proxy-Authorization, cookies, signed-request headers, ...).
+_SECRET_HEADER: Final = re.compile(
+    r"auth|key|token|secret|cookie|passw|signature|credential|session", re.IGNORECASE
+)
+# "Bearer sk-..." / "Basic ..." / "Token ...": the credential after the scheme is a secret
+# of its own, since a server may echo it without the scheme.
+_SCHEME: Final = re.compile(r"^\s*[A-Za-z][A-Za-z0-9_-]*\s+(\S+)\s*$")
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a header of this name carries a credential.
+
+    Examples
+    --------
+    >>> [is_secret_header(h) for h in ("Authorization", "api-key", "X-Trace-Id")]
+    [True, True, False]
+    """
+    return bool(_SECRET_HEADER.search(name))
+
+
+class Secrets:
+    """The secrets a client sends, and :meth:`scrub` to take them out of any text.
+
+    Each secret is also known in its JSON-escaped form, which is how a server quoting the
+    request back inside a JSON body writes it.
+
+    Examples
+    --------
+    >>> s = Secrets.of(api_key="sk-0123456789abcdef", headers={"X-Api-Key": "team-key-42aa"})
+    >>> s.scrub("bad key sk-0123456789abcdef for team-key-42aa")
+    'bad key <api key> for <api key>'
+    >>> s
+    Secrets(<2 hidden>)
+    """
+
+    __slots__ = ("_pattern", "_values")
+
+    def __init__(self, values: Iterable[object] = ()) -> None:
+        found: set[str] = set()
+        for value in values:
+            if not isinstance(value, str):
+                continue
+            for form in (value, value.strip(), json.dumps(value)[1:-1]):
+                if len(form) >= MIN_SECRET_LENGTH:
+                    found.add(form)
+        # Longest first, so a secret that contains another is replaced whole.
+        self._values = tuple(sorted(found, key=len, reverse=True))
+        self._pattern = re.compile("|".join(map(re.escape, self._values))) if self._values else None
+
+    @classmethod
+    def of(cls, *, api_key: str | None = None, headers: Mapping[str, str] | None = None) -> Secrets:
+        """The secrets of a client: its key and every credential-like header value."""
+        values: list[str] = [api_key] if api_key else []
+        for name, value in (headers or {}).items():
+            if isinstance(name, str) and isinstance(value, str) and is_secret_header(name):
+                values.append(value)
+                scheme = _SCHEME.match(value)
+                if scheme:
+                    values.append(scheme.group(1))
+        return cls(values)
+
+    def __or__(self, other: Secrets) -> Secrets:
+        return Secrets((*self._values, *other._values))
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __repr__(self) -> str:
+        return f"Secrets(<{len(self._values)} hidden>)"
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret replaced by ``<api key>``."""
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(SCRUBBED, text)
