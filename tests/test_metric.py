@@ -502,7 +502,7 @@ def test_stage_inputs_are_checked():
     # Re-judging under another score name works once the old judgment columns are gone.
     rejudged = scored.select(
         pl.exclude(
-            "^sc_(labels|scores|clamped|judge_errors|judge_raw|n_judged|cache_hits|error)$",
+            "^sc_(labels|scores|clamped|judge_errors|judge_raw|judge_input_cut|n_judged|cache_hits|error)$",
             "safety_consistency",
         )
     ).pipe(sc.judge_responses, judge=judge, metric_name="rejudged", progress=False)

@@ -16,8 +16,11 @@ from .errors import AuthenticationError as AuthenticationError
 from .errors import ConfigError as ConfigError
 from .errors import InputError as InputError
 from .errors import SafeconsError as SafeconsError
+from .judge import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
+from .judge import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
 from .judge import Judgment as Judgment
 from .judge import build_judge_messages as build_judge_messages
+from .judge import fit_for_judge as fit_for_judge
 from .judge import parse_judgment as parse_judgment
 from .metric import CallPlan as CallPlan
 from .metric import PostureJudge as PostureJudge
@@ -74,6 +77,8 @@ __version__ = "0.1.0"
 
 __all__ = (
     "JAILBREAK_TEMPLATES",
+    "MAX_JUDGED_CHARS",
+    "MAX_JUDGE_OUTPUT_CHARS",
     "PADDING_FILLER",
     "TOXICITY_TEMPLATES",
     "AuthenticationError",
@@ -103,6 +108,7 @@ __all__ = (
     "cohen_kappa",
     "demo_frame",
     "draw_variant",
+    "fit_for_judge",
     "fleiss_kappa",
     "flip_rate_by_gap",
     "get_default_cache",

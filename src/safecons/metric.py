@@ -35,7 +35,15 @@ from .clients._base import (
 from .clients._callable import check_signature, status_of
 from .config import SafetyConsistencyConfig
 from .errors import AuthenticationError, InputError
-from .judge import Judgment, JudgmentError, build_judge_messages, parse_judgment
+from .judge import (
+    JUDGE_RESPONSE_FORMAT,
+    MAX_JUDGED_CHARS,
+    Judgment,
+    JudgmentError,
+    build_judge_messages,
+    fit_for_judge,
+    parse_judgment,
+)
 from .runner import Runner, UnitGate, progress_bar, run_in_order, run_sync
 from .templates import Template
 from .variants import _key as _id_key
@@ -80,6 +88,10 @@ class PostureJudge(Protocol):
 class _JudgeSession(Protocol):
     endpoint: str
 
+    def cut(self, *texts: str) -> bool:
+        """Whether the judge is shown a cut version of any of ``texts``."""
+        ...
+
     async def judge(
         self, *, query: str, variant: str, base: str, candidate: str
     ) -> tuple[Judgment, str]: ...
@@ -97,20 +109,34 @@ def _decode_judgment(raw: str) -> tuple[Judgment, str]:
 
 
 class _ChatJudge:
-    """A chat model as a judge: our prompt, temperature 0, parsed output."""
+    """A chat model as a judge: our prompt, temperature 0, structured output, parsed output."""
 
-    def __init__(self, session: ChatSession, client: ChatClient) -> None:
+    def __init__(
+        self, session: ChatSession, client: ChatClient, max_chars: int = MAX_JUDGED_CHARS
+    ) -> None:
         self._session = session
         self.endpoint = client.identity
         self._request = request_fingerprint(client)
+        self.max_chars = max_chars
+        self._structured = bool(getattr(session, "accepts_response_format", False))
+
+    def cut(self, *texts: str) -> bool:
+        return any(fit_for_judge(t, self.max_chars)[1] for t in texts)
 
     async def judge(
         self, *, query: str, variant: str, base: str, candidate: str
     ) -> tuple[Judgment, str]:
         messages = build_judge_messages(
-            query=query, variant=variant, base=base, candidate=candidate
+            query=query, variant=variant, base=base, candidate=candidate, max_chars=self.max_chars
         )
-        completion = await self._session.complete(messages, temperature=0.0)
+        if self._structured:
+            completion = await self._session.complete(
+                messages,
+                temperature=0.0,
+                response_format=JUDGE_RESPONSE_FORMAT,  # type: ignore[call-arg]
+            )
+        else:
+            completion = await self._session.complete(messages, temperature=0.0)
         if completion.filtered or completion.refused:
             # The judge's own provider refused to read the texts (they may be toxic); the same
             # request at temperature 0 would be refused again.
@@ -134,6 +160,7 @@ class _ChatJudge:
             variant=variant,
             base=base,
             candidate=candidate,
+            max_chars=self.max_chars,
         )
 
 
@@ -155,8 +182,11 @@ def _judge_cache_key(
     variant: str,
     base: str,
     candidate: str,
+    max_chars: int = MAX_JUDGED_CHARS,
 ) -> str:
-    messages = build_judge_messages(query=query, variant=variant, base=base, candidate=candidate)
+    messages = build_judge_messages(
+        query=query, variant=variant, base=base, candidate=candidate, max_chars=max_chars
+    )
     return cache_key(
         kind="judge",
         endpoint=endpoint,
@@ -209,6 +239,10 @@ class _ObjectJudge:
         self._who = who
         self.endpoint = who
         self._async = inspect.iscoroutinefunction(judge.compare)
+
+    def cut(self, *texts: str) -> bool:
+        # A judge object runs locally and gets the whole texts.
+        return False
 
     def cache_key(
         self, slot: str, *, query: str, variant: str, base: str, candidate: str
@@ -271,6 +305,7 @@ def _names(prefix: str, metric_name: str) -> dict[str, str]:
         "clamped",
         "judge_errors",
         "judge_raw",
+        "judge_input_cut",
         "n_judged",
         "cache_hits",
         "error",
@@ -297,6 +332,7 @@ def output_schema(
             names["clamped"]: pl.List(pl.Boolean),
             names["judge_errors"]: _STR_LIST,
             names["judge_raw"]: _STR_LIST,
+            names["judge_input_cut"]: pl.List(pl.Boolean),
             names["n_judged"]: pl.Int64(),
             names["cache_hits"]: pl.Int64(),
             names["error"]: pl.String(),
@@ -410,6 +446,7 @@ class _Sample:
     clamped: bool | None = None
     judge_error: str | None = None
     judge_raw: str | None = None
+    judge_input_cut: bool | None = None
     cache_hits: int = 0
     skipped: bool = False
 
@@ -606,6 +643,7 @@ async def respond_and_judge(
             candidate = sample.response or ""
 
             texts = {"query": query, "variant": variants[i], "base": bases[i]}
+            sample.judge_input_cut = session.cut(*texts.values(), candidate)
 
             async def ask() -> tuple[Judgment, str]:
                 return await session.judge(**texts, candidate=candidate)
@@ -702,6 +740,7 @@ def _assemble(
             pl.Series(names["clamped"], col("clamped"), dtype=pl.List(pl.Boolean)),
             pl.Series(names["judge_errors"], col("judge_error"), dtype=_STR_LIST),
             pl.Series(names["judge_raw"], col("judge_raw"), dtype=_STR_LIST),
+            pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
             pl.Series(names["n_judged"], n_judged, dtype=pl.Int64),
             pl.Series(
                 names["cache_hits"],

@@ -36,10 +36,13 @@ from .reliability._columns import (
 from .runner import Runner, UnitGate, progress_bar, run_in_order, run_sync
 
 __all__ = (
+    "MIXED_XY",
+    "MIXED_YX",
     "PAIRWISE_SYSTEM_PROMPT",
     "SWAP_CACHE_HITS",
     "SWAP_ERROR",
     "build_pairwise_messages",
+    "mixed_verdicts_expr",
     "parse_verdict",
     "parse_verdict_expr",
     "swap_test",
@@ -225,6 +228,28 @@ def parse_verdict_expr(text: str | pl.Expr, *, rule: Rule = "last") -> pl.Expr:
     return last.str.slice(2, 1).fill_null("error")
 
 
+def mixed_verdicts_expr(text: str | pl.Expr) -> pl.Expr:
+    """Whether a judge reply holds more than one *different* verdict token.
+
+    Such a reply (``[[A]]`` in its reasoning, ``[[B]]`` at the end, or a verdict quoted from
+    an answer) is still read by the parser's rule, but its verdict is less certain; the seed
+    study's discussion of FastChat's parser asks that these be counted. Null gives False.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"raw": ["[[A]] then [[B]]", "[[A]] ... [[A]]", None]})
+    >>> df.select(mixed_verdicts_expr("raw"))["raw"].to_list()
+    [True, False, False]
+    """
+    if isinstance(text, str):
+        text = pl.col(text)
+    elif not isinstance(text, pl.Expr):
+        raise InputError("mixed_verdicts_expr: text= must be a column name or a polars expression")
+    tokens = text.str.extract_all(_VERDICT_RE.pattern).list.unique()
+    return (tokens.list.len() > 1).fill_null(False)
+
+
 # --------------------------------------------------------------------------------------------
 # swap_test: the network half, through the same runner, limiter, retries and cache as the metric.
 
@@ -232,6 +257,10 @@ def parse_verdict_expr(text: str | pl.Expr, *, rule: Rule = "last") -> pl.Expr:
 SWAP_ERROR: Final = "swap_error"
 #: Column ``swap_test`` adds: how many of the row's two calls were replayed from the cache.
 SWAP_CACHE_HITS: Final = "swap_cache_hits"
+#: Columns ``swap_test`` adds: the x-first (y-first) reply held several different verdict
+#: tokens (see :func:`mixed_verdicts_expr`); the letter still follows ``rule``.
+MIXED_XY: Final = "mixed_verdicts_xy"
+MIXED_YX: Final = "mixed_verdicts_yx"
 
 
 @dataclass(slots=True)
@@ -275,7 +304,8 @@ async def swap_test_async(
     _check_swap_args(df, question, x, y, reference, rule, retries, concurrency_limit)
     client = as_chat_client(judge, "judge")
     _check_timeout(timeout_seconds)
-    clash = [c for c in (*SWAP_COLUMNS, SWAP_ERROR, SWAP_CACHE_HITS) if c in df.columns]
+    added = (*SWAP_COLUMNS, MIXED_XY, MIXED_YX, SWAP_ERROR, SWAP_CACHE_HITS)
+    clash = [c for c in added if c in df.columns]
     if clash:
         raise InputError(
             f"the frame already has column(s) {', '.join(map(repr, clash))} that swap_test adds"
@@ -369,6 +399,8 @@ async def swap_test_async(
         winner_from_letter(LETTER_YX, shown_first="y").alias(WINNER_YX),
         both_orders_verdict(LETTER_XY, LETTER_YX).alias(VERDICT),
         position_class(LETTER_XY, LETTER_YX).alias(POSITION),
+        mixed_verdicts_expr(VERDICT_XY_RAW).alias(MIXED_XY),
+        mixed_verdicts_expr(VERDICT_YX_RAW).alias(MIXED_YX),
         pl.Series(SWAP_ERROR, [errors(p) for p in calls], dtype=pl.String),
         pl.Series(SWAP_CACHE_HITS, [p[0].cached + p[1].cached for p in calls], dtype=pl.Int64),
     )
@@ -480,8 +512,9 @@ def swap_test(
     -------
     ``df`` with ``verdict_xy_raw``, ``verdict_yx_raw``, ``letter_xy``, ``letter_yx``,
     ``winner_xy``, ``winner_yx``, ``verdict`` (the conservative both-orders verdict),
-    ``position`` (consistent / primacy / recency / error), ``swap_error`` and
-    ``swap_cache_hits``: the columns the statistics of :mod:`safecons.reliability` read by
+    ``position`` (consistent / primacy / recency / error), ``mixed_verdicts_xy`` and
+    ``mixed_verdicts_yx`` (the reply held several different verdict tokens), ``swap_error``
+    and ``swap_cache_hits``: the columns the statistics of :mod:`safecons.reliability` read by
     default, and the row's bookkeeping.
 
     Examples
