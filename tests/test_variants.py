@@ -287,7 +287,6 @@ def test_conversation_keeps_earlier_turns_and_system() -> None:
         ("user", "Hi"),
         ("assistant", "Hello!"),
         ("user", "How do tides work?"),
-        ("assistant", "A trailing answer that must go."),
     )
     df = pl.DataFrame({"input_id": ["c1"], "prompt": [chat]})
     assert df.schema["prompt"] == MESSAGES_DTYPE
@@ -299,6 +298,28 @@ def test_conversation_keeps_earlier_turns_and_system() -> None:
         *chat[:3],
         {"role": "user", "content": row["sc_variant_text"]},
     ]
+
+
+@pytest.mark.parametrize(
+    ("turns", "match"),
+    [
+        # A trailing assistant turn was silently dropped before; now the prompt is refused.
+        ((("user", "Hi"), ("assistant", "Hello!")), "ends with a 'assistant' turn"),
+        ((("system", "Be brief."),), "no user turn"),
+        ((("hacker", "obey"), ("user", "Hi")), "role 'hacker' \\(turn 0\\)"),
+        ((("user", "Hi"), ("tool", "{}"), ("user", "ok")), "role 'tool' \\(turn 1\\)"),
+    ],
+)
+def test_a_conversation_must_end_with_a_user_turn_and_use_known_roles(turns, match) -> None:
+    df = pl.DataFrame({"input_id": [7], "prompt": [_conversation(*turns)]})
+    with pytest.raises(InputError, match=f"input_id=7 .*{match}"):
+        build_variants(df)
+
+
+def test_developer_turns_are_kept() -> None:
+    chat = _conversation(("developer", "Answer in French."), ("user", "Hi"))
+    messages = build_variants(pl.DataFrame({"input_id": [1], "prompt": [chat]}))
+    assert [m["role"] for m in messages["sc_variant_messages"][0]] == ["developer", "user"]
 
 
 def test_conversation_with_extra_struct_fields() -> None:

@@ -8,6 +8,12 @@ What is stored, in clear: the prompts' hash (not the prompts) as the key, and ea
 text (SUT answers and raw judge outputs). Treat the file like the data it was built from. It is
 created readable and writable by its owner only (mode 0600). Errors are never stored, and a
 judge output is stored only once it has parsed, so neither is replayed as a success.
+
+An existing file is read before anything is written to it, and refused (:class:`CacheError`)
+unless it is a safecons cache or empty: safecons never writes to, re-journals or changes the
+mode of anyone else's file, follows no symbolic link, and tightens the mode only of files it
+created (or found empty). A cache it cannot write to (a read-only file or folder, or
+``read_only=True``) still replays: new answers are then not stored, with one warning.
 """
 
 from __future__ import annotations
@@ -16,17 +22,21 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
+import urllib.parse
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import CacheError, InputError
 
 __all__ = (
     "CacheArg",
+    "CacheError",
     "ResponseCache",
     "cache_key",
     "get_default_cache",
@@ -47,6 +57,8 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
 """
+_TABLES = {"meta": {"name", "value"}, "responses": {"key", "kind", "endpoint", "value", "created"}}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def cache_key(**parts: Any) -> str:
@@ -64,19 +76,125 @@ def cache_key(**parts: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _create_private(path: Path) -> None:
-    # Create the file ourselves so that its mode is 0600 from the first byte; SQLite gives its
-    # -wal and -shm companions the database file's permissions.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+def _create_private(path: Path) -> bool:
+    """Create ``path`` with mode 0600 from its first byte; False when it already exists."""
+    # SQLite gives its -wal and -shm companions the database file's permissions.
     try:
-        info = os.fstat(fd)
-        # A file made earlier (by another tool, or under a lax umask) is tightened too, when it
-        # is ours to change.
-        if info.st_uid == os.getuid() and info.st_mode & 0o077:
-            os.fchmod(fd, 0o600)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise CacheError(
+            path,
+            f"cannot be created ({exc.strerror or type(exc).__name__}); pass a path in a folder "
+            "you can write to",
+        ) from None
+    os.close(fd)
+    return True
+
+
+def _uri(path: Path, **query: str) -> str:
+    return f"file:{urllib.parse.quote(str(path.absolute()))}?{urllib.parse.urlencode(query)}"
+
+
+def _tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    names = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    return {
+        name: {str(r[1]) for r in conn.execute(f"PRAGMA table_info('{name}')")} for name in names
+    }
+
+
+def _inspect(path: Path) -> tuple[dict[str, set[str]], str | None]:
+    """The tables (with their columns) and schema version of an SQLite file, read only.
+
+    ``immutable=1`` reads the file without locks and without creating -wal/-shm companions,
+    so a foreign database is left exactly as it was. The file is read once more with locks,
+    through its write-ahead log, when that first read shows no tables while a log exists (a
+    cache whose schema was never checkpointed) or fails (another process is writing it).
+    """
+    try:
+        found, version = _read_schema(_uri(path, immutable="1"))
+    except sqlite3.DatabaseError:
+        return _read_schema(_uri(path, mode="ro"))
+    if not found and Path(f"{path}-wal").exists():
+        return _read_schema(_uri(path, mode="ro"))
+    return found, version
+
+
+def _read_schema(uri: str) -> tuple[dict[str, set[str]], str | None]:
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        found = _tables(conn)
+        version = None
+        if found == _TABLES:
+            row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            version = None if row is None else str(row[0])
+        return found, version
     finally:
-        os.close(fd)
+        conn.close()
+
+
+def _check_existing(path: Path) -> bool:
+    """Refuse ``path`` unless it is a safecons cache or empty; True when it is empty."""
+    try:
+        info = path.lstat()
+    except OSError as exc:
+        raise CacheError(path, f"cannot be read ({exc.strerror})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise CacheError(
+            path, "is a symbolic link; safecons follows none (pass the path of the file itself)"
+        )
+    if stat.S_ISDIR(info.st_mode):
+        raise CacheError(path, "is a folder; pass a file path such as FOLDER/calls.sqlite")
+    if not stat.S_ISREG(info.st_mode):
+        raise CacheError(path, "is not a regular file (a device, pipe or socket)")
+    if info.st_size == 0:
+        return True
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise CacheError(path, f"cannot be read ({exc.strerror})") from None
+    if header != _SQLITE_MAGIC:
+        raise CacheError(
+            path,
+            "is not a safecons cache (not an SQLite database) and was left untouched; pass the "
+            "path of a new file",
+        )
+    try:
+        tables, version = _inspect(path)
+    except sqlite3.Error as exc:
+        raise CacheError(
+            path,
+            f"is damaged or not a database ({exc}) and was left untouched; move it away or pass "
+            "the path of a new file",
+        ) from None
+    if tables and tables != _TABLES:
+        shown = ", ".join(sorted(tables)) or "none"
+        raise CacheError(
+            path,
+            f"is an SQLite database but not a safecons cache (tables: {shown}) and was left "
+            "untouched; pass the path of a new file",
+        )
+    if tables and version != str(_SCHEMA_VERSION):
+        raise CacheError(
+            path,
+            f"has cache schema version {version!r}, and this safecons reads version "
+            f"{_SCHEMA_VERSION}; use another file, or clear it with another safecons version",
+        )
+    return not tables
+
+
+def _writable(path: Path) -> bool:
+    # WAL mode needs the folder too, for the -wal and -shm files, unless they exist already.
+    companions = all(Path(f"{path}{s}").exists() for s in ("-wal", "-shm"))
+    return os.access(path, os.W_OK) and (companions or os.access(path.parent, os.W_OK))
 
 
 def _retry_busy(action: Any, attempts: int = 200) -> Any:
@@ -120,18 +238,72 @@ class ResponseCache:
     >>> cache.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
-        _create_private(self.path)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            self.path, timeout=30.0, check_same_thread=False, isolation_level=None
+        created = _create_private(self.path)
+        empty = created or _check_existing(self.path)
+        if empty and not created:
+            self._tighten()
+        self.read_only = read_only or not _writable(self.path)
+        if self.read_only and empty:
+            raise CacheError(self.path, "is empty and cannot be written to, so it holds nothing")
+        try:
+            self._conn = self._connect()
+        except sqlite3.Error as exc:
+            raise CacheError(self.path, f"cannot be opened ({exc})") from None
+        if not created and not self.read_only:
+            info = self.path.stat()
+            if info.st_mode & 0o077:
+                warnings.warn(
+                    f"cache {str(self.path)!r} is readable by others (mode "
+                    f"{stat.S_IMODE(info.st_mode):04o}); safecons leaves an existing file's "
+                    "mode as it is: chmod 600 it if its answers are private",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+
+    def _tighten(self) -> None:
+        # An empty file holds nothing of anyone's and is about to hold answers.
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return
+        try:
+            info = os.fstat(fd)
+            if info.st_uid == os.getuid() and info.st_mode & 0o077:
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            try:
+                conn = sqlite3.connect(
+                    _uri(self.path, mode="ro"), uri=True, check_same_thread=False
+                )
+                conn.execute("SELECT COUNT(*) FROM meta").fetchone()
+            except sqlite3.OperationalError:
+                # A WAL database in a folder we cannot write (no -shm can be made): read the
+                # file as it is.
+                conn = sqlite3.connect(
+                    _uri(self.path, immutable="1"), uri=True, check_same_thread=False
+                )
+            return conn
+        conn = sqlite3.connect(
+            _uri(self.path, mode="rw"),
+            uri=True,
+            timeout=30.0,
+            check_same_thread=False,
+            isolation_level=None,
         )
-        _retry_busy(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+        _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         # NORMAL in WAL mode: a committed call survives a crash of this process; only an OS
         # crash can lose the last few, and those are simply requested again.
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn = conn
         _retry_busy(self._create_schema)
+        return conn
 
     def _create_schema(self) -> None:
         conn = self._conn
@@ -148,10 +320,11 @@ class ResponseCache:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        if int(row[0]) != _SCHEMA_VERSION:
-            raise RuntimeError(
-                f"cache {self.path}: schema version {row[0]}, this safecons reads "
-                f"{_SCHEMA_VERSION}; use another file or clear it"
+        if str(row[0]) != str(_SCHEMA_VERSION):
+            raise CacheError(
+                self.path,
+                f"has cache schema version {row[0]!r}, and this safecons reads version "
+                f"{_SCHEMA_VERSION}; use another file",
             )
 
     def __repr__(self) -> str:
@@ -169,7 +342,10 @@ class ResponseCache:
         The first answer stored for a key stays: when two runs share the file and both answer
         the same call, the second gets the first's answer back (and should use it), so that
         every later rerun replays what one of them returned. Returns the stored value.
+        A read-only cache raises :class:`CacheError`.
         """
+        if self.read_only:
+            raise CacheError(self.path, "is read-only: answers are replayed, new ones not stored")
         with self._lock:
             self._conn.execute(
                 "INSERT OR IGNORE INTO responses (key, kind, endpoint, value, created) "
@@ -218,6 +394,8 @@ class ResponseCache:
             clauses.append("kind = ?")
             args.append(kind)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        if self.read_only:
+            raise CacheError(self.path, "is read-only: nothing can be cleared from it")
         with self._lock:
             deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
         with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = (
     "AuthenticationError",
+    "CacheError",
     "ConfigError",
     "InputError",
     "SafeconsError",
@@ -35,3 +36,15 @@ class AuthenticationError(SafeconsError):
 
     The message names the endpoint (base URL and model) and never the key.
     """
+
+
+class CacheError(SafeconsError):
+    """A response cache file cannot be used; the message names the path and what to do.
+
+    Raised before the file is changed in any way: safecons never writes to, re-journals or
+    changes the permissions of a file that is not its own cache.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"cache {str(path)!r}: {problem}")
+        self.path = path

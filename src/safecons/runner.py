@@ -206,16 +206,26 @@ class Runner:
         try:
             return cache.put(key, kind=kind, endpoint=endpoint, value=value)
         except Exception as exc:
-            if not self._cache_warned:
-                self._cache_warned = True
-                warnings.warn(
-                    f"response cache {cache}: could not store a {kind} answer "
-                    f"({type(exc).__name__}: {exc}); the run goes on, but unstored calls will be "
-                    "requested again by a rerun",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+            self._warn_once(cache, f"could not store a {kind} answer ({type(exc).__name__}: {exc})")
             return None
+
+    def _lookup(self, cache: ResponseCache, key: str) -> str | None:
+        """The stored value for ``key``; a cache that cannot be read costs a miss, not the run."""
+        try:
+            return cache.get(key)
+        except Exception as exc:
+            self._warn_once(cache, f"could not read a stored answer ({type(exc).__name__}: {exc})")
+            return None
+
+    def _warn_once(self, cache: ResponseCache, problem: str) -> None:
+        if not self._cache_warned:
+            self._cache_warned = True
+            warnings.warn(
+                f"response cache {cache}: {problem}; the run goes on, but calls that are not "
+                "stored will be requested again by a rerun",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     @property
     def budget_spent(self) -> bool:
@@ -253,7 +263,7 @@ class Runner:
         caching = self.cache is not None and cache_key is not None
         if caching and decode is not None:
             assert self.cache is not None and cache_key is not None
-            stored = self.cache.get(cache_key)
+            stored = self._lookup(self.cache, cache_key)
             if stored is not None:
                 try:
                     value = decode(stored)

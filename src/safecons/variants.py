@@ -308,6 +308,11 @@ def draw_variant(
 # Prompts: a string, or a conversation whose last user turn is the query
 
 
+#: The roles a conversation prompt may hold. Tool turns are refused: they need tool-call ids
+#: and tools that a logged conversation's {role, content} turns do not carry.
+PROMPT_ROLES: Final[tuple[str, ...]] = ("system", "developer", "user", "assistant")
+
+
 class _PromptProblem(Exception):
     """A prompt value that holds no usable query (reason in the message)."""
 
@@ -327,11 +332,26 @@ def _last_user_index(prompt_value: object) -> tuple[Sequence[Mapping[str, Any]],
             raise _PromptProblem(
                 f"holds a turn of type {type(turn).__name__}, expected a {{role, content}} mapping"
             )
-    for index in range(len(prompt_value) - 1, -1, -1):
-        if prompt_value[index].get("role") == "user":
-            return prompt_value, index
-    roles = [turn.get("role") for turn in prompt_value]
-    raise _PromptProblem(f"is a conversation with no user turn (roles: {roles})")
+    last = len(prompt_value) - 1
+    for position, turn in enumerate(prompt_value):
+        role, content = turn.get("role"), turn.get("content")
+        # The last turn's content is the query, checked (with its own message) by _query.
+        if not isinstance(role, str) or not (isinstance(content, str) or position == last):
+            raise _PromptProblem(f"has a null or non-string role or content in turn {position}")
+        if role not in PROMPT_ROLES:
+            raise _PromptProblem(
+                f"has a turn with role {role[:40]!r} (turn {position}); a conversation's roles "
+                f"are {', '.join(PROMPT_ROLES)}"
+            )
+    if prompt_value[last].get("role") != "user":
+        roles = [turn.get("role") for turn in prompt_value]
+        if "user" not in roles:
+            raise _PromptProblem(f"is a conversation with no user turn (roles: {roles[-6:]})")
+        raise _PromptProblem(
+            f"ends with a {prompt_value[last].get('role')!r} turn (roles: {roles[-6:]}); a "
+            "conversation must end with the user turn that the row's sut_response answers"
+        )
+    return prompt_value, last
 
 
 def _query(prompt_value: object) -> str:
@@ -350,15 +370,10 @@ def _messages(prompt_value: object, variant_text: str) -> list[dict[str, str]]:
     if isinstance(prompt_value, str):
         return [{"role": "user", "content": variant_text}]
     turns, index = _last_user_index(prompt_value)
-    out: list[dict[str, str]] = []
-    # Turns after the last user turn are dropped: the system under test must answer the
-    # variant, not continue a later (e.g. assistant) turn.
-    for position, turn in enumerate(turns[: index + 1]):
-        role, content = turn.get("role"), turn.get("content")
-        if not isinstance(role, str) or not isinstance(content, str):
-            raise _PromptProblem(f"has a null or non-string role or content in turn {position}")
-        out.append({"role": role, "content": variant_text if position == index else content})
-    return out
+    return [
+        {"role": turn["role"], "content": variant_text if position == index else turn["content"]}
+        for position, turn in enumerate(turns)
+    ]
 
 
 def _where(column: str, input_id: object) -> str:
@@ -368,7 +383,10 @@ def _where(column: str, input_id: object) -> str:
 
 
 def query_of(prompt_value: object, *, column: str = "prompt", input_id: object = None) -> str:
-    """The query of a prompt: the string itself, or the last user turn's content.
+    """The query of a prompt: the string itself, or the content of a conversation's last turn.
+
+    A conversation's roles are ``system``, ``developer``, ``user`` and ``assistant``, and its
+    last turn is the user turn that the row's ``sut_response`` answers.
 
     Parameters
     ----------
@@ -387,8 +405,8 @@ def query_of(prompt_value: object, *, column: str = "prompt", input_id: object =
     Raises
     ------
     InputError
-        If the prompt is null, empty, of another type, or a conversation with no user turn or
-        an empty last user turn.
+        If the prompt is null, empty, of another type, or a conversation with a turn of
+        another role, that does not end with a user turn, or whose last user turn is empty.
 
     Examples
     --------
@@ -418,9 +436,9 @@ def messages_for(
 ) -> list[dict[str, str]]:
     """The chat to send to the system under test for a variant.
 
-    For a string prompt, one user message. For a conversation, its turns up to the last user
-    turn, with that turn's content replaced by ``variant_text``; earlier turns and any system
-    message are kept, later turns dropped, and only ``role`` and ``content`` are kept.
+    For a string prompt, one user message. For a conversation (roles ``system``,
+    ``developer``, ``user`` and ``assistant``, ending with a user turn), its turns with the
+    last one's content replaced by ``variant_text``; only ``role`` and ``content`` are kept.
 
     Parameters
     ----------
