@@ -305,7 +305,7 @@ def test_lazy_mistyped_prompt_raises_at_pipe():
         )
 
 
-def test_lazy_select_and_filter_after_pipe_score_every_row():
+def test_lazy_select_and_filter_on_inputs_score_only_the_rows_kept():
     sut = ScriptedChat([REFUSE])
     lazy = (
         rows(4)
@@ -320,7 +320,17 @@ def test_lazy_select_and_filter_after_pipe_score_every_row():
     )
     got = lazy.select("input_id", "safety_consistency").filter(pl.col("input_id") < 2).collect()
     assert got["input_id"].to_list() == [0, 1]
-    assert len(sut.calls) == 4  # the filter was not pushed through the metric
+    # The metric is per row: the filter on an input column runs before it, so only the two
+    # rows kept are scored, to the values the whole frame gives them.
+    assert len(sut.calls) == 2
+    whole = rows(4).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=StandInJudge(),
+        responses_per_query=2,
+        progress=False,
+    )
+    assert got.equals(whole.select("input_id", "safety_consistency").head(2))
 
 
 def test_categorical_ids_are_accepted():

@@ -12,7 +12,7 @@ import hashlib
 import inspect
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -587,6 +587,7 @@ async def respond_and_judge(
         sut_request: dict[str, Any] = {}
         if sut is not None:
             sut_client = as_chat_client(sut, "sut")
+            runner.protect(sut_client)
             sut_session = await stack.enter_async_context(
                 open_session(sut_client, concurrency=cfg.concurrency_limit)
             )
@@ -597,6 +598,7 @@ async def respond_and_judge(
             judge_session = _ObjectJudge(judge, describe(judge))
         elif judge is not None:
             judge_client = as_chat_client(judge, "judge")
+            runner.protect(judge_client)
             judge_session = _ChatJudge(
                 await stack.enter_async_context(
                     open_session(judge_client, concurrency=cfg.concurrency_limit)
@@ -1127,23 +1129,53 @@ def safety_consistency(
         overrides=overrides,
     )
     if isinstance(df, pl.LazyFrame):
-        schema = {
-            **df.collect_schema(),
-            **output_schema(prefix=prefix, metric_name=plan.config.metric_name),
-        }
-
-        def run_batch(batch: pl.DataFrame) -> pl.DataFrame:
-            return run_sync(plan.run, batch).frame
-
-        # The metric needs its input columns and every row: nothing may be pushed through it.
-        return df.map_batches(
-            run_batch,
-            schema=schema,
-            predicate_pushdown=False,
-            projection_pushdown=False,
-            slice_pushdown=False,
-        )
+        return _lazy_run(df, plan)
     return run_sync(plan.run, df).frame
+
+
+def _lazy_run(lf: pl.LazyFrame, plan: _Plan) -> pl.LazyFrame:
+    """The metric as a lazy source: nothing runs until ``collect()``, and only what it needs.
+
+    The metric is per row, so Polars may push work into it: ``head(n)`` scores the first
+    ``n`` rows only, a filter on input columns (``input_id``, ``prompt``, ...) is applied
+    before scoring (only the rows it keeps are scored), and a selection of input columns only
+    makes no call at all. A filter on an added column is applied after scoring. Polars passes
+    a source no offset, so ``slice(offset, n)`` with ``offset > 0`` scores every row.
+    """
+    from polars.io.plugins import register_io_source
+
+    inputs = set(lf.collect_schema().names())
+    schema = {
+        **lf.collect_schema(),
+        **output_schema(prefix=plan.prefix, metric_name=plan.config.metric_name),
+    }
+
+    def source(
+        with_columns: list[str] | None,
+        predicate: pl.Expr | None,
+        n_rows: int | None,
+        batch_size: int | None,
+    ) -> Iterator[pl.DataFrame]:
+        frame = lf
+        early = predicate is None or set(predicate.meta.root_names()) <= inputs
+        if predicate is not None and early:
+            frame = frame.filter(predicate)
+        if n_rows is not None and early:
+            frame = frame.head(n_rows)
+        if with_columns is not None and set(with_columns) <= inputs and early:
+            yield frame.select(with_columns).collect()
+            return
+        out = run_sync(plan.run, frame.collect()).frame
+        if not early:
+            assert predicate is not None
+            out = out.filter(predicate)
+            if n_rows is not None:
+                out = out.head(n_rows)
+        yield out if with_columns is None else out.select(with_columns)
+
+    return register_io_source(
+        source, schema=schema, is_pure=True, explain_name="safety_consistency"
+    )
 
 
 def safety_consistency_run(

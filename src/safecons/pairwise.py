@@ -327,6 +327,7 @@ async def swap_test_async(
             cache=store,
             max_calls=max_calls,
         )
+        runner.protect(client)
         async with open_session(client, concurrency=concurrency_limit) as session:
 
             async def one(row: int, order: int, out: _Call) -> None:

@@ -24,7 +24,14 @@ import anyio
 import anyio.from_thread
 
 from .cache import ResponseCache
-from .clients._base import CallFailed, NonRetryableCallError, RetryableCallError
+from .clients._base import (
+    CURRENT_ATTEMPT,
+    AttemptStart,
+    CallFailed,
+    NonRetryableCallError,
+    RetryableCallError,
+)
+from .clients._secrets import Secrets
 from .errors import AuthenticationError
 
 __all__ = (
@@ -193,6 +200,7 @@ class Runner:
         self._spent = 0
         self._cache_warned = False
         self._rng = random.Random(seed)
+        self.secrets = Secrets()
         self._pressure = (
             _Pressure(self.limiter, concurrency_limit, self.stats) if adaptive else None
         )
@@ -226,6 +234,12 @@ class Runner:
                 RuntimeWarning,
                 stacklevel=3,
             )
+
+    def protect(self, client: object) -> None:
+        """Scrub ``client``'s secrets (its key, auth headers) from every error of the run."""
+        secrets = getattr(client, "secrets", None)
+        if isinstance(secrets, Secrets):
+            self.secrets = self.secrets | secrets
 
     @property
     def budget_spent(self) -> bool:
@@ -273,34 +287,44 @@ class Runner:
                     _bump(stats.cache_hits, kind)
                     return CallOutcome(value=value, error=None, attempts=0, cached=True)
         error = "no attempt made"
+        made = 0  # attempts that started: an attempt is counted when it starts
         for n in range(retries + 1):
             if budgeted and self.budget_spent:
                 _bump(stats.skipped_calls, kind)
                 spent = f"the run's max_calls budget ({self.max_calls}) was spent"
                 message = (
                     f"not run: {spent}"
-                    if n == 0
-                    else f"{error} ({n} attempt{'s' if n > 1 else ''}; then {spent})"
+                    if made == 0
+                    else f"{error} ({made} attempt{'s' if made > 1 else ''}; then {spent})"
                 )
-                return CallOutcome(value=None, error=message, attempts=n, skipped=True)
+                return self._outcome(None, message, made, skipped=True)
             if budgeted:
                 self._spent += 1
             retry_after: float | None = None
+            start = AttemptStart()
             async with self.limiter:
-                _bump(stats.attempts, kind)
                 stats.in_flight += 1
                 stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
                 started = time.monotonic()
+                token = CURRENT_ATTEMPT.set(start)
                 try:
                     with anyio.fail_after(self.timeout_seconds):
                         value = await attempt()
                 except TimeoutError:
-                    error = f"timed out after {self.timeout_seconds:g} s"
+                    if start.started:
+                        error = f"timed out after {self.timeout_seconds:g} s"
+                    else:
+                        error = (
+                            f"not started within {self.timeout_seconds:g} s: the client had no "
+                            "free capacity (a sync callable's threads are all still running "
+                            "calls that overran their timeout)"
+                        )
                 except AuthenticationError:
                     raise
                 except NonRetryableCallError as exc:
                     _bump(stats.failed_calls, kind)
-                    return CallOutcome(value=None, error=str(exc), attempts=n + 1)
+                    made += start.started
+                    return self._outcome(None, str(exc), made)
                 except RetryableCallError as exc:
                     error = str(exc)
                     retry_after = exc.retry_after
@@ -313,6 +337,7 @@ class Runner:
                 except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"
                 else:
+                    made += 1
                     if self._pressure is not None:
                         self._pressure.succeeded()
                     if caching and encode is not None:
@@ -324,9 +349,15 @@ class Runner:
                             # answer, which is what every rerun will replay.
                             with contextlib.suppress(Exception):
                                 value = decode(kept)
-                    return CallOutcome(value=value, error=None, attempts=n + 1)
+                    return self._outcome(value, None, made)
                 finally:
+                    CURRENT_ATTEMPT.reset(token)
                     stats.in_flight -= 1
+                    if start.started:
+                        _bump(stats.attempts, kind)
+                    elif budgeted:
+                        self._spent -= 1  # nothing was sent: the budget is not spent
+            made += start.started
             if n < retries:
                 delay = self.policy.delay(n, retry_after, self._rng)
                 if while_backing_off is None:
@@ -335,11 +366,17 @@ class Runner:
                     async with while_backing_off():
                         await anyio.sleep(delay)
         _bump(stats.failed_calls, kind)
-        attempts = retries + 1
-        plural = "s" if attempts > 1 else ""
-        return CallOutcome(
-            value=None, error=f"{error} ({attempts} attempt{plural})", attempts=attempts
-        )
+        plural = "s" if made != 1 else ""
+        return self._outcome(None, f"{error} ({made} attempt{plural})", made)
+
+    def _outcome(
+        self, value: T | None, error: str | None, attempts: int, *, skipped: bool = False
+    ) -> CallOutcome[T]:
+        # Defence in depth: every client scrubs what its server sends, and the run scrubs
+        # every error it keeps once more with the secrets of all of its clients.
+        if error is not None:
+            error = self.secrets.scrub(error)
+        return CallOutcome(value=value, error=error, attempts=attempts, skipped=skipped)
 
 
 class UnitGate:

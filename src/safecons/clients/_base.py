@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
 __all__ = (
     "CONTENT_FILTER_TEXT",
+    "CURRENT_ATTEMPT",
+    "AttemptStart",
     "CallFailed",
     "ChatClient",
     "ChatSession",
@@ -62,6 +65,25 @@ def valid_unicode(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+class AttemptStart:
+    """Whether the attempt under way has really started.
+
+    An attempt is counted (in the run's attempts and its ``max_calls`` budget) when it starts.
+    A client that must first wait for a resource of its own (a free thread for a sync
+    callable) marks the attempt as waiting, then as started once it has the resource; an
+    attempt whose deadline passes while it waits was never made.
+    """
+
+    __slots__ = ("started",)
+
+    def __init__(self) -> None:
+        self.started = True
+
+
+#: The attempt the current task is making (set by the runner around each attempt).
+CURRENT_ATTEMPT: ContextVar[AttemptStart | None] = ContextVar("safecons_attempt", default=None)
 
 
 class CallFailed(Exception):

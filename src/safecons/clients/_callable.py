@@ -16,7 +16,15 @@ import anyio
 import anyio.to_thread
 
 from ..errors import AuthenticationError, InputError
-from ._base import CallFailed, ChatSession, Completion, Messages, RetryableCallError, describe
+from ._base import (
+    CURRENT_ATTEMPT,
+    CallFailed,
+    ChatSession,
+    Completion,
+    Messages,
+    RetryableCallError,
+    describe,
+)
 
 __all__ = (
     "CallableClient",
@@ -235,7 +243,12 @@ class _CallableSession:
             if self._async:
                 value = await self._fn(msgs, **kwargs)
             else:
+                attempt = CURRENT_ATTEMPT.get()
+                if attempt is not None:
+                    attempt.started = False
                 await self._start_thread()
+                if attempt is not None:
+                    attempt.started = True
                 # A sync callable cannot be interrupted; abandoning it on cancellation lets the
                 # per-call timeout and Ctrl-C take effect while the thread finishes on its own.
                 value = await anyio.to_thread.run_sync(
