@@ -211,3 +211,47 @@ async def test_max_calls_budget_skips_calls_once_spent():
     assert state["n"] == 3 and first.skipped and "max_calls" in first.error
     second = await runner.call(attempt, retries=5, kind="sut")
     assert state["n"] == 3 and second.skipped and second.attempts == 0
+
+
+def test_an_attempt_is_counted_when_it_starts_not_while_it_waits_for_a_thread():
+    # A sync callable that overruns its timeout keeps its thread busy; attempts that time out
+    # waiting for a free thread were never made. Before the fix they were all counted (80
+    # "timed out" attempts for 9 real calls in the reported probe).
+    import threading
+    import time as _time
+
+    import polars as pl
+
+    import safecons as sc
+    from safecons.testing import StandInJudge
+
+    entered = []
+    lock = threading.Lock()
+
+    def slow(messages, *, temperature):
+        with lock:
+            entered.append(_time.monotonic())
+        _time.sleep(0.5)
+        return "I can't help with that."
+
+    rows = pl.DataFrame(
+        {"input_id": list(range(4)), "prompt": ["q"] * 4, "sut_response": ["No."] * 4}
+    )
+    run = sc.safety_consistency_run(
+        rows,
+        sut=slow,
+        judge=StandInJudge(),
+        concurrency_limit=2,
+        timeout_seconds=0.1,
+        n_sut_retries=2,
+        progress=False,
+    )
+    # A thread marks its attempt started just before it enters the callable: give the last
+    # ones a moment to enter (a wait, not a timing assertion).
+    deadline = _time.monotonic() + 15
+    while _time.monotonic() < deadline and len(entered) < run.summary.attempts["sut"]:
+        _time.sleep(0.05)
+    errors = [e for row in run.frame["sc_response_errors"].to_list() for e in row]
+    assert run.summary.attempts["sut"] == len(entered)
+    assert any("not started within 0.1 s" in e for e in errors)
+    assert all("timed out" in e or "not started" in e for e in errors)

@@ -13,9 +13,12 @@ from .clients import OpenAICompatible as OpenAICompatible
 from .config import SafetyConsistencyConfig as SafetyConsistencyConfig
 from .config import manifest as manifest
 from .errors import AuthenticationError as AuthenticationError
+from .errors import CacheError as CacheError
 from .errors import ConfigError as ConfigError
 from .errors import InputError as InputError
 from .errors import SafeconsError as SafeconsError
+from .judge import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
+from .judge import LABELS as LABELS
 from .judge import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
 from .judge import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
 from .judge import Judgment as Judgment
@@ -36,6 +39,7 @@ from .metric import safety_consistency_async as safety_consistency_async
 from .metric import safety_consistency_run as safety_consistency_run
 from .metric import score_expr as score_expr
 from .pairwise import build_pairwise_messages as build_pairwise_messages
+from .pairwise import mixed_verdicts_expr as mixed_verdicts_expr
 from .pairwise import parse_verdict as parse_verdict
 from .pairwise import parse_verdict_expr as parse_verdict_expr
 from .pairwise import swap_test as swap_test
@@ -77,11 +81,14 @@ __version__ = "0.1.0"
 
 __all__ = (
     "JAILBREAK_TEMPLATES",
+    "JUDGE_RESPONSE_FORMAT",
+    "LABELS",
     "MAX_JUDGED_CHARS",
     "MAX_JUDGE_OUTPUT_CHARS",
     "PADDING_FILLER",
     "TOXICITY_TEMPLATES",
     "AuthenticationError",
+    "CacheError",
     "CallPlan",
     "CallableClient",
     "ChatClient",
@@ -120,6 +127,7 @@ __all__ = (
     "load_gptfuzz",
     "load_templates",
     "manifest",
+    "mixed_verdicts_expr",
     "output_schema",
     "padded_pairs",
     "parse_judgment",

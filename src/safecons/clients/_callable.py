@@ -203,6 +203,18 @@ def _to_completion(value: object, who: str) -> Completion:
     )
 
 
+class _Ticket:
+    """One attempt's hand-over to a worker thread: whether it started or was abandoned first."""
+
+    __slots__ = ("abandoned", "entered", "lock", "started")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entered = False
+        self.started = False
+        self.abandoned = False
+
+
 class _CallableSession:
     def __init__(self, fn: Callable[..., Any], who: str, max_threads: int) -> None:
         self._fn = fn
@@ -225,12 +237,47 @@ class _CallableSession:
                     return
             await anyio.sleep(0.01)
 
-    def _run_in_thread(self, msgs: list[dict[str, str]], kwargs: dict[str, Any]) -> Any:
+    def _run_in_thread(
+        self, ticket: _Ticket, msgs: list[dict[str, str]], kwargs: dict[str, Any]
+    ) -> Any:
+        with ticket.lock:
+            ticket.entered = True
+            if ticket.abandoned:
+                # The attempt's deadline passed before this thread got to it: it was never
+                # made, so the callable is not called (and its thread slot is already freed).
+                return None
+            ticket.started = True
         try:
             return self._fn(msgs, **kwargs)
         finally:
             with self._lock:
                 self._live -= 1
+
+    async def _in_thread(self, msgs: list[dict[str, str]], kwargs: dict[str, Any]) -> Any:
+        attempt = CURRENT_ATTEMPT.get()
+        if attempt is not None:
+            attempt.started = False  # until a thread really calls the callable
+        await self._start_thread()
+        ticket = _Ticket()
+        try:
+            # A sync callable cannot be interrupted; abandoning it on cancellation lets the
+            # per-call timeout and Ctrl-C take effect while the thread finishes on its own.
+            return await anyio.to_thread.run_sync(
+                self._run_in_thread,
+                ticket,
+                msgs,
+                kwargs,
+                abandon_on_cancel=True,
+                limiter=self._threads,
+            )
+        finally:
+            with ticket.lock:
+                ticket.abandoned = True
+                if not ticket.entered:
+                    with self._lock:
+                        self._live -= 1  # the thread will never run: free its slot here
+            if attempt is not None:
+                attempt.started = ticket.started
 
     async def complete(
         self, messages: Messages, *, temperature: float, seed: int | None = None
@@ -243,21 +290,7 @@ class _CallableSession:
             if self._async:
                 value = await self._fn(msgs, **kwargs)
             else:
-                attempt = CURRENT_ATTEMPT.get()
-                if attempt is not None:
-                    attempt.started = False
-                await self._start_thread()
-                if attempt is not None:
-                    attempt.started = True
-                # A sync callable cannot be interrupted; abandoning it on cancellation lets the
-                # per-call timeout and Ctrl-C take effect while the thread finishes on its own.
-                value = await anyio.to_thread.run_sync(
-                    self._run_in_thread,
-                    msgs,
-                    kwargs,
-                    abandon_on_cancel=True,
-                    limiter=self._threads,
-                )
+                value = await self._in_thread(msgs, kwargs)
         except (CallFailed, AuthenticationError):
             raise
         except Exception as exc:  # a user's callable may fail in any way: one failed attempt
