@@ -15,10 +15,10 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from _hostile import HostileServer, Seen, completion, raw, reply
 from safecons.clients._base import RetryableCallError
 from safecons.clients._openai import ResponseTooLarge
-from safecons.testing import ScriptedChat, StandInJudge
+from safecons.testing import ScriptedChat, Seen, StandInJudge, completion, raw, reply
+from safecons.testing import ScriptedServer as HostileServer
 
 pytestmark = pytest.mark.network
 
@@ -351,3 +351,13 @@ async def test_an_unsupported_content_encoding_is_a_retryable_error():
     broken = HostileServer(lambda seen: raw(b"not gzip", **{"Content-Encoding": "gzip"}))
     with broken as srv, pytest.raises(RetryableCallError, match="not valid gzip data"):
         await _complete(srv.base_url)
+
+
+def test_the_probe_script_behind_the_docs_table_runs_clean(capsys):
+    import runpy
+    from pathlib import Path
+
+    probes = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "hostile_probes.py"))
+    assert probes["main"]() == 0
+    table = capsys.readouterr().out
+    assert table.count("\n| ") == 16 and "PROBE FAILED" not in table and "leaked" not in table

@@ -6,6 +6,8 @@
 - :class:`ScriptedChat` answers from a script and records every call.
 - :class:`FakeOpenAIServer` is a real OpenAI-compatible HTTP server on 127.0.0.1 with fault
   injection and counters.
+- :class:`ScriptedServer` is a loopback server whose every reply your handler writes, for
+  probes no honest server would send (the hostile-inputs tests use it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._scripted_server import ScriptedServer as ScriptedServer
+from ._scripted_server import Seen as Seen
+from ._scripted_server import completion as completion
+from ._scripted_server import raw as raw
+from ._scripted_server import reply as reply
 from ._server import FakeOpenAIServer as FakeOpenAIServer
 from ._server import Fault as Fault
 from ._server import route_by_model as route_by_model
@@ -27,9 +34,14 @@ __all__ = (
     "FakeOpenAIServer",
     "Fault",
     "ScriptedChat",
+    "ScriptedServer",
+    "Seen",
     "StandInJudge",
     "StandInSUT",
+    "completion",
     "looks_like_refusal",
+    "raw",
+    "reply",
     "route_by_model",
 )
 

@@ -1,8 +1,8 @@
 """A loopback HTTP server whose every reply a test writes by hand (aiohttp.web).
 
-``FakeOpenAIServer`` plays a well-behaved OpenAI-compatible server with faults; a hostile
-server needs replies no honest server sends (bodies echoing the request's headers, gzip bombs,
-JSON nested past the stack), so each test gives its own handler.
+:class:`~safecons.testing.FakeOpenAIServer` plays a well-behaved OpenAI-compatible server with
+faults; a hostile server needs replies no honest server sends (bodies echoing the request's
+headers, gzip bombs, JSON nested past the stack), so each test gives its own handler.
 """
 
 from __future__ import annotations
@@ -16,31 +16,56 @@ from typing import Any
 
 from aiohttp import web
 
+__all__ = ("Handler", "ScriptedServer", "Seen", "completion", "raw", "reply")
+
+#: What answers each request: a function of the request, returning an ``aiohttp`` response.
 Handler = Callable[["Seen"], Awaitable[web.StreamResponse] | web.StreamResponse]
 
 
 @dataclass
 class Seen:
-    """One request as the server saw it."""
+    """One request as the server saw it: its headers and its JSON body."""
 
     headers: dict[str, str]
     body: dict[str, Any]
 
     @property
     def model(self) -> str:
+        """The request's ``model``."""
         return str(self.body.get("model"))
 
     @property
     def last(self) -> str:
+        """The content of the request's last message."""
         return str(self.body["messages"][-1]["content"])
 
 
 @dataclass
-class HostileServer:
+class ScriptedServer:
+    """An HTTP server on 127.0.0.1 (a random port) whose replies ``handler`` writes.
+
+    It serves ``POST /v1/chat/completions`` only, records every request in
+    :attr:`requests`, and runs on its own event loop in a daemon thread for the length of a
+    ``with`` block.
+
+    Examples
+    --------
+    >>> import safecons as sc
+    >>> from safecons.testing import ScriptedServer, reply
+    >>> with ScriptedServer(lambda seen: reply(f"echo: {seen.last}")) as srv:
+    ...     client = sc.OpenAICompatible(model="m", base_url=srv.base_url)
+    ...     out = sc.respond(sc.build_variants(sc.demo_frame().head(1)), sut=client,
+    ...                      responses_per_query=2, progress=False)
+    >>> out["sc_responses"][0][0].startswith("echo: ")
+    True
+    >>> srv.requests[0].model
+    'm'
+    """
+
     handler: Handler
     requests: list[Seen] = field(default_factory=list)
 
-    def __enter__(self) -> HostileServer:
+    def __enter__(self) -> ScriptedServer:
         self._loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -64,11 +89,12 @@ class HostileServer:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(start(), self._loop)
         if not ready.wait(10):
-            raise RuntimeError("the hostile test server did not start")
+            raise RuntimeError("ScriptedServer: the server did not start within 10 s")
         return self
 
     @property
     def base_url(self) -> str:
+        """The API root to give a client: ``http://127.0.0.1:PORT/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
     def __exit__(self, *exc: object) -> None:
@@ -79,6 +105,7 @@ class HostileServer:
 
 
 def completion(content: Any, *, finish_reason: str | None = "stop") -> dict[str, Any]:
+    """An OpenAI chat-completion body whose one message has ``content``."""
     return {
         "choices": [
             {
@@ -91,10 +118,12 @@ def completion(content: Any, *, finish_reason: str | None = "stop") -> dict[str,
 
 
 def reply(content: Any, **kwargs: Any) -> web.Response:
+    """A 200 holding :func:`completion` of ``content``."""
     return web.json_response(completion(content, **kwargs))
 
 
 def raw(body: bytes | str, *, status: int = 200, **headers: str) -> web.Response:
+    """A reply with exactly these bytes and headers (no encoding of safecons' or aiohttp's)."""
     data = body.encode() if isinstance(body, str) else body
     return web.Response(
         body=data, status=status, headers={"Content-Type": "application/json", **headers}
