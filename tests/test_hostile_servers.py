@@ -361,3 +361,52 @@ def test_the_probe_script_behind_the_docs_table_runs_clean(capsys):
     assert probes["main"]() == 0
     table = capsys.readouterr().out
     assert table.count("\n| ") == 16 and "PROBE FAILED" not in table and "leaked" not in table
+
+
+def test_llm_judge_settings_raise_the_limits_and_turn_structured_output_off(tmp_path):
+    long_answer = "I can't help. " + "x" * 50_000
+    seen: list[Seen] = []
+
+    def handler(s: Seen):
+        seen.append(s)
+        return reply(long_answer) if s.model == "sut" else reply(VERDICT)
+
+    cache = tmp_path / "calls.sqlite"
+    with HostileServer(handler) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+        client = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        judge = sc.LLMJudge(client, max_judged_chars=100_000, structured_output=False)
+        out = frame(1).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, **FAST)
+        plan = sc.planned_calls(frame(1), sut=sut, judge=judge, cache=cache)
+        default_plan = sc.planned_calls(frame(1), sut=sut, judge=client, cache=cache)
+    assert out["sc_judge_input_cut"].to_list() == [[False, False]]
+    judged = [s for s in seen if s.model == "judge"]
+    assert all("response_format" not in s.body for s in judged)
+    assert all(long_answer in s.last for s in judged)
+    # The dry run keys the judge calls as the run did: with the raised limit they are cached;
+    # with the default limit the judge would be shown cut texts, which the cache does not hold.
+    assert (plan.judge_cached, default_plan.judge_cached) == (2, 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_judged_chars": 10}, "max_judged_chars: expected a whole number >= 1000"),
+        ({"max_output_chars": "big"}, "max_output_chars"),
+        ({"structured_output": "yes"}, "structured_output: expected True or False"),
+    ],
+)
+def test_llm_judge_settings_are_checked(kwargs, match):
+    with pytest.raises(sc.InputError, match=match):
+        sc.LLMJudge(ScriptedChat([VERDICT]), **kwargs)
+
+
+def test_a_judge_reply_over_max_output_chars_is_unusable():
+    padded = VERDICT + " " * 5_000
+    out = frame(1).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=sc.LLMJudge(ScriptedChat([padded]), max_output_chars=2_000),
+        **FAST,
+    )
+    assert "over the 2,000 that safecons parses" in out["sc_error"][0]

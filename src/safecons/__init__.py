@@ -22,6 +22,7 @@ from .judge import LABELS as LABELS
 from .judge import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
 from .judge import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
 from .judge import Judgment as Judgment
+from .judge import LLMJudge as LLMJudge
 from .judge import build_judge_messages as build_judge_messages
 from .judge import fit_for_judge as fit_for_judge
 from .judge import parse_judgment as parse_judgment
@@ -96,6 +97,7 @@ __all__ = (
     "ConfigError",
     "InputError",
     "Judgment",
+    "LLMJudge",
     "OpenAICompatible",
     "PostureJudge",
     "ResponseCache",

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from .errors import InputError
+
 __all__ = (
     "JUDGE_RESPONSE_FORMAT",
     "JUDGE_SYSTEM_PROMPT",
@@ -25,6 +27,7 @@ __all__ = (
     "MAX_JUDGE_OUTPUT_CHARS",
     "Judgment",
     "JudgmentError",
+    "LLMJudge",
     "build_judge_messages",
     "clamp_to_band",
     "fit_for_judge",
@@ -125,6 +128,53 @@ def fit_for_judge(text: str, max_chars: int = MAX_JUDGED_CHARS) -> tuple[str, bo
     head = keep - keep // 2
     tail = keep // 2
     return text[:head] + marker + (text[-tail:] if tail else ""), True
+
+
+@dataclass(frozen=True, slots=True)
+class LLMJudge:
+    """A chat model as the posture judge, with the settings of safecons' judge prompt.
+
+    Passing a chat client or callable as ``judge=`` is the same as passing
+    ``LLMJudge(client)``; wrap it to change a setting.
+
+    Parameters
+    ----------
+    client
+        An :class:`~safecons.OpenAICompatible` client or a chat callable
+        ``(messages, *, temperature) -> str``.
+    max_judged_chars
+        Each text shown to the judge (query, adversarial query, base and candidate answer) is
+        cut to this many characters, keeping its start and end (:func:`fit_for_judge`); the
+        comparison's ``{prefix}judge_input_cut`` flag records a cut.
+    max_output_chars
+        A judge reply longer than this is not parsed, and counts as an unusable attempt.
+    structured_output
+        Ask an :class:`~safecons.OpenAICompatible` judge for :data:`JUDGE_RESPONSE_FORMAT`
+        (JSON-schema structured output). A server that rejects the field is asked again
+        without it, once per run; ``False`` never sends it. Callables never receive it.
+
+    Examples
+    --------
+    >>> from safecons import LLMJudge
+    >>> judge = LLMJudge(lambda messages, temperature: "{}", max_judged_chars=64_000)
+    >>> judge.max_judged_chars, judge.structured_output
+    (64000, True)
+    """
+
+    client: object
+    max_judged_chars: int = MAX_JUDGED_CHARS
+    max_output_chars: int = MAX_JUDGE_OUTPUT_CHARS
+    structured_output: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_judged_chars", "max_output_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1_000:
+                raise InputError(f"{name}: expected a whole number >= 1000, got {value!r}")
+        if not isinstance(self.structured_output, bool):
+            raise InputError(
+                f"structured_output: expected True or False, got {self.structured_output!r}"
+            )
 
 
 def _tag(*parts: str) -> str:

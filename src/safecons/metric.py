@@ -40,6 +40,7 @@ from .judge import (
     MAX_JUDGED_CHARS,
     Judgment,
     JudgmentError,
+    LLMJudge,
     build_judge_messages,
     fit_for_judge,
     parse_judgment,
@@ -111,14 +112,15 @@ def _decode_judgment(raw: str) -> tuple[Judgment, str]:
 class _ChatJudge:
     """A chat model as a judge: our prompt, temperature 0, structured output, parsed output."""
 
-    def __init__(
-        self, session: ChatSession, client: ChatClient, max_chars: int = MAX_JUDGED_CHARS
-    ) -> None:
+    def __init__(self, session: ChatSession, client: ChatClient, settings: LLMJudge) -> None:
         self._session = session
         self.endpoint = client.identity
         self._request = request_fingerprint(client)
-        self.max_chars = max_chars
-        self._structured = bool(getattr(session, "accepts_response_format", False))
+        self.max_chars = settings.max_judged_chars
+        self._max_output = settings.max_output_chars
+        self._structured = settings.structured_output and bool(
+            getattr(session, "accepts_response_format", False)
+        )
 
     def cut(self, *texts: str) -> bool:
         return any(fit_for_judge(t, self.max_chars)[1] for t in texts)
@@ -143,7 +145,7 @@ class _ChatJudge:
             raise NonRetryableCallError(
                 f"{self.endpoint}: the judge's provider refused or filtered this comparison"
             )
-        parsed = parse_judgment(completion.text)
+        parsed = parse_judgment(completion.text, max_chars=self._max_output)
         if isinstance(parsed, JudgmentError):
             # An unparseable verdict spends an attempt from the same budget as an HTTP failure.
             raise RetryableCallError(f"{self.endpoint}: unusable judge output: {parsed.message}")
@@ -277,7 +279,15 @@ class _ObjectJudge:
         return parsed, repr(value)
 
 
+def _llm_judge(judge: object) -> LLMJudge:
+    """A chat judge's settings: the ``LLMJudge`` given, or the defaults around a client."""
+    return judge if isinstance(judge, LLMJudge) else LLMJudge(judge)
+
+
 def _check_judge(obj: object) -> None:
+    if isinstance(obj, LLMJudge):
+        as_chat_client(obj.client, "judge")
+        return
     if isinstance(obj, PostureJudge):
         check_signature(
             obj.compare,
@@ -597,13 +607,15 @@ async def respond_and_judge(
         if isinstance(judge, PostureJudge):
             judge_session = _ObjectJudge(judge, describe(judge))
         elif judge is not None:
-            judge_client = as_chat_client(judge, "judge")
+            settings = _llm_judge(judge)
+            judge_client = as_chat_client(settings.client, "judge")
             runner.protect(judge_client)
             judge_session = _ChatJudge(
                 await stack.enter_async_context(
                     open_session(judge_client, concurrency=cfg.concurrency_limit)
                 ),
                 judge_client,
+                settings,
             )
 
         async def respond(i: int, sample_index: int, sample: _Sample, session: ChatSession) -> None:
@@ -964,7 +976,8 @@ def planned_calls(
         if store is not None:
             sut_client = as_chat_client(sut, "sut")
             sut_request = request_fingerprint(sut_client)
-            judge_client = None if local_judge else as_chat_client(judge, "judge")
+            settings = None if local_judge else _llm_judge(judge)
+            judge_client = None if settings is None else as_chat_client(settings.client, "judge")
             judge_request = request_fingerprint(judge_client)
             rows = zip(
                 frame["input_id"].to_list(),
@@ -1003,6 +1016,7 @@ def planned_calls(
                         variant=variant,
                         base=base,
                         candidate=answer,
+                        max_chars=settings.max_judged_chars if settings else MAX_JUDGED_CHARS,
                     )
                     judge_cached += store.get(judge_key) is not None
     return CallPlan(
@@ -1072,8 +1086,9 @@ def safety_consistency(
         ``(messages, *, temperature) -> str`` (sync or async).
     judge
         A chat client or callable (wrapped in safecons' judge prompt and parser, always
-        called at temperature 0), or an object with a ``compare`` method
-        (:class:`PostureJudge`).
+        called at temperature 0, asked for JSON-schema structured output where the server
+        supports it), a :class:`~safecons.LLMJudge` around one (to change the judge's
+        limits), or an object with a ``compare`` method (:class:`PostureJudge`).
     config
         A :class:`~safecons.SafetyConsistencyConfig` or mapping; keyword ``overrides`` (any
         config field, e.g. ``responses_per_query=4``) win over it.
@@ -1085,6 +1100,14 @@ def safety_consistency(
         Prefix of every added column but the score column (named by ``metric_name``).
     toxicity_templates, jailbreak_templates
         Template sets (default: safecons' built-ins; see :func:`~safecons.load_gptfuzz`).
+    cache
+        A response cache: a path (created if absent), a :class:`~safecons.ResponseCache`,
+        ``None`` (the session default of :func:`~safecons.set_default_cache`, if any) or
+        ``False`` (none). Finished calls are replayed from it and new ones stored as they
+        finish, so a rerun after a crash requests only what is missing.
+    max_calls
+        Budget of network attempts (retries count, cache hits do not); rows left unfinished
+        when it is spent carry an error saying so. ``None``: no budget.
 
     Returns
     -------
