@@ -492,7 +492,7 @@ class _OpenAISession:
         if structured and status in (400, 422) and _rejects_format(data):
             # A server that does not support structured output: ask again without it (once
             # for the run; the parser reads plain-text verdicts too). Documented in
-            # docs/metric.md, "Structured judge output".
+            # docs/metric.md, "The judge".
             self.structured_output = False
             del body["response_format"]
             status, headers, data = await self._post(body)
