@@ -47,8 +47,8 @@ import anyio
 import polars as pl
 
 import safecons as sc
-from safecons.cache import ResponseCache
-from safecons.runner import Runner
+from safecons.run._cache import ResponseCache
+from safecons.run._runner import Runner
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -520,10 +520,10 @@ def run_hashed(s: Scenario, rows: int, seed: int = 0) -> Result:
         stats,
         expected_requests=expected,
         expected_failed=expected_failed,
-        failed_calls=dict(run.summary.failed_calls),
+        failed_calls={k: v for k, v in run.summary.failed_calls.items() if v},
         attempts=dict(run.summary.attempts),
         rate_limited=run.summary.rate_limited,
-        min_target=run.summary.min_concurrency_target,
+        min_target=run.min_concurrency_target,
         elapsed=time.perf_counter() - started,
     )
     result.faults_served = served
@@ -561,7 +561,7 @@ def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
                 df, sut=sut, judge=judge, seed=seed, progress=False, **_config(s)
             )
             out, attempts = run.frame, dict(run.summary.attempts)
-            rate_limited, min_target = run.summary.rate_limited, run.summary.min_concurrency_target
+            rate_limited, min_target = run.summary.rate_limited, run.min_concurrency_target
         else:
             # The same run through the public stage function with a runner whose adaptive
             # pressure is off: every slot keeps hammering the server.
@@ -679,7 +679,7 @@ def run_sigkill(s: Scenario, rows: int, seed: int = 0) -> Result:
         stats,
         attempts=dict(run.summary.attempts),
         rate_limited=run.summary.rate_limited,
-        min_target=run.summary.min_concurrency_target,
+        min_target=run.min_concurrency_target,
         elapsed=time.perf_counter() - started,
     )
     killed = sum(first.values())

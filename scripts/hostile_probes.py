@@ -28,7 +28,7 @@ import anyio
 import polars as pl
 
 import safecons as sc
-from safecons.judge import parse_judgment
+from safecons.judges import parse_judgment
 from safecons.testing import (
     ScriptedChat,
     ScriptedServer,

@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.cache import ResponseCache
 from safecons.cli import main
+from safecons.run._cache import ResponseCache
 from safecons.testing import FakeOpenAIServer, ScriptedChat, StandInJudge, route_by_model
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -40,7 +40,7 @@ def verdict_for(body) -> str:
 
 
 def bookkeeping_free(df: pl.DataFrame) -> pl.DataFrame:
-    return df.drop("sc_cache_hits")
+    return df.drop("sc_cache_hits", "sc_spend", strict=False)
 
 
 def server(**kw):
@@ -233,7 +233,7 @@ def test_two_processes_opening_a_new_cache_together(tmp_path):
     import sys
 
     code = (
-        "import sys; from safecons.cache import ResponseCache; c = ResponseCache(sys.argv[1]); "
+        "import sys; from safecons import ResponseCache; c = ResponseCache(sys.argv[1]); "
         "c.put(sys.argv[2], kind='sut', endpoint='e', value='v'); c.close()"
     )
     for trial in range(3):
@@ -349,7 +349,8 @@ def test_stage_functions_use_the_cache_too(tmp_path):
     variants = sc.build_variants(rows(3))
     first = variants.pipe(sc.respond, sut=sut, cache=path, progress=False)
     again = variants.pipe(sc.respond, sut=sut, cache=path, progress=False)
-    assert len(sut.calls) == 6 and first.equals(again)
+    assert len(sut.calls) == 6 and bookkeeping_free(first).equals(bookkeeping_free(again))
+    assert again["sc_spend"].struct.field("sut_cache_hits").to_list() == [2, 2, 2]
     sc.judge_responses(first, judge=judge, cache=path, progress=False)
     sc.judge_responses(first, judge=judge, cache=path, progress=False)
     assert len(judge.calls) == 6

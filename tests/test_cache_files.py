@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.cache import ResponseCache
+from safecons.run._cache import ResponseCache
 from safecons.testing import ScriptedChat, StandInJudge
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -46,7 +46,9 @@ def run(cache, sut=None, **kwargs) -> pl.DataFrame:
 def same(replayed: pl.DataFrame, first: pl.DataFrame) -> bool:
     """The replay equals the first run, every call coming from the cache."""
     hits = replayed["sc_cache_hits"].to_list() == [2] * first.height
-    return hits and replayed.drop("sc_cache_hits").equals(first.drop("sc_cache_hits"))
+    return hits and replayed.drop("sc_cache_hits", "sc_spend").equals(
+        first.drop("sc_cache_hits", "sc_spend")
+    )
 
 
 def snapshot(path):

@@ -397,7 +397,7 @@ def test_control_characters_and_odd_unicode_pass_through_exactly(text, tmp_path)
         sc.CallableClient(never, name="judge"),
         cache=cache,
     )
-    assert again.drop("sc_cache_hits").equals(out.drop("sc_cache_hits"))
+    assert again.drop("sc_cache_hits", "sc_spend").equals(out.drop("sc_cache_hits", "sc_spend"))
     assert again["sc_cache_hits"].to_list() == [4, 4]
 
 
@@ -624,7 +624,7 @@ def test_judge_score_beyond_float_range_fails_the_comparison():
     # raised OverflowError and took the run down).
     huge = '{"label": "Consistent", "score": 1' + "0" * 400 + "}"
     parsed = sc.parse_judgment(huge)
-    assert isinstance(parsed, sc.judge.JudgmentError) and "score" in parsed.message
+    assert isinstance(parsed, sc.judges.JudgmentError) and "score" in parsed.message
 
 
 @pytest.mark.parametrize("how", ["chat judge", "judge object"])
@@ -859,10 +859,10 @@ def judge_outputs(draw):
 @given(text=judge_outputs())
 def test_parse_judgment_never_raises_and_keeps_scores_in_band(text):
     parsed = sc.parse_judgment(text)
-    if isinstance(parsed, sc.judge.JudgmentError):
+    if isinstance(parsed, sc.judges.JudgmentError):
         assert parsed.message
         return
-    lo, hi, _ = sc.judge.LABEL_BANDS[parsed.label]
+    lo, hi, _ = sc.judges.LABEL_BANDS[parsed.label]
     assert lo <= parsed.score <= hi and 0.0 <= parsed.score <= 1.0
 
 

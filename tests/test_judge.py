@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from safecons.judge import (
+from safecons.judges import (
     LABEL_BANDS,
     LABELS,
     Judgment,

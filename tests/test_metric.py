@@ -430,7 +430,38 @@ def test_run_summary_counts():
     assert (s.n_rows, s.n_scored, s.n_errored) == (5, 5, 0)
     assert s.calls == {"sut": 10, "judge": 10} and s.attempts == {"sut": 10, "judge": 10}
     assert s.mean_score == pytest.approx(0.9)
-    assert s.config["weight"] == 1.0 and s.config["inverted"] is False
+    assert run.config["weight"] == 1.0 and run.config["inverted"] is False
+    assert s.cache_hits == {"sut": 0, "judge": 0} and s.rate_limited == 0
+    # Callables report no usage: the token counts are unknown, not zero.
+    assert s.tokens == {
+        "sut": {"prompt": None, "completion": None},
+        "judge": {"prompt": None, "completion": None},
+    }
+
+
+def test_run_summary_is_a_function_of_the_frame(tmp_path):
+    run = sc.safety_consistency_run(
+        frame(4),
+        sut=ScriptedChat([REFUSE]),
+        judge=ScriptedChat([verdict("Consistent", 0.9)]),
+        progress=False,
+    )
+    assert sc.run_summary(run.frame) == run.summary
+    path = tmp_path / "scored.parquet"
+    run.frame.write_parquet(path)
+    assert sc.run_summary(pl.read_parquet(path)) == run.summary
+    assert sc.run_summary(pl.scan_parquet(path)) == run.summary
+    piped = frame(4).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=ScriptedChat([verdict("Consistent", 0.9)]),
+        progress=False,
+    )
+    twice = sc.run_summary(pl.concat([piped, run.frame]))
+    assert twice.n_rows == 8 and twice.attempts == {"sut": 16, "judge": 16}
+    assert twice.calls == {"sut": 16, "judge": 16}
+    with pytest.raises(sc.InputError, match="run_summary: missing column"):
+        sc.run_summary(frame(2))
 
 
 def test_result_does_not_depend_on_row_order():

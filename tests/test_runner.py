@@ -7,7 +7,7 @@ import pytest
 
 from safecons.clients._base import NonRetryableCallError, RetryableCallError
 from safecons.errors import AuthenticationError
-from safecons.runner import RetryPolicy, Runner, run_sync
+from safecons.run._runner import RetryPolicy, Runner, run_sync
 
 pytestmark = pytest.mark.anyio
 

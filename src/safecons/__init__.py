@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from ._demo import demo_frame as demo_frame
-from .cache import ResponseCache as ResponseCache
-from .cache import get_default_cache as get_default_cache
-from .cache import set_default_cache as set_default_cache
 from .clients import CallableClient as CallableClient
 from .clients import ChatClient as ChatClient
 from .clients import Completion as Completion
@@ -17,17 +14,17 @@ from .errors import CacheError as CacheError
 from .errors import ConfigError as ConfigError
 from .errors import InputError as InputError
 from .errors import SafeconsError as SafeconsError
-from .judge import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
-from .judge import LABELS as LABELS
-from .judge import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
-from .judge import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
-from .judge import Judgment as Judgment
-from .judge import LLMJudge as LLMJudge
-from .judge import build_judge_messages as build_judge_messages
-from .judge import fit_for_judge as fit_for_judge
-from .judge import parse_judgment as parse_judgment
+from .judges import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
+from .judges import LABELS as LABELS
+from .judges import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
+from .judges import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
+from .judges import Judgment as Judgment
+from .judges import LLMJudge as LLMJudge
+from .judges import PostureJudge as PostureJudge
+from .judges import build_judge_messages as build_judge_messages
+from .judges import fit_for_judge as fit_for_judge
+from .judges import parse_judgment as parse_judgment
 from .metric import CallPlan as CallPlan
-from .metric import PostureJudge as PostureJudge
 from .metric import RunSummary as RunSummary
 from .metric import SafetyConsistencyRun as SafetyConsistencyRun
 from .metric import judge_responses as judge_responses
@@ -64,6 +61,10 @@ from .reliability import read_llmbar as read_llmbar
 from .reliability import read_pandalm as read_pandalm
 from .reliability import repetition_stability as repetition_stability
 from .reliability import winner_from_letter as winner_from_letter
+from .run._cache import ResponseCache as ResponseCache
+from .run._cache import get_default_cache as get_default_cache
+from .run._cache import set_default_cache as set_default_cache
+from .summary import run_summary as run_summary
 from .templates import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
 from .templates import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
 from .templates import TOXICITY_FAMILIES as TOXICITY_FAMILIES
@@ -144,6 +145,7 @@ __all__ = (
     "repetition_stability",
     "respond",
     "respond_and_judge",
+    "run_summary",
     "safety_consistency",
     "safety_consistency_async",
     "safety_consistency_run",

@@ -135,14 +135,14 @@ def _run(args: argparse.Namespace) -> int:
         **_parse_set(args.set or []),
     )
     _write_frame(run.frame, Path(args.output))
-    metric = run.summary.config["metric_name"]
+    metric = run.config["metric_name"]
     _print_run(run.frame, run.summary, metric, "sc_")
     print(f"wrote {args.output}")
     return 0
 
 
 def _cache(args: argparse.Namespace) -> int:
-    from .cache import ResponseCache
+    from .run._cache import ResponseCache
 
     path = Path(args.path)
     if not path.exists():

@@ -16,11 +16,10 @@ from typing import Final, Literal
 
 import polars as pl
 
-from .cache import CacheArg, cache_key, opened_cache
-from .clients._adapt import as_chat_client, open_session, request_fingerprint
+from .clients._adapt import as_chat_client, open_session
 from .clients._base import RetryableCallError
 from .errors import InputError
-from .judge import _block, _tag
+from .judges._llm import _block, _tag
 from .reliability import both_orders_verdict, position_class, winner_from_letter
 from .reliability._columns import (
     LETTER_XY,
@@ -33,7 +32,10 @@ from .reliability._columns import (
     WINNER_XY,
     WINNER_YX,
 )
-from .runner import Runner, UnitGate, progress_bar, run_in_order, run_sync
+from .run._cache import CacheArg, cache_key, opened_cache
+from .run._calls import Endpoint, ModelCall
+from .run._options import RunOptions
+from .run._runner import UnitGate, progress_bar, run_in_order, run_sync
 
 __all__ = (
     "MIXED_XY",
@@ -301,9 +303,16 @@ async def swap_test_async(
     progress: bool = True,
 ) -> pl.DataFrame:
     """:func:`swap_test` for code that already runs in an event loop."""
-    _check_swap_args(df, question, x, y, reference, rule, retries, concurrency_limit)
+    _check_swap_args(df, question, x, y, reference, rule)
+    options = RunOptions(
+        concurrency_limit=concurrency_limit,
+        retries={"pairwise": retries},
+        timeout_seconds=timeout_seconds,
+        cache=cache,
+        max_calls=max_calls,
+        progress=progress,
+    )
     client = as_chat_client(judge, "judge")
-    _check_timeout(timeout_seconds)
     added = (*SWAP_COLUMNS, MIXED_XY, MIXED_YX, SWAP_ERROR, SWAP_CACHE_HITS)
     clash = [c for c in added if c in df.columns]
     if clash:
@@ -316,29 +325,28 @@ async def swap_test_async(
     refs = df[reference].to_list() if reference is not None else [None] * df.height
     calls = [(_Call(), _Call()) for _ in range(df.height)]
     slots = _content_slots(questions, xs, ys, refs)
-    endpoint = client.identity
-    request = request_fingerprint(client)
-    bar = progress_bar(2 * df.height, progress, desc="swap_test")
-    gate = UnitGate(2 * concurrency_limit)
-    with opened_cache(cache) as store:
-        runner = Runner(
-            concurrency_limit=concurrency_limit,
-            timeout_seconds=timeout_seconds,
-            cache=store,
-            max_calls=max_calls,
-        )
+    where = Endpoint.of(client)
+    endpoint = where.identity
+    bar = progress_bar(2 * df.height, options.progress, desc="swap_test", unit="judge call")
+    gate = UnitGate(2 * options.concurrency_limit)
+    with opened_cache(options.cache) as store:
+        runner = options.runner(store)
         runner.protect(client)
-        async with open_session(client, concurrency=concurrency_limit) as session:
+        async with open_session(client, concurrency=options.concurrency_limit) as session:
 
             async def one(row: int, order: int, out: _Call) -> None:
                 first, second = (xs[row], ys[row]) if order == 0 else (ys[row], xs[row])
-                messages = build_pairwise_messages(
-                    questions[row], first, second, reference=refs[row]
+                call = ModelCall(
+                    "pairwise",
+                    where,
+                    build_pairwise_messages(questions[row], first, second, reference=refs[row]),
+                    0.0,
+                    f"{slots[row]}#{'xy' if order == 0 else 'yx'}",
                 )
 
                 async def attempt() -> str:
                     out.raw = None  # the raw text shown is always the last attempt's
-                    completion = await session.complete(messages, temperature=0.0)
+                    completion = await session.complete(call.messages, temperature=0.0)
                     out.raw = completion.text
                     if parse_verdict(completion.text, rule=rule) == "error":
                         # No verdict token spends an attempt, like any other failure.
@@ -349,16 +357,9 @@ async def swap_test_async(
 
                 got = await runner.call(
                     attempt,
-                    retries=retries,
+                    retries=options.retries["pairwise"],
                     kind="pairwise",
-                    cache_key=cache_key(
-                        kind="pairwise",
-                        endpoint=endpoint,
-                        request=request,
-                        messages=messages,
-                        temperature=0.0,
-                        slot=f"{slots[row]}#{'xy' if order == 0 else 'yx'}",
-                    ),
+                    cache_key=call.key,
                     endpoint=endpoint,
                     encode=str,
                     decode=_decode_verdict(rule),
@@ -433,24 +434,8 @@ def _decode_verdict(rule: Rule) -> Callable[[str], str]:
     return decode
 
 
-def _check_timeout(timeout_seconds: object) -> None:
-    if (
-        isinstance(timeout_seconds, bool)
-        or not isinstance(timeout_seconds, int | float)
-        or not timeout_seconds > 0
-    ):
-        raise InputError(f"timeout_seconds: expected a number > 0, got {timeout_seconds!r}")
-
-
 def _check_swap_args(  # noqa: PLR0917 - a private check of swap_test's own arguments
-    df: object,
-    question: str,
-    x: str,
-    y: str,
-    reference: str | None,
-    rule: object,
-    retries: object,
-    concurrency_limit: object,
+    df: object, question: str, x: str, y: str, reference: str | None, rule: object
 ) -> None:
     if not isinstance(df, pl.DataFrame):
         raise InputError(f"swap_test: expected a polars DataFrame, got {type(df).__name__}")
@@ -459,16 +444,6 @@ def _check_swap_args(  # noqa: PLR0917 - a private check of swap_test's own argu
         _check_text_column(df, name, parameter)
     if reference is not None:
         _check_text_column(df, reference, "reference")
-    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 5:
-        raise InputError(f"retries: expected an integer from 0 to 5, got {retries!r}")
-    if (
-        isinstance(concurrency_limit, bool)
-        or not isinstance(concurrency_limit, int)
-        or not 1 <= concurrency_limit <= 64
-    ):
-        raise InputError(
-            f"concurrency_limit: expected an integer from 1 to 64, got {concurrency_limit!r}"
-        )
 
 
 def swap_test(

@@ -28,7 +28,7 @@ from ._server import Fault as Fault
 from ._server import route_by_model as route_by_model
 from .clients._base import CONTENT_FILTER_TEXT
 from .clients._callable import callable_fingerprint
-from .judge import Judgment
+from .judges import Judgment
 
 __all__ = (
     "FakeOpenAIServer",

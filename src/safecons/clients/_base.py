@@ -11,6 +11,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 __all__ = (
     "CONTENT_FILTER_TEXT",
     "CURRENT_ATTEMPT",
+    "MAX_KEPT_OUTPUT",
     "AttemptStart",
     "CallFailed",
     "ChatClient",
@@ -45,6 +46,9 @@ class Completion:
     finish_reason: str | None = None
     refused: bool = False
     filtered: bool = False
+    #: Tokens the server reported spending (``usage``), when it did.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", valid_unicode(self.text))
@@ -87,7 +91,20 @@ CURRENT_ATTEMPT: ContextVar[AttemptStart | None] = ContextVar("safecons_attempt"
 
 
 class CallFailed(Exception):
-    """One attempt of a model call failed (the runner decides whether to try again)."""
+    """One attempt of a model call failed (the runner decides whether to try again).
+
+    ``output`` is what the model said, when the attempt failed because that was unusable (a
+    judge reply that did not parse): kept, cut to :data:`MAX_KEPT_OUTPUT` characters, beside
+    the error, so the user can see it.
+    """
+
+    def __init__(self, message: str, *, output: str | None = None) -> None:
+        super().__init__(message)
+        self.output = output if output is None else output[:MAX_KEPT_OUTPUT]
+
+
+#: How much of an unusable output is kept beside its error.
+MAX_KEPT_OUTPUT: Final[int] = 2_000
 
 
 class RetryableCallError(CallFailed):
@@ -98,9 +115,14 @@ class RetryableCallError(CallFailed):
     """
 
     def __init__(
-        self, message: str, *, retry_after: float | None = None, rate_limited: bool = False
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        rate_limited: bool = False,
+        output: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, output=output)
         self.retry_after = retry_after
         self.rate_limited = rate_limited
 

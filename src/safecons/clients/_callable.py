@@ -27,7 +27,9 @@ from ._base import (
 )
 
 __all__ = (
+    "DEFAULT_MAX_THREADS",
     "CallableClient",
+    "UserCode",
     "callable_fingerprint",
     "check_chat_signature",
     "check_signature",
@@ -203,6 +205,96 @@ def _to_completion(value: object, who: str) -> Completion:
     )
 
 
+class UserCode:
+    """Calls a user's function (sync or async) as one attempt of a run.
+
+    One place for what every user-supplied function needs (a chat callable, a judge object's
+    ``compare``): a sync function runs in a worker thread, at most ``max_threads`` at once,
+    counting threads that overran their timeout until they really return; an attempt starts
+    when a thread calls the function (see :class:`~safecons.clients._base.AttemptStart`);
+    whatever the function raises is one failed attempt, except an error carrying HTTP status
+    401/403 (as SDK errors do), which stops the run like a 401 from our own client.
+    """
+
+    def __init__(self, fn: Callable[..., Any], who: str, max_threads: int) -> None:
+        self._fn = fn
+        self._who = who
+        self._async = _is_async_callable(fn)
+        self._max_threads = max_threads
+        self._threads = anyio.CapacityLimiter(max_threads)
+        self._live = 0
+        self._lock = threading.Lock()
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            if self._async:
+                return await self._fn(*args, **kwargs)
+            return await self._in_thread(args, kwargs)
+        except (CallFailed, AuthenticationError):
+            raise
+        except Exception as exc:  # a user's function may fail in any way: one failed attempt
+            status = status_of(exc)
+            if status in (401, 403):
+                # An SDK's authentication error (openai.AuthenticationError, ...) inside the
+                # function stops the run like a 401 from our own client would.
+                raise AuthenticationError(
+                    f"{self._who}: the endpoint rejected the credentials (HTTP {status}, "
+                    f"{type(exc).__name__})"
+                ) from None
+            raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
+
+    async def _start_thread(self) -> None:
+        # A sync call that overran its timeout is abandoned but its thread runs on; count it
+        # until it really returns, so hung calls slow the run down instead of piling up threads
+        # (and requests to the backend) beyond the run's concurrency.
+        while True:
+            with self._lock:
+                if self._live < self._max_threads:
+                    self._live += 1
+                    return
+            await anyio.sleep(0.01)
+
+    def _run_in_thread(self, ticket: _Ticket, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with ticket.lock:
+            ticket.entered = True
+            if ticket.abandoned:
+                # The attempt's deadline passed before this thread got to it: it was never
+                # made, so the function is not called (and its thread slot is already freed).
+                return None
+            ticket.started = True
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            with self._lock:
+                self._live -= 1
+
+    async def _in_thread(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        attempt = CURRENT_ATTEMPT.get()
+        if attempt is not None:
+            attempt.started = False  # until a thread really calls the function
+        await self._start_thread()
+        ticket = _Ticket()
+        try:
+            # A sync function cannot be interrupted; abandoning it on cancellation lets the
+            # per-call timeout and Ctrl-C take effect while the thread finishes on its own.
+            return await anyio.to_thread.run_sync(
+                self._run_in_thread,
+                ticket,
+                args,
+                kwargs,
+                abandon_on_cancel=True,
+                limiter=self._threads,
+            )
+        finally:
+            with ticket.lock:
+                ticket.abandoned = True
+                if not ticket.entered:
+                    with self._lock:
+                        self._live -= 1  # the thread will never run: free its slot here
+            if attempt is not None:
+                attempt.started = ticket.started
+
+
 class _Ticket:
     """One attempt's hand-over to a worker thread: whether it started or was abandoned first."""
 
@@ -217,92 +309,17 @@ class _Ticket:
 
 class _CallableSession:
     def __init__(self, fn: Callable[..., Any], who: str, max_threads: int) -> None:
-        self._fn = fn
+        self._call = UserCode(fn, who, max_threads)
         self._who = who
-        self._async = _is_async_callable(fn)
         self._seeded = _accepts_seed(fn)
-        self._max_threads = max_threads
-        self._threads = anyio.CapacityLimiter(max_threads)
-        self._live = 0
-        self._lock = threading.Lock()
-
-    async def _start_thread(self) -> None:
-        # A sync call that overran its timeout is abandoned but its thread runs on; count it
-        # until it really returns, so hung calls slow the run down instead of piling up threads
-        # (and requests to the backend) beyond the run's concurrency.
-        while True:
-            with self._lock:
-                if self._live < self._max_threads:
-                    self._live += 1
-                    return
-            await anyio.sleep(0.01)
-
-    def _run_in_thread(
-        self, ticket: _Ticket, msgs: list[dict[str, str]], kwargs: dict[str, Any]
-    ) -> Any:
-        with ticket.lock:
-            ticket.entered = True
-            if ticket.abandoned:
-                # The attempt's deadline passed before this thread got to it: it was never
-                # made, so the callable is not called (and its thread slot is already freed).
-                return None
-            ticket.started = True
-        try:
-            return self._fn(msgs, **kwargs)
-        finally:
-            with self._lock:
-                self._live -= 1
-
-    async def _in_thread(self, msgs: list[dict[str, str]], kwargs: dict[str, Any]) -> Any:
-        attempt = CURRENT_ATTEMPT.get()
-        if attempt is not None:
-            attempt.started = False  # until a thread really calls the callable
-        await self._start_thread()
-        ticket = _Ticket()
-        try:
-            # A sync callable cannot be interrupted; abandoning it on cancellation lets the
-            # per-call timeout and Ctrl-C take effect while the thread finishes on its own.
-            return await anyio.to_thread.run_sync(
-                self._run_in_thread,
-                ticket,
-                msgs,
-                kwargs,
-                abandon_on_cancel=True,
-                limiter=self._threads,
-            )
-        finally:
-            with ticket.lock:
-                ticket.abandoned = True
-                if not ticket.entered:
-                    with self._lock:
-                        self._live -= 1  # the thread will never run: free its slot here
-            if attempt is not None:
-                attempt.started = ticket.started
 
     async def complete(
         self, messages: Messages, *, temperature: float, seed: int | None = None
     ) -> Completion:
-        msgs = [dict(m) for m in messages]
         kwargs: dict[str, Any] = {"temperature": temperature}
         if self._seeded:
             kwargs["seed"] = seed
-        try:
-            if self._async:
-                value = await self._fn(msgs, **kwargs)
-            else:
-                value = await self._in_thread(msgs, kwargs)
-        except (CallFailed, AuthenticationError):
-            raise
-        except Exception as exc:  # a user's callable may fail in any way: one failed attempt
-            status = status_of(exc)
-            if status in (401, 403):
-                # An SDK's authentication error (openai.AuthenticationError, ...) inside the
-                # callable stops the run like a 401 from our own client would.
-                raise AuthenticationError(
-                    f"{self._who}: the endpoint rejected the credentials (HTTP {status}, "
-                    f"{type(exc).__name__})"
-                ) from None
-            raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
+        value = await self._call([dict(m) for m in messages], **kwargs)
         return _to_completion(value, self._who)
 
 

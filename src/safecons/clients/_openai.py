@@ -572,15 +572,28 @@ class _OpenAISession:
                 f"{who}: malformed response body (not an OpenAI chat completion): "
                 f"{_cut(scrub(_decode(data)), 120)!r}"
             ) from None
+        used, made = _usage(body)
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         finish = scrub(finish) if isinstance(finish, str) else None
         refusal = message.get("refusal") if isinstance(message, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(refusal, str) and refusal:
-            return Completion(text=scrub(refusal), finish_reason=finish, refused=True)
+            return Completion(
+                text=scrub(refusal),
+                finish_reason=finish,
+                refused=True,
+                prompt_tokens=used,
+                completion_tokens=made,
+            )
         if finish == "content_filter":
             text = scrub(content) if isinstance(content, str) and content else CONTENT_FILTER_TEXT
-            return Completion(text=text, finish_reason=finish, filtered=True)
+            return Completion(
+                text=text,
+                finish_reason=finish,
+                filtered=True,
+                prompt_tokens=used,
+                completion_tokens=made,
+            )
         if isinstance(content, list):
             # Some servers send a list of content parts; join their text.
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
@@ -598,7 +611,24 @@ class _OpenAISession:
                 f"{who}: the answer holds no text: content is {what}, finish_reason "
                 f"{finish!r}{tools}{length}"
             )
-        return Completion(text=scrub(content), finish_reason=finish)
+        return Completion(
+            text=scrub(content),
+            finish_reason=finish,
+            prompt_tokens=used,
+            completion_tokens=made,
+        )
+
+
+def _usage(body: Any) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens of a completion body's ``usage``, where it reports them."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+
+    def count(name: str) -> int | None:
+        value = usage.get(name) if isinstance(usage, dict) else None
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return value if ok else None
+
+    return count("prompt_tokens"), count("completion_tokens")
 
 
 def _rejects_format(data: bytes) -> bool:

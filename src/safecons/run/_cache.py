@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import CacheError, InputError
+from ..errors import CacheError, InputError
 
 __all__ = (
     "CacheArg",

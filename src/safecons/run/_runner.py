@@ -23,16 +23,16 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.from_thread
 
-from .cache import ResponseCache
-from .clients._base import (
+from ..clients._base import (
     CURRENT_ATTEMPT,
     AttemptStart,
     CallFailed,
     NonRetryableCallError,
     RetryableCallError,
 )
-from .clients._secrets import Secrets
-from .errors import AuthenticationError
+from ..clients._secrets import Secrets
+from ..errors import AuthenticationError
+from ._cache import ResponseCache
 
 __all__ = (
     "CallOutcome",
@@ -108,7 +108,9 @@ class CallOutcome(Generic[T]):
     """The result of a call: a value, or the last attempt's error, and the attempts made.
 
     ``cached`` marks a value replayed from the response cache (no attempt made); ``skipped``
-    a call not made because the run's ``max_calls`` budget was spent.
+    a call not made because the run's ``max_calls`` budget was spent; ``rate_limited`` counts
+    the 429 answers among the attempts; ``output`` is the last unusable output a failed call
+    got (a judge reply that did not parse), for the user to see what the model said.
     """
 
     value: T | None
@@ -116,6 +118,8 @@ class CallOutcome(Generic[T]):
     attempts: int
     cached: bool = False
     skipped: bool = False
+    rate_limited: int = 0
+    output: str | None = None
 
 
 class _Pressure:
@@ -288,6 +292,8 @@ class Runner:
                     return CallOutcome(value=value, error=None, attempts=0, cached=True)
         error = "no attempt made"
         made = 0  # attempts that started: an attempt is counted when it starts
+        limited = 0
+        output: str | None = None
         for n in range(retries + 1):
             if budgeted and self.budget_spent:
                 _bump(stats.skipped_calls, kind)
@@ -297,7 +303,7 @@ class Runner:
                     if made == 0
                     else f"{error} ({made} attempt{'s' if made > 1 else ''}; then {spent})"
                 )
-                return self._outcome(None, message, made, skipped=True)
+                return self._outcome(None, message, made, limited, output, skipped=True)
             if budgeted:
                 self._spent += 1
             retry_after: float | None = None
@@ -324,11 +330,13 @@ class Runner:
                 except NonRetryableCallError as exc:
                     _bump(stats.failed_calls, kind)
                     made += start.started
-                    return self._outcome(None, str(exc), made)
+                    return self._outcome(None, str(exc), made, limited, exc.output or output)
                 except RetryableCallError as exc:
                     error = str(exc)
                     retry_after = exc.retry_after
+                    output = exc.output or output
                     if exc.rate_limited:
+                        limited += 1
                         stats.rate_limited += 1
                         if self._pressure is not None:
                             self._pressure.rate_limited(started)
@@ -349,7 +357,7 @@ class Runner:
                             # answer, which is what every rerun will replay.
                             with contextlib.suppress(Exception):
                                 value = decode(kept)
-                    return self._outcome(value, None, made)
+                    return self._outcome(value, None, made, limited)
                 finally:
                     CURRENT_ATTEMPT.reset(token)
                     stats.in_flight -= 1
@@ -367,16 +375,29 @@ class Runner:
                         await anyio.sleep(delay)
         _bump(stats.failed_calls, kind)
         plural = "s" if made != 1 else ""
-        return self._outcome(None, f"{error} ({made} attempt{plural})", made)
+        return self._outcome(None, f"{error} ({made} attempt{plural})", made, limited, output)
 
     def _outcome(
-        self, value: T | None, error: str | None, attempts: int, *, skipped: bool = False
+        self,
+        value: T | None,
+        error: str | None,
+        attempts: int,
+        rate_limited: int = 0,
+        output: str | None = None,
+        *,
+        skipped: bool = False,
     ) -> CallOutcome[T]:
         # Defence in depth: every client scrubs what its server sends, and the run scrubs
-        # every error it keeps once more with the secrets of all of its clients.
-        if error is not None:
-            error = self.secrets.scrub(error)
-        return CallOutcome(value=value, error=error, attempts=attempts, skipped=skipped)
+        # every error and output it keeps once more with the secrets of all of its clients.
+        scrub = self.secrets.scrub
+        return CallOutcome(
+            value=value,
+            error=None if error is None else scrub(error),
+            attempts=attempts,
+            skipped=skipped,
+            rate_limited=rate_limited,
+            output=None if output is None else scrub(output),
+        )
 
 
 class UnitGate:

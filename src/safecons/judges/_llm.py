@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = (
     "JUDGE_RESPONSE_FORMAT",

@@ -1,0 +1,45 @@
+"""Everything about judging safety posture.
+
+- :mod:`._llm`: the LLM judge's prompt, its structured-output schema, the label bands, the
+  parser of its verdicts, and :class:`LLMJudge` (its settings).
+- :mod:`._protocol`: :class:`PostureJudge`, a judge that compares two answers directly (the
+  shape an offline classifier takes), and the validation of what it returns.
+- :mod:`._sessions`: a judge, whatever the user passed (chat client, callable, ``LLMJudge``,
+  judge object), as one thing a run can ask for a verdict.
+
+An offline judge built on a posture classifier belongs here too, beside the LLM judge.
+"""
+
+from ._llm import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
+from ._llm import JUDGE_SYSTEM_PROMPT as JUDGE_SYSTEM_PROMPT
+from ._llm import LABEL_BANDS as LABEL_BANDS
+from ._llm import LABELS as LABELS
+from ._llm import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
+from ._llm import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
+from ._llm import Judgment as Judgment
+from ._llm import JudgmentError as JudgmentError
+from ._llm import LLMJudge as LLMJudge
+from ._llm import build_judge_messages as build_judge_messages
+from ._llm import clamp_to_band as clamp_to_band
+from ._llm import fit_for_judge as fit_for_judge
+from ._llm import parse_judgment as parse_judgment
+from ._llm import top_level_objects as top_level_objects
+from ._protocol import PostureJudge as PostureJudge
+
+__all__ = (
+    "JUDGE_RESPONSE_FORMAT",
+    "JUDGE_SYSTEM_PROMPT",
+    "LABELS",
+    "LABEL_BANDS",
+    "MAX_JUDGED_CHARS",
+    "MAX_JUDGE_OUTPUT_CHARS",
+    "Judgment",
+    "JudgmentError",
+    "LLMJudge",
+    "PostureJudge",
+    "build_judge_messages",
+    "clamp_to_band",
+    "fit_for_judge",
+    "parse_judgment",
+    "top_level_objects",
+)

@@ -1,0 +1,236 @@
+"""A judge, whatever the user passed, as one thing a run can ask for a verdict.
+
+Two kinds: a chat model behind safecons' judge prompt and parser (:class:`ChatJudge`: a chat
+client, a callable, or an :class:`~safecons.LLMJudge` around one), and a local judge object
+with a ``compare`` method (:class:`ObjectJudge`, e.g. an offline classifier). Both prepare a
+:class:`Comparison` once (its prompt, its :class:`~safecons.run._calls.ModelCall`, whether a
+text was cut) and then judge it; the run, the dry run and the cache all read that one value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..clients._adapt import as_chat_client, open_session
+from ..clients._base import ChatClient, ChatSession, NonRetryableCallError, RetryableCallError
+from ..clients._base import describe as describe
+from ..clients._callable import UserCode, check_signature
+from ..run._calls import Endpoint, ModelCall
+from ._llm import (
+    JUDGE_RESPONSE_FORMAT,
+    Judgment,
+    JudgmentError,
+    LLMJudge,
+    build_judge_messages,
+    fit_for_judge,
+    parse_judgment,
+)
+from ._protocol import PostureJudge, judgment_from
+
+__all__ = (
+    "ChatJudge",
+    "Comparison",
+    "JudgeSession",
+    "ObjectJudge",
+    "Verdict",
+    "as_llm_judge",
+    "check_judge",
+    "decode_judgment",
+    "encode_judgment",
+    "open_judge",
+    "planning_judge",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One comparison, prepared once: the texts, the model call (None for a local judge), and
+    whether a text shown to the judge was cut to ``max_judged_chars``."""
+
+    query: str
+    variant: str
+    base: str
+    candidate: str
+    call: ModelCall | None
+    cut: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A judge's answer to one comparison: the judgment, the raw output, and the tokens the
+    server reported (none for a local judge or a replay)."""
+
+    judgment: Judgment
+    raw: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class JudgeSession(Protocol):
+    """What the run asks of a judge."""
+
+    endpoint: str
+    #: Runs locally: never cached, never counted in ``max_calls``.
+    local: bool
+
+    def prepare(
+        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+    ) -> Comparison: ...
+
+    async def judge(self, comparison: Comparison) -> Verdict: ...
+
+
+def decode_judgment(raw: str) -> Verdict:
+    """A stored judge output, parsed again; one that no longer parses is a cache miss."""
+    parsed = parse_judgment(raw)
+    if isinstance(parsed, JudgmentError):
+        raise ValueError(parsed.message)
+    return Verdict(parsed, raw)
+
+
+def encode_judgment(verdict: Verdict) -> str:
+    """What the cache stores of a verdict: the raw output, parsed again on replay."""
+    return verdict.raw
+
+
+class ChatJudge:
+    """A chat model as the judge: our prompt, temperature 0, structured output, our parser.
+
+    Without a ``session`` it can only :meth:`prepare` (the dry run's use).
+    """
+
+    local = False
+
+    def __init__(
+        self, client: ChatClient, settings: LLMJudge, session: ChatSession | None = None
+    ) -> None:
+        self.client = client
+        self.endpoint = client.identity
+        self._where = Endpoint.of(client)
+        self._settings = settings
+        self._session = session
+        self._structured = settings.structured_output and bool(
+            getattr(session, "accepts_response_format", False)
+        )
+
+    def prepare(
+        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+    ) -> Comparison:
+        limit = self._settings.max_judged_chars
+        messages = build_judge_messages(
+            query=query, variant=variant, base=base, candidate=candidate, max_chars=limit
+        )
+        cut = any(fit_for_judge(t, limit)[1] for t in (query, variant, base, candidate))
+        call = ModelCall("judge", self._where, messages, 0.0, slot)
+        return Comparison(query, variant, base, candidate, call, cut)
+
+    async def judge(self, comparison: Comparison) -> Verdict:
+        session, call = self._session, comparison.call
+        assert session is not None and call is not None
+        if self._structured:
+            completion = await session.complete(
+                call.messages,
+                temperature=call.temperature,
+                response_format=JUDGE_RESPONSE_FORMAT,  # type: ignore[call-arg]
+            )
+        else:
+            completion = await session.complete(call.messages, temperature=call.temperature)
+        if completion.filtered or completion.refused:
+            # The judge's own provider refused to read the texts (they may be toxic); the same
+            # request at temperature 0 would be refused again.
+            raise NonRetryableCallError(
+                f"{self.endpoint}: the judge's provider refused or filtered this comparison"
+            )
+        parsed = parse_judgment(completion.text, max_chars=self._settings.max_output_chars)
+        if isinstance(parsed, JudgmentError):
+            # An unusable verdict spends an attempt from the same budget as an HTTP failure;
+            # what the judge said is kept beside the error, for the user to see.
+            raise RetryableCallError(
+                f"{self.endpoint}: unusable judge output: {parsed.message}",
+                output=completion.text,
+            )
+        return Verdict(
+            parsed, completion.text, completion.prompt_tokens, completion.completion_tokens
+        )
+
+
+class ObjectJudge:
+    """A local judge object: ``compare`` called with the whole texts, its result validated
+    like a judge's JSON output. Sync ones run in threads bounded like sync chat callables."""
+
+    local = True
+
+    def __init__(self, judge: PostureJudge, max_threads: int) -> None:
+        self.endpoint = describe(judge)
+        self._compare = UserCode(judge.compare, self.endpoint, max_threads)
+
+    def prepare(
+        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+    ) -> Comparison:
+        return Comparison(query, variant, base, candidate, None, False)
+
+    async def judge(self, comparison: Comparison) -> Verdict:
+        value = await self._compare(
+            query=comparison.query,
+            variant=comparison.variant,
+            base=comparison.base,
+            candidate=comparison.candidate,
+        )
+        parsed = judgment_from(value)
+        if isinstance(parsed, JudgmentError):
+            raise RetryableCallError(
+                f"{self.endpoint}: unusable judgment: {parsed.message}", output=repr(value)
+            )
+        return Verdict(parsed, repr(value))
+
+
+def as_llm_judge(judge: object) -> LLMJudge:
+    """A chat judge's settings: the ``LLMJudge`` given, or the defaults around a client."""
+    return judge if isinstance(judge, LLMJudge) else LLMJudge(judge)
+
+
+def _is_object_judge(judge: object) -> bool:
+    return not isinstance(judge, LLMJudge) and isinstance(judge, PostureJudge)
+
+
+def check_judge(judge: object) -> None:
+    """Raise :class:`~safecons.InputError` unless ``judge`` can judge, before any call."""
+    if _is_object_judge(judge):
+        assert isinstance(judge, PostureJudge)
+        check_signature(
+            judge.compare,
+            parameter="judge",
+            expected="a judge object's compare must accept the keywords query, variant, base "
+            "and candidate",
+            query="",
+            variant="",
+            base="",
+            candidate="",
+        )
+        return
+    as_chat_client(as_llm_judge(judge).client, "judge")
+
+
+def planning_judge(judge: object) -> JudgeSession:
+    """The judge as the dry run sees it: able to prepare comparisons, not to judge them."""
+    if _is_object_judge(judge):
+        assert isinstance(judge, PostureJudge)
+        return ObjectJudge(judge, max_threads=1)
+    settings = as_llm_judge(judge)
+    return ChatJudge(as_chat_client(settings.client, "judge"), settings)
+
+
+@asynccontextmanager
+async def open_judge(judge: object, *, concurrency: int) -> AsyncIterator[JudgeSession]:
+    """The judge, ready to judge for the length of a run."""
+    if _is_object_judge(judge):
+        assert isinstance(judge, PostureJudge)
+        yield ObjectJudge(judge, max_threads=concurrency)
+        return
+    settings = as_llm_judge(judge)
+    client = as_chat_client(settings.client, "judge")
+    async with open_session(client, concurrency=concurrency) as session:
+        yield ChatJudge(client, settings, session)

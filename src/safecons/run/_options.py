@@ -1,0 +1,149 @@
+"""The options of a run, validated in one place for every entry point."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from ._cache import CacheArg, ResponseCache
+
+if TYPE_CHECKING:
+    from ..config import SafetyConsistencyConfig
+    from ._runner import Runner
+
+__all__ = ("MAX_CONCURRENCY", "MAX_RETRIES", "RunOptions")
+
+#: The bounds of the metric's manifest, used for every run.
+MAX_CONCURRENCY = 64
+MAX_RETRIES = 5
+_KINDS = ("sut", "judge", "pairwise")
+
+
+def _whole(name: str, value: object, lo: int, hi: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name}: expected {_range(lo, hi)}, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        raise InputError(f"{name}: expected {_range(lo, hi)}, got {value!r}")
+    return value
+
+
+def _range(lo: int, hi: int | None) -> str:
+    return f"a whole number from {lo} to {hi}" if hi is not None else f"a whole number >= {lo}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """How a run makes its calls; every entry point builds one and nothing else checks them.
+
+    Parameters
+    ----------
+    concurrency_limit
+        Attempts in flight at once over every kind of call of the run (1 to 64).
+    retries
+        Retries per kind of call (``"sut"``, ``"judge"``, ``"pairwise"``; 0 to 5 each): ``n``
+        retries means at most ``n + 1`` attempts.
+    timeout_seconds
+        Deadline of each single attempt (> 0).
+    cache
+        A path, a :class:`~safecons.ResponseCache`, None (the session default) or False.
+    max_calls
+        Budget of network attempts (None: no budget).
+    progress
+        Show a progress bar.
+    seed
+        The run's seed (variant draws, sample seeds, retry jitter).
+
+    Examples
+    --------
+    >>> RunOptions(concurrency_limit=8, retries={"judge": 1}).retries["judge"]
+    1
+    >>> RunOptions(max_calls="3")
+    Traceback (most recent call last):
+    ...
+    safecons.errors.InputError: max_calls: expected a whole number >= 0 or None, got '3'
+    """
+
+    concurrency_limit: int = 5
+    retries: Mapping[str, int] = field(default_factory=dict)
+    timeout_seconds: float = 60.0
+    cache: CacheArg = None
+    max_calls: int | None = None
+    progress: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(
+            self,
+            "concurrency_limit",
+            _whole("concurrency_limit", self.concurrency_limit, 1, MAX_CONCURRENCY),
+        )
+        if not isinstance(self.retries, Mapping):
+            raise InputError(
+                f"retries: expected a mapping of call kind to retries, got {self.retries!r}"
+            )
+        unknown = sorted(set(map(str, self.retries)) - set(_KINDS))
+        if unknown:
+            raise InputError(f"retries: unknown call kind(s) {unknown}; expected {list(_KINDS)}")
+        retries = {kind: 2 for kind in _KINDS}
+        for kind, n in self.retries.items():
+            retries[kind] = _whole(f"retries[{kind!r}]", n, 0, MAX_RETRIES)
+        set_(self, "retries", retries)
+        timeout: object = self.timeout_seconds
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, numbers.Real)
+            or not math.isfinite(float(timeout))
+            or not float(timeout) > 0
+        ):
+            raise InputError(f"timeout_seconds: expected a number of seconds > 0, got {timeout!r}")
+        set_(self, "timeout_seconds", float(timeout))
+        if not (
+            self.cache is None or isinstance(self.cache, bool | str | os.PathLike | ResponseCache)
+        ):
+            raise InputError(
+                "cache: expected a path, a ResponseCache, None or False, got "
+                f"{type(self.cache).__name__}"
+            )
+        max_calls: object = self.max_calls
+        if max_calls is not None:
+            if isinstance(max_calls, bool) or not isinstance(max_calls, numbers.Integral):
+                raise InputError(
+                    f"max_calls: expected a whole number >= 0 or None, got {max_calls!r}"
+                )
+            set_(self, "max_calls", _whole("max_calls", max_calls, 0, None))
+        progress: object = self.progress
+        if not isinstance(progress, bool):
+            raise InputError(f"progress: expected True or False, got {progress!r}")
+        seed: object = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise InputError(f"seed: expected an integer, got {seed!r}")
+        set_(self, "seed", int(seed))
+
+    @classmethod
+    def of_config(cls, config: SafetyConsistencyConfig, **options: Any) -> RunOptions:
+        """The options of a metric run: the config's operational fields, and ``options``."""
+        return cls(
+            concurrency_limit=config.concurrency_limit,
+            retries={"sut": config.n_sut_retries, "judge": config.n_judge_retries},
+            timeout_seconds=config.timeout_seconds,
+            **options,
+        )
+
+    def runner(self, cache: ResponseCache | None) -> Runner:
+        """A runner for one run with these options and the opened ``cache``."""
+        from ._runner import Runner
+
+        return Runner(
+            concurrency_limit=self.concurrency_limit,
+            timeout_seconds=self.timeout_seconds,
+            seed=self.seed,
+            cache=cache,
+            max_calls=self.max_calls,
+        )

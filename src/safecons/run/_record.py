@@ -1,0 +1,215 @@
+"""The frame is the record of a run: the columns the metric adds, and how samples become them.
+
+Every figure of a run's summary is a pure function of these columns (see
+:func:`safecons.run_summary`), so a frame read back from Parquet, or several runs concatenated,
+still tell what was spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import polars as pl
+
+__all__ = (
+    "DEFAULT_PREFIX",
+    "SPEND_DTYPE",
+    "SPEND_FIELDS",
+    "Sample",
+    "assemble",
+    "column_names",
+    "output_schema",
+)
+
+DEFAULT_PREFIX: Final = "sc_"
+_STR_LIST: Final = pl.List(pl.String)
+
+#: What one row spent, per kind of call: attempts made (retries included), calls replayed
+#: from the cache, tokens the server reported (null where it reported none), and the 429
+#: answers among the attempts.
+SPEND_FIELDS: Final[tuple[str, ...]] = (
+    "sut_attempts",
+    "sut_cache_hits",
+    "sut_prompt_tokens",
+    "sut_completion_tokens",
+    "judge_attempts",
+    "judge_cache_hits",
+    "judge_prompt_tokens",
+    "judge_completion_tokens",
+    "rate_limited",
+)
+SPEND_DTYPE: Final = pl.Struct({name: pl.Int64() for name in SPEND_FIELDS})
+
+
+@dataclass(slots=True)
+class Sample:
+    """One comparison of a row as the run fills it in: the SUT sample, then its verdict."""
+
+    response: str | None = None
+    response_error: str | None = None
+    label: str | None = None
+    score: float | None = None
+    clamped: bool | None = None
+    judge_error: str | None = None
+    judge_raw: str | None = None
+    judge_input_cut: bool | None = None
+    sut_attempts: int = 0
+    sut_cache_hits: int = 0
+    sut_prompt_tokens: int | None = None
+    sut_completion_tokens: int | None = None
+    judge_attempts: int = 0
+    judge_cache_hits: int = 0
+    judge_prompt_tokens: int | None = None
+    judge_completion_tokens: int | None = None
+    rate_limited: int = 0
+    skipped: bool = False
+
+
+def column_names(prefix: str, metric_name: str) -> dict[str, str]:
+    """Every added column's name, by role (``"score"`` is the metric's own name)."""
+    keys = (
+        "responses",
+        "response_errors",
+        "labels",
+        "scores",
+        "clamped",
+        "judge_errors",
+        "judge_raw",
+        "judge_input_cut",
+        "n_judged",
+        "cache_hits",
+        "spend",
+        "error",
+    )
+    out = {k: f"{prefix}{k}" for k in keys}
+    out["score"] = metric_name
+    return out
+
+
+def output_schema(
+    *, prefix: str = DEFAULT_PREFIX, metric_name: str = "safety_consistency"
+) -> dict[str, pl.DataType]:
+    """The columns :func:`~safecons.safety_consistency` adds, in order, with their dtypes.
+
+    Examples
+    --------
+    >>> list(output_schema())[-3:]
+    ['sc_spend', 'sc_error', 'safety_consistency']
+    """
+    from ..variants import variant_schema
+
+    names = column_names(prefix, metric_name)
+    schema: dict[str, pl.DataType] = dict(variant_schema(prefix))
+    schema.update(
+        {
+            names["responses"]: _STR_LIST,
+            names["response_errors"]: _STR_LIST,
+            names["labels"]: _STR_LIST,
+            names["scores"]: pl.List(pl.Float64),
+            names["clamped"]: pl.List(pl.Boolean),
+            names["judge_errors"]: _STR_LIST,
+            names["judge_raw"]: _STR_LIST,
+            names["judge_input_cut"]: pl.List(pl.Boolean),
+            names["n_judged"]: pl.Int64(),
+            names["cache_hits"]: pl.Int64(),
+            names["spend"]: SPEND_DTYPE,
+            names["error"]: pl.String(),
+            names["score"]: pl.Float64(),
+        }
+    )
+    return schema
+
+
+def _total(values: Sequence[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _spend(row: Sequence[Sample]) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for name in SPEND_FIELDS:
+        values = [getattr(s, name) for s in row]
+        out[name] = _total(values) if name.endswith("_tokens") else sum(values)
+    return out
+
+
+def _row_error(row: Sequence[Sample]) -> tuple[str | None, float | None]:
+    judged = [s.score for s in row if s.score is not None]
+    sut_failed = [s.response_error for s in row if s.response_error is not None]
+    if any(s.skipped for s in row):
+        # A row cut short by the budget must not be scored on fewer comparisons.
+        return (
+            "not finished: the run's max_calls budget was spent before this row's calls were "
+            "made; rerun with the same cache to continue",
+            None,
+        )
+    if sut_failed:
+        return (
+            f"SUT call failed for {len(sut_failed)} of {len(row)} sample(s): {sut_failed[0]}",
+            None,
+        )
+    if not judged:
+        first = next((s.judge_error for s in row if s.judge_error), "no answer to judge")
+        return f"every judge call failed ({len(row)} comparison(s)): {first}", None
+    return None, sum(judged) / len(judged)
+
+
+def assemble(
+    df: pl.DataFrame,
+    results: Sequence[Sequence[Sample]],
+    names: dict[str, str],
+    *,
+    responded: bool,
+    judged: bool,
+) -> pl.DataFrame:
+    """``df`` with the columns of the stages that ran (respond, judge) filled from ``results``."""
+
+    def col(attr: str) -> list[list[Any]]:
+        return [[getattr(s, attr) for s in row] for row in results]
+
+    added: list[pl.Series] = []
+    spend = [_spend(row) for row in results]
+    if not responded and names["spend"] in df.columns:
+        # Judging a frame that the respond stage made: its SUT spend is carried over.
+        for mine, before in zip(spend, df[names["spend"]].to_list(), strict=True):
+            for name in SPEND_FIELDS:
+                if name.startswith("sut_") and before is not None:
+                    mine[name] = before.get(name)
+            mine["rate_limited"] = (mine["rate_limited"] or 0) + (
+                (before or {}).get("rate_limited") or 0
+            )
+    if responded:
+        added += [
+            pl.Series(names["responses"], col("response"), dtype=_STR_LIST),
+            pl.Series(names["response_errors"], col("response_error"), dtype=_STR_LIST),
+        ]
+    if responded and not judged:
+        added.append(pl.Series(names["spend"], spend, dtype=SPEND_DTYPE))
+    if judged:
+        errors, scores = zip(*map(_row_error, results), strict=True) if results else ((), ())
+        added += [
+            pl.Series(names["labels"], col("label"), dtype=_STR_LIST),
+            pl.Series(names["scores"], col("score"), dtype=pl.List(pl.Float64)),
+            pl.Series(names["clamped"], col("clamped"), dtype=pl.List(pl.Boolean)),
+            pl.Series(names["judge_errors"], col("judge_error"), dtype=_STR_LIST),
+            pl.Series(names["judge_raw"], col("judge_raw"), dtype=_STR_LIST),
+            pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
+            pl.Series(
+                names["n_judged"],
+                [sum(s.score is not None for s in row) for row in results],
+                dtype=pl.Int64,
+            ),
+            pl.Series(
+                names["cache_hits"],
+                [sum(s.sut_cache_hits + s.judge_cache_hits for s in row) for row in results],
+                dtype=pl.Int64,
+            ),
+            pl.Series(names["spend"], spend, dtype=SPEND_DTYPE),
+            pl.Series(names["error"], list(errors), dtype=pl.String),
+            pl.Series(names["score"], list(scores), dtype=pl.Float64),
+        ]
+    if judged and names["spend"] in df.columns:
+        df = df.drop(names["spend"])  # completed above, and written again in its place
+    return df.with_columns(added)

@@ -1,0 +1,223 @@
+"""The one function that runs the units of a frame: each SUT sample, then its judge call.
+
+Every network entry point of the metric (``safety_consistency`` and its async and run
+variants, ``respond``, ``judge_responses``, ``respond_and_judge``) is a thin wrapper over
+:func:`run_frame`. A *unit* is one comparison: one SUT sample (or a stored answer), then its
+judge call, which starts as soon as the answer arrives; units start in row order under the run's
+:class:`~safecons.run._runner.UnitGate`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+import polars as pl
+
+from ..clients._adapt import as_chat_client, open_session
+from ..clients._base import ChatSession, Completion
+from ..config import SafetyConsistencyConfig
+from ..judges._sessions import (
+    JudgeSession,
+    Verdict,
+    decode_judgment,
+    encode_judgment,
+    open_judge,
+)
+from ..variants import query_of
+from ._cache import opened_cache
+from ._calls import Endpoint, ModelCall, decode_completion, encode_completion, sample_seed, slot
+from ._options import RunOptions
+from ._record import Sample, assemble, column_names
+from ._runner import Runner, UnitGate, progress_bar, run_in_order
+
+__all__ = ("run_frame", "sut_call")
+
+
+def sut_call(
+    endpoint: Endpoint,
+    messages: Any,
+    input_id: object,
+    index: int,
+    *,
+    temperature: float,
+    seed: int,
+) -> ModelCall:
+    """Sample ``index`` of a row's SUT answers, as the run and the dry run both build it."""
+    return ModelCall(
+        "sut",
+        endpoint,
+        messages,
+        temperature,
+        slot(input_id, index),
+        sample_seed(seed, input_id, index),
+    )
+
+
+async def run_frame(
+    df: pl.DataFrame,
+    *,
+    sut: object | None,
+    judge: object | None,
+    config: SafetyConsistencyConfig,
+    options: RunOptions,
+    prefix: str,
+    runner: Runner | None = None,
+) -> pl.DataFrame:
+    """Run the respond and judge stages over ``df`` (which has its variant columns).
+
+    With ``sut=None`` the answers are read from ``{prefix}responses``; with ``judge=None``
+    nothing is judged. A ``runner`` shares one limiter, budget and cache across several calls;
+    without one, a runner is made from ``options`` for this call.
+    """
+    if runner is None:
+        with opened_cache(options.cache) as store:
+            return await run_frame(
+                df,
+                sut=sut,
+                judge=judge,
+                config=config,
+                options=options,
+                prefix=prefix,
+                runner=options.runner(store),
+            )
+    names = column_names(prefix, config.metric_name)
+    ids = df["input_id"].to_list()
+    prompts = df["prompt"].to_list()
+    bases = df["sut_response"].to_list()
+    variants = df[f"{prefix}variant_text"].to_list()
+    results: list[list[Sample]]
+    messages: Sequence[Any]
+    if sut is None:
+        results = [
+            [
+                Sample(response=r, response_error=None if r is not None else "no stored response")
+                for r in (row or [])
+            ]
+            for row in df[names["responses"]].to_list()
+        ]
+        messages = [None] * df.height
+    else:
+        results = [[Sample() for _ in range(config.responses_per_query - 1)] for _ in ids]
+        messages = df[f"{prefix}variant_messages"].to_list()
+
+    total = sum(len(r) for r in results)
+    bar = progress_bar(total, options.progress, desc="safety_consistency", unit="comparison")
+    # Twice the limit keeps the limiter busy while some units wait on their next attempt.
+    gate = UnitGate(2 * options.concurrency_limit)
+    concurrency = options.concurrency_limit
+
+    async with AsyncExitStack() as stack:
+        sut_session: ChatSession | None = None
+        endpoint = Endpoint("")
+        if sut is not None:
+            client = as_chat_client(sut, "sut")
+            runner.protect(client)
+            endpoint = Endpoint.of(client)
+            sut_session = await stack.enter_async_context(
+                open_session(client, concurrency=concurrency)
+            )
+        judge_session: JudgeSession | None = None
+        if judge is not None:
+            judge_session = await stack.enter_async_context(
+                open_judge(judge, concurrency=concurrency)
+            )
+            runner.protect(getattr(judge_session, "client", None))
+
+        async def respond(i: int, j: int, sample: Sample, session: ChatSession) -> None:
+            call = sut_call(
+                endpoint,
+                messages[i],
+                ids[i],
+                j,
+                temperature=config.sut_temperature,
+                seed=options.seed,
+            )
+
+            async def ask() -> Completion:
+                return await session.complete(
+                    call.messages, temperature=call.temperature, seed=call.seed
+                )
+
+            got = await runner.call(
+                ask,
+                retries=options.retries["sut"],
+                kind="sut",
+                cache_key=call.key,
+                endpoint=endpoint.identity,
+                encode=encode_completion,
+                decode=decode_completion,
+                while_backing_off=gate.lend,
+            )
+            sample.sut_attempts += got.attempts
+            sample.sut_cache_hits += got.cached
+            sample.rate_limited += got.rate_limited
+            sample.skipped |= got.skipped
+            if got.value is None:
+                sample.response_error = got.error
+                return
+            sample.response = got.value.text
+            if not got.cached:
+                sample.sut_prompt_tokens = got.value.prompt_tokens
+                sample.sut_completion_tokens = got.value.completion_tokens
+
+        async def judge_one(i: int, j: int, sample: Sample, session: JudgeSession) -> None:
+            comparison = session.prepare(
+                slot(ids[i], j),
+                query=query_of(prompts[i]),
+                variant=variants[i],
+                base=bases[i],
+                candidate=sample.response or "",
+            )
+            sample.judge_input_cut = comparison.cut
+
+            async def ask() -> Verdict:
+                return await session.judge(comparison)
+
+            got = await runner.call(
+                ask,
+                retries=options.retries["judge"],
+                kind="judge",
+                cache_key=None if comparison.call is None else comparison.call.key,
+                endpoint=session.endpoint,
+                encode=encode_judgment,
+                decode=decode_judgment,
+                while_backing_off=gate.lend,
+                budgeted=not session.local,
+            )
+            sample.judge_attempts += got.attempts
+            sample.judge_cache_hits += got.cached
+            sample.rate_limited += got.rate_limited
+            sample.skipped |= got.skipped
+            if got.value is None:
+                sample.judge_error = got.error
+                sample.judge_raw = got.output  # what the judge said, when it was unusable
+                return
+            verdict = got.value
+            sample.label = verdict.judgment.label
+            sample.score = verdict.judgment.score
+            sample.clamped = verdict.judgment.clamped
+            sample.judge_raw = verdict.raw
+            if not got.cached:
+                sample.judge_prompt_tokens = verdict.prompt_tokens
+                sample.judge_completion_tokens = verdict.completion_tokens
+
+        async def unit(i: int, j: int, sample: Sample) -> None:
+            if sut_session is not None:
+                await respond(i, j, sample, sut_session)
+            if judge_session is not None and sample.response is not None:
+                await judge_one(i, j, sample, judge_session)
+
+        await run_in_order(
+            (
+                functools.partial(unit, i, j, sample)
+                for i, row in enumerate(results)
+                for j, sample in enumerate(row)
+            ),
+            gate=gate,
+            bar=bar,
+        )
+
+    return assemble(df, results, names, responded=sut is not None, judged=judge is not None)
