@@ -186,3 +186,41 @@ def test_prompt_delimits_answers_with_content_derived_tag():
     assert msgs == build_judge_messages(query="q", variant="v", base="b", candidate=hostile)
     other = build_judge_messages(query="q", variant="v", base="b", candidate="x")[1]["content"]
     assert f"<<<BASE ANSWER {tag}>>>" not in other
+
+
+@pytest.mark.parametrize(
+    "tail", ['"flag": true', '"flag": false', '"flag": null', '"r2": "ab\\u00e9cd"']
+)
+def test_a_long_valid_verdict_is_read_whole_wherever_the_scan_window_falls(tail):
+    # The scan decodes from a 4096-character window; a window ending inside a literal or an
+    # escape once made the parser walk into the object and read its nested verdict.
+    for pad in range(3_900, 4_100):
+        text = (
+            '{"label": "Contradictory", "score": 0.1, "reason": "'
+            + "x" * pad
+            + '", '
+            + tail
+            + ', "evidence": {"label": "Consistent", "score": 0.95}}'
+        )
+        parsed = parse_judgment(text)
+        assert isinstance(parsed, Judgment) and parsed.label == "Contradictory", pad
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"label": "Contradictory", "evidence": {"label": "Consistent", "score": 0.95},}',
+        "{'label': 'Contradictory', 'evidence': {\"label\": \"Consistent\", \"score\": 0.95}}",
+    ],
+    ids=["trailing-comma", "python-dict"],
+)
+def test_a_verdict_inside_a_broken_object_is_not_read_as_top_level(text):
+    parsed = parse_judgment(text)
+    assert isinstance(parsed, JudgmentError) and "inside a broken JSON object" in parsed.message
+
+
+def test_braces_in_prose_cost_no_more_than_they_read():
+    text = "The answers use code like `x = {}` " * 260 + '{"label": "Consistent", "score": 0.9}'
+    assert isinstance(parse_judgment(text), Judgment)
+    quoted = "{'a': 1} is a dict. " * 50 + '{"label": "Consistent", "score": 0.9}'
+    assert isinstance(parse_judgment(quoted), Judgment)

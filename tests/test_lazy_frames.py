@@ -50,14 +50,25 @@ def test_head_scores_only_the_rows_it_keeps():
         # Polars hands a source the filter but no row count when a head follows it: the rows
         # the filter keeps (17) are scored, then cut to two.
         (lambda lf: lf.filter(pl.col("input_id") >= 3).head(2), 17),
+        # A head before the filter: of the first five rows, the two the filter keeps.
+        (lambda lf: lf.head(5).filter(pl.col("input_id") > 2), 2),
     ],
-    ids=["is_in", "prompt-filter", "filter-head"],
+    ids=["is_in", "prompt-filter", "filter-head", "head-filter"],
 )
 def test_a_filter_on_input_columns_runs_before_the_metric(query, rows_scored):
     sut = ScriptedChat([REFUSE])
     got = query(scored(rows(20).lazy(), sut)).collect()
     assert got.height == 2 and len(sut.calls) == 2 * rows_scored
     whole = query(scored(rows(20), ScriptedChat([REFUSE])).lazy()).collect()
+    assert got.equals(whole)
+
+
+def test_a_head_then_a_filter_on_an_added_column_keeps_polars_order():
+    sut = ScriptedChat([REFUSE])
+    query = lambda lf: lf.head(3).filter((pl.col("input_id") > 5) | (pl.col("sc_n_judged") < 0))  # noqa: E731
+    got = query(scored(rows(12).lazy(), sut)).collect()
+    assert got.height == 0 and len(sut.calls) == 6  # three rows scored, none kept
+    whole = query(scored(rows(12), ScriptedChat([REFUSE])).lazy()).collect()
     assert got.equals(whole)
 
 

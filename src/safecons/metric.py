@@ -421,21 +421,18 @@ def _lazy_run(lf: pl.LazyFrame, job: _Job) -> pl.LazyFrame:
         n_rows: int | None,
         batch_size: int | None,
     ) -> Iterator[pl.DataFrame]:
-        frame = lf
+        # Polars hands a source a row count only for a head that comes before any filter
+        # (``head(n).filter(...)``): the count applies first, then the filter.
+        frame = lf if n_rows is None else lf.head(n_rows)
         early = predicate is None or set(predicate.meta.root_names()) <= inputs
         if predicate is not None and early:
             frame = frame.filter(predicate)
-        if n_rows is not None and early:
-            frame = frame.head(n_rows)
         if with_columns is not None and set(with_columns) <= inputs and early:
             yield frame.select(with_columns).collect()
             return
         out = run_sync(job.run, frame.collect()).frame
-        if not early:
-            assert predicate is not None
+        if predicate is not None and not early:
             out = out.filter(predicate)
-            if n_rows is not None:
-                out = out.head(n_rows)
         yield out if with_columns is None else out.select(with_columns)
 
     return register_io_source(

@@ -284,8 +284,13 @@ def clamp_to_band(label: Label, score: float) -> tuple[float, bool]:
 
 # Where a JSON object may start: a brace, then a key's quote or the closing brace. Braces of
 # code and prose ("{x}", "{{", "{ return") are passed over without a decode.
-_OBJECT_START = re.compile(r"\{\s*[\"}]")
+_OBJECT_START = re.compile(r"\{\s*[\"'}]")
+_BRACE = re.compile(r"[{}]")
+# How far a broken candidate's closing brace is looked for.
+_BROKEN_SPAN = 65_536
 _WINDOW = 4096
+# A decode that fails this close to its window's end is tried again on a larger window.
+_EDGE = 64
 _DECODER = json.JSONDecoder()
 
 
@@ -320,48 +325,86 @@ def top_level_objects(text: str) -> list[dict[str, object]] | None:
     """The JSON objects that stand at the top level of ``text``, in order.
 
     An object nested in another (an ``"evidence"`` field, say) is part of its parent, never
-    one of these. The work is bounded: each candidate is decoded from a window of the text
-    that grows only while the object may still go on, and a text that would need more than a
-    few full reads (unterminated objects by the thousand, nesting deeper than the stack) gives
-    None.
+    one of these, and neither is a verdict-like object inside a broken one (an outer object
+    with a trailing comma, or written as a Python dict, is no object, and what it holds is not
+    at the top level): a text holding one gives None. So does a text that would need more than
+    a few full reads to scan (unterminated objects by the thousand, nesting deeper than the
+    stack): each candidate is decoded from a window that grows only while the object may still
+    go on, and the work is counted.
 
     Examples
     --------
     >>> top_level_objects('x {"a": {"label": 1}} y {"b": 2} {oops')
     [{'a': {'label': 1}}, {'b': 2}]
+    >>> top_level_objects('{"label": "A", "x": {"label": "B"},}') is None
+    True
     """
+    objects, problem = _scan(text)
+    return None if problem is not None else objects
+
+
+def _closing_brace(text: str, start: int, limit: int) -> int:
+    """Where the brace at ``start`` closes, counting braces only; -1 if not within ``limit``."""
+    depth = 0
+    for match in _BRACE.finditer(text, start, min(len(text), start + limit)):
+        depth += 1 if match.group() == "{" else -1
+        if depth == 0:
+            return match.start()
+    return -1
+
+
+def _scan(text: str) -> tuple[list[dict[str, object]], str | None]:
     found: list[dict[str, object]] = []
     budget = 8 * len(text) + 1_000_000  # characters decoded, failures and regrowth included
+    costly = (
+        "judge output is too costly to parse (objects that never close, or nest deeper than "
+        "the stack)"
+    )
+    broken_until = -1  # where the broken candidates seen so far end
     pos = 0
     while (match := _OBJECT_START.search(text, pos)) is not None:
         start = match.start()
         window = _WINDOW
         while True:
             chunk = text[start : start + window]
-            budget -= len(chunk)
-            if budget < 0:
-                return None
             try:
                 obj, end = _DECODER.raw_decode(chunk)
             except json.JSONDecodeError as exc:
                 # Decoding from a window (not the whole text) keeps each failure's cost, error
-                # message included, to the window. A failure at the window's edge, or inside a
-                # string that runs past it, may only mean the window was too small.
+                # message included, to the window. A failure near the window's edge (a literal,
+                # an escape or a number cut short), or inside a string that runs past it, may
+                # only mean the window was too small.
                 cut_short = start + window < len(text) and (
-                    exc.pos >= len(chunk) - 1 or exc.msg.startswith("Unterminated string")
+                    exc.pos >= len(chunk) - _EDGE or exc.msg.startswith("Unterminated string")
                 )
+                budget -= len(chunk) if cut_short else exc.pos + 1
+                if budget < 0:
+                    return found, costly
                 if cut_short:
                     window *= 8
                     continue
+                # A broken object (trailing comma, single quotes) still spans to its closing
+                # brace: nothing inside it stands at the top level.
+                close = _closing_brace(text, start, _BROKEN_SPAN)
+                budget -= (close - start) if close >= 0 else _BROKEN_SPAN
+                broken_until = max(broken_until, close if close >= 0 else start + exc.pos)
                 pos = start + 1
             except RecursionError:
-                return None  # nesting deeper than Python's stack: no verdict reads like that
+                return found, costly  # deeper than Python's stack: no verdict reads like that
             else:
+                budget -= end
+                if budget < 0:
+                    return found, costly
+                if start < broken_until and isinstance(obj, dict) and "label" in obj:
+                    return found, (
+                        "a verdict-like object stands inside a broken JSON object (a trailing "
+                        "comma, single quotes): no top-level verdict can be read"
+                    )
                 if isinstance(obj, dict):
                     found.append(obj)
                 pos = start + end
             break
-    return found
+    return found, None
 
 
 def _verdict(obj: dict[str, object]) -> Judgment | JudgmentError:
@@ -420,12 +463,9 @@ def parse_judgment(
             f"judge output is {len(text):,} characters, over the {max_chars:,} that safecons "
             "parses (a verdict is one short JSON object)"
         )
-    objects = top_level_objects(text)
-    if objects is None:
-        return JudgmentError(
-            "judge output is too costly to parse (objects that never close, or nest deeper "
-            "than the stack)"
-        )
+    objects, problem = _scan(text)
+    if problem is not None:
+        return JudgmentError(problem)
     verdicts = [_verdict(obj) for obj in objects if "label" in obj]
     if not verdicts:
         return JudgmentError('no JSON object with a "label" key in the judge output')
