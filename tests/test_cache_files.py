@@ -253,3 +253,37 @@ def test_an_empty_file_is_adopted_as_a_new_cache(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it held nothing, and now holds answers
     with ResponseCache(path) as cache:
         assert cache.info()["entries"] == 4  # 2 rows x 2 SUT samples
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda c: c.execute("CREATE VIEW v AS SELECT 1"), "view v"),
+        (lambda c: c.execute("PRAGMA user_version = 7"), "a user or application version"),
+        (lambda c: c.execute("PRAGMA application_id = 42"), "a user or application version"),
+    ],
+    ids=["view-only", "user-version", "application-id"],
+)
+def test_a_database_without_tables_is_still_not_a_cache(tmp_path, make, match):
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    make(conn)
+    conn.commit()
+    conn.close()
+    os.chmod(path, 0o644)
+    before = snapshot(path)
+    with pytest.raises(sc.CacheError, match=match):
+        ResponseCache(path)
+    assert snapshot(path) == before
+
+
+def test_a_read_only_cache_creates_no_companion_files(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    run(path)
+    for extra in ("-wal", "-shm"):
+        if os.path.exists(f"{path}{extra}"):
+            os.remove(f"{path}{extra}")
+    before = sorted(os.listdir(tmp_path))
+    with ResponseCache(path, read_only=True) as cache:
+        assert cache.info()["entries"] == 4
+    assert sorted(os.listdir(tmp_path)) == before

@@ -410,3 +410,75 @@ def test_a_judge_reply_over_max_output_chars_is_unusable():
         **FAST,
     )
     assert "over the 2,000 that safecons parses" in out["sc_error"][0]
+
+
+# ----------------------------------------------------------------------------- review probes
+
+
+def _plant(cache, value: str) -> None:
+    """Overwrite every stored SUT answer, as an older safecons could have written it."""
+    import sqlite3
+
+    conn = sqlite3.connect(cache)
+    with conn:
+        conn.execute("UPDATE responses SET value=? WHERE kind='sut'", (value,))
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("stored", "requests", "responses"),
+    [
+        # An answer that echoes the key: replayed, scrubbed.
+        (
+            json.dumps({"text": f"{REFUSE} {KEY}", "finish_reason": "stop"}),
+            0,
+            [[f"{REFUSE} <api key>"] * 2] * 2,
+        ),
+        # An answer without text: no answer, asked again.
+        (json.dumps({"text": ""}), 4, [[REFUSE] * 2] * 2),
+    ],
+    ids=["echoed-key", "empty-answer"],
+)
+def test_what_an_older_cache_holds_is_checked_on_replay(tmp_path, stored, requests, responses):
+    cache = tmp_path / "calls.sqlite"
+    with HostileServer(lambda s: reply(REFUSE)) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=KEY)
+        run = lambda: frame(2).pipe(  # noqa: E731
+            sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=cache, **FAST
+        )
+        run()
+        _plant(cache, stored)
+        before = len(srv.requests)
+        again = run()
+        assert len(srv.requests) - before == requests
+    assert again["sc_responses"].to_list() == responses
+    assert not leaks(again.write_ndjson())
+
+
+def test_a_content_encoding_echoing_the_key_is_scrubbed_before_it_is_cut():
+    long_key = "sk-proj-" + "A1b2C3d4E5" * 15
+    out = run_sut(
+        lambda s: raw(b"{}", **{"Content-Encoding": f"x-{s.headers['Authorization']}"}),
+        client_kwargs={"api_key": long_key},
+    )
+    assert not leaks(out.write_ndjson(), secret=long_key)
+
+
+@pytest.mark.parametrize("keep", [13, 20, 40])
+def test_a_server_that_cuts_its_own_echo_leaves_no_long_run_of_the_key(keep):
+    out = run_sut(
+        lambda s: raw(json.dumps({"error": {"message": f"bad key {KEY[:keep]}..."}}), status=500)
+    )
+    assert not leaks(out.write_ndjson(), width=12)
+
+
+def test_a_judge_reply_longer_than_the_default_replays_under_its_own_limit(tmp_path):
+    long_reply = "x" * 250_000 + VERDICT
+    judge_chat = ScriptedChat([long_reply])
+    judge = sc.LLMJudge(sc.CallableClient(judge_chat, name="judge"), max_output_chars=300_000)
+    sut = sc.CallableClient(ScriptedChat([REFUSE]), name="sut")
+    cache = tmp_path / "calls.sqlite"
+    first = frame(1).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, **FAST)
+    assert first["safety_consistency"].to_list() == [0.9] and len(judge_chat.calls) == 2
+    frame(1).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, **FAST)
+    assert len(judge_chat.calls) == 2  # replayed, not asked again

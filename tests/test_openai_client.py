@@ -280,3 +280,49 @@ def test_bad_arguments_are_named():
         OpenAICompatible(model="m", base_url="localhost:8000")
     with pytest.raises(ValueError, match="params"):
         OpenAICompatible(model="m", base_url="http://x/v1", params={"temperature": 1})
+
+
+# --- bounded decompression --------------------------------------------------------------------
+
+import gzip  # noqa: E402
+import zlib  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from safecons.clients._openai import _Inflater  # noqa: E402
+
+
+def _encode(data: bytes, how: str) -> tuple[str, bytes]:
+    if how == "gzip":
+        return "gzip", gzip.compress(data)
+    if how == "gzip-members":
+        return "gzip", gzip.compress(data[: len(data) // 2]) + gzip.compress(data[len(data) // 2 :])
+    if how == "zlib":
+        return "deflate", zlib.compress(data)
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return "deflate", raw.compress(data) + raw.flush()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.one_of(st.binary(max_size=3000), st.text(max_size=3000).map(str.encode)),
+    how=st.sampled_from(["gzip", "gzip-members", "zlib", "raw-deflate"]),
+    cuts=st.lists(st.integers(min_value=1, max_value=600), min_size=1, max_size=40),
+)
+def test_bounded_inflation_equals_the_reference_for_any_chunking(data, how, cuts):
+    encoding, body = _encode(data, how)
+    inflater, out, pos, i = _Inflater(encoding), bytearray(), 0, 0
+    while pos < len(body):
+        step = cuts[i % len(cuts)]
+        out += inflater.feed(body[pos : pos + step], 10**7 - len(out))
+        pos, i = pos + step, i + 1
+    out += inflater.finish(10**7 - len(out))
+    assert bytes(out) == data
+
+
+def test_a_compressed_body_cut_short_is_an_error_not_a_shorter_answer():
+    inflater = _Inflater("gzip")
+    inflater.feed(gzip.compress(b"x" * 10_000)[:-20], 10**6)
+    with pytest.raises(zlib.error, match="ends before its compressed stream"):
+        inflater.finish(10**6)

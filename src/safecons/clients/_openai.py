@@ -127,46 +127,73 @@ class _Inflater:
     """Bounded decompression of a gzip or deflate body.
 
     ``zlib``'s ``max_length`` bounds each step's output, so a small body that inflates to
-    gigabytes (a "gzip bomb") costs at most the limit in memory, never the inflated size.
+    gigabytes (a "gzip bomb") costs at most the limit in memory, never the inflated size. A
+    gzip body of several members is read whole, as ``gzip.decompress`` reads it; a body that
+    ends before its compressed stream does is an error, not a shorter answer.
     """
 
     def __init__(self, encoding: str) -> None:
-        wbits = zlib.MAX_WBITS | 16 if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
-        self._zlib = zlib.decompressobj(wbits)
-        # "deflate" is meant to be zlib-wrapped, but some servers send raw deflate.
-        self._may_be_raw = encoding == "deflate"
+        self._gzip = encoding in ("gzip", "x-gzip")
+        self._zlib = self._new()
+        # "deflate" is meant to be zlib-wrapped, but some servers send raw deflate; which one
+        # it is can be told from the first two bytes.
+        self._undecided = not self._gzip
+        self._head = b""
 
-    def _step(self, data: bytes, room: int) -> bytes:
+    def _new(self, wbits: int | None = None) -> Any:
+        return zlib.decompressobj(
+            wbits if wbits is not None else zlib.MAX_WBITS | 16 if self._gzip else zlib.MAX_WBITS
+        )
+
+    def _decide(self, data: bytes) -> bytes:
+        self._head += data
+        if len(self._head) < 2:
+            return b""
+        data, self._head, self._undecided = self._head, b"", False
         try:
-            chunk = self._zlib.decompress(data, room)
+            zlib.decompressobj().decompress(data[:2])
         except zlib.error:
-            if not self._may_be_raw:
-                raise
-            self._may_be_raw = False
-            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-            chunk = self._zlib.decompress(data, room)
-        self._may_be_raw = False
-        return chunk
+            self._zlib = self._new(-zlib.MAX_WBITS)
+        return data
 
     def feed(self, data: bytes, room: int) -> bytes:
         """Inflate ``data``, producing at most ``room + 1`` bytes (one more means too large)."""
+        if self._undecided:
+            data = self._decide(data)
+            if self._undecided:
+                return b""
         out = bytearray()
         while len(out) <= room:
-            chunk = self._step(data, room + 1 - len(out))
+            if self._zlib.eof:
+                rest = self._zlib.unused_data + data
+                if not (self._gzip and rest):
+                    break  # trailing bytes after a deflate stream are ignored, as httpx does
+                self._zlib, data = self._new(), rest  # the next gzip member
+            chunk = self._zlib.decompress(data, room + 1 - len(out))
             out += chunk
             before, data = data, self._zlib.unconsumed_tail
-            if not chunk and (not data or data == before):
+            if not chunk and not self._zlib.eof and (not data or data == before):
                 break
         return bytes(out)
 
     def finish(self, room: int) -> bytes:
         """Whatever the stream still holds at its end (bounded like :meth:`feed`)."""
-        return self.feed(b"", room)
+        if self._undecided and self._head:
+            self._undecided = False  # a one-byte body: let zlib say what it makes of it
+            data, self._head = self._head, b""
+            out = self.feed(data, room)
+        else:
+            out = self.feed(b"", room)
+        if not self._zlib.eof and len(out) <= room:
+            raise zlib.error("the body ends before its compressed stream does")
+        return out
 
 
-async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+async def _read_bounded(
+    response: httpx.Response, limit: int, scrub: Callable[[str], str] = str
+) -> bytes:
     """The decoded body of ``response``, refusing to hold more than ``limit`` bytes of it."""
-    header = response.headers.get("content-encoding", "")
+    header = scrub(response.headers.get("content-encoding", ""))
     layers = [e.strip().lower() for e in header.split(",") if e.strip()]
     layers = [e for e in layers if e != "identity"]
     if len(layers) > 1 or any(e not in ("gzip", "x-gzip", "deflate") for e in layers):
@@ -190,14 +217,16 @@ async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
         add(response.content)
         return bytes(body)
     inflater = _Inflater(layers[0]) if layers else None
+    received = False
     try:
         async for raw in response.aiter_raw():
+            received = received or bool(raw)
             add(raw if inflater is None else inflater.feed(raw, limit - len(body)))
-        if inflater is not None:
+        if inflater is not None and received:  # an empty body is empty, whatever its header
             add(inflater.finish(limit - len(body)))
-    except zlib.error:
+    except zlib.error as exc:
         raise RetryableCallError(
-            f"response body is not valid {layers[0]} data (its Content-Encoding)"
+            f"response body is not valid {layers[0]} data (its Content-Encoding): {exc}"
         ) from None
     return bytes(body)
 
@@ -506,7 +535,7 @@ class _OpenAISession:
             async with self._http.stream(
                 "POST", c._url, json=body, params=c._query or None
             ) as response:
-                data = await _read_bounded(response, c.max_response_bytes)
+                data = await _read_bounded(response, c.max_response_bytes, self._scrub)
                 return response.status_code, response.headers, data
         except ResponseTooLarge as exc:
             raise ResponseTooLarge(f"{c.identity}: {exc}") from None

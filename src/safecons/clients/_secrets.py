@@ -8,8 +8,11 @@ keeps from a server (answers, error bodies, reasons, exception messages) passes
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -22,6 +25,10 @@ SCRUBBED: Final[str] = "<api key>"
 #: (Ollama's documented ``"ollama"``) everywhere it occurs would corrupt answers and protect
 #: nothing.
 MIN_SECRET_LENGTH: Final[int] = 8
+#: A run of this many leading characters of a secret is scrubbed too, wherever it stands: a
+#: secret cut short (by a gateway that truncates its echo, or by a message cut after a value
+#: was decoded) still leaves no more than this much of itself.
+PREFIX_LENGTH: Final[int] = 12
 
 # Header names whose values are credentials (Authorization, Azure's api-key, x-api-key,
 # Proxy-Authorization, cookies, signed-request headers, ...).
@@ -31,6 +38,8 @@ _SECRET_HEADER: Final = re.compile(
 # "Bearer sk-..." / "Basic ..." / "Token ...": the credential after the scheme is a secret
 # of its own, since a server may echo it without the scheme.
 _SCHEME: Final = re.compile(r"^\s*[A-Za-z][A-Za-z0-9_-]*\s+(\S+)\s*$")
+# 'Token token="..."', 'Digest username="...", response="..."': quoted or assigned values.
+_ASSIGNED: Final = re.compile(r"=\s*\"?([^\",\s]+)")
 
 
 def is_secret_header(name: str) -> bool:
@@ -59,19 +68,29 @@ class Secrets:
     Secrets(<2 hidden>)
     """
 
-    __slots__ = ("_pattern", "_values")
+    __slots__ = ("_heads", "_pattern", "_values")
 
     def __init__(self, values: Iterable[object] = ()) -> None:
         found: set[str] = set()
         for value in values:
             if not isinstance(value, str):
                 continue
-            for form in (value, value.strip(), json.dumps(value)[1:-1]):
-                if len(form) >= MIN_SECRET_LENGTH:
-                    found.add(form)
+            forms = (
+                value,
+                value.strip(),
+                json.dumps(value)[1:-1],  # quoted back inside a JSON body
+                json.dumps(value).replace("/", "\\/")[1:-1],  # ... by an escaper of "/"
+                urllib.parse.quote(value, safe=""),  # in a URL or a form
+                urllib.parse.quote_plus(value),
+            )
+            found.update(form for form in forms if len(form) >= MIN_SECRET_LENGTH)
         # Longest first, so a secret that contains another is replaced whole.
         self._values = tuple(sorted(found, key=len, reverse=True))
+        # Whole secrets first (longest first, so one that contains another goes whole), then
+        # the heads of secrets cut short, each replaced as far as any form of it runs on.
         self._pattern = re.compile("|".join(map(re.escape, self._values))) if self._values else None
+        heads = sorted({v[:PREFIX_LENGTH] for v in self._values if len(v) > PREFIX_LENGTH})
+        self._heads = re.compile("|".join(map(re.escape, heads))) if heads else None
 
     @classmethod
     def of(cls, *, api_key: str | None = None, headers: Mapping[str, str] | None = None) -> Secrets:
@@ -83,6 +102,8 @@ class Secrets:
                 scheme = _SCHEME.match(value)
                 if scheme:
                     values.append(scheme.group(1))
+                    values.extend(_basic(scheme.group(1)))
+                values.extend(_ASSIGNED.findall(value))
         return cls(values)
 
     def __or__(self, other: Secrets) -> Secrets:
@@ -95,7 +116,40 @@ class Secrets:
         return f"Secrets(<{len(self._values)} hidden>)"
 
     def scrub(self, text: str) -> str:
-        """``text`` with every secret replaced by ``<api key>``."""
+        """``text`` with every secret, and every head of one cut short, replaced."""
         if self._pattern is None or not text:
             return text
-        return self._pattern.sub(SCRUBBED, text)
+        text = self._pattern.sub(SCRUBBED, text)
+        if self._heads is None or self._heads.search(text) is None:
+            return text
+        # A head of a secret cut short: swallow as much of it as follows, whichever form.
+        out: list[str] = []
+        pos = 0
+        while (match := self._heads.search(text, pos)) is not None:
+            start = match.start()
+            longest = max(_common(text, start, v) for v in self._values)
+            out.append(text[pos:start])
+            out.append(SCRUBBED)
+            pos = start + max(longest, len(match.group()))
+        out.append(text[pos:])
+        return "".join(out)
+
+
+def _common(text: str, start: int, secret: str) -> int:
+    """How many leading characters of ``secret`` stand in ``text`` from ``start``."""
+    n = 0
+    for a, b in zip(secret, text[start : start + len(secret)], strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def _basic(token: str) -> list[str]:
+    """The ``user:password`` and the password inside a Basic credential, when it is one."""
+    try:
+        decoded = base64.b64decode(token, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return []
+    _user, sep, password = decoded.partition(":")
+    return [decoded, password] if sep and password else []

@@ -21,6 +21,7 @@ from ..clients._callable import UserCode, check_signature
 from ..run._calls import Endpoint, ModelCall
 from ._llm import (
     JUDGE_RESPONSE_FORMAT,
+    MAX_JUDGE_OUTPUT_CHARS,
     Judgment,
     JudgmentError,
     LLMJudge,
@@ -82,10 +83,14 @@ class JudgeSession(Protocol):
 
     async def judge(self, comparison: Comparison) -> Verdict: ...
 
+    def decode(self, raw: str) -> Verdict:
+        """A stored output of this judge, parsed again (``ValueError``: a cache miss)."""
+        ...
 
-def decode_judgment(raw: str) -> Verdict:
+
+def decode_judgment(raw: str, *, max_chars: int = MAX_JUDGE_OUTPUT_CHARS) -> Verdict:
     """A stored judge output, parsed again; one that no longer parses is a cache miss."""
-    parsed = parse_judgment(raw)
+    parsed = parse_judgment(raw, max_chars=max_chars)
     if isinstance(parsed, JudgmentError):
         raise ValueError(parsed.message)
     return Verdict(parsed, raw)
@@ -126,6 +131,9 @@ class ChatJudge:
         cut = any(fit_for_judge(t, limit)[1] for t in (query, variant, base, candidate))
         call = ModelCall("judge", self._where, messages, 0.0, slot)
         return Comparison(query, variant, base, candidate, call, cut)
+
+    def decode(self, raw: str) -> Verdict:
+        return decode_judgment(raw, max_chars=self._settings.max_output_chars)
 
     async def judge(self, comparison: Comparison) -> Verdict:
         session, call = self._session, comparison.call
@@ -171,6 +179,9 @@ class ObjectJudge:
         self, slot: str, *, query: str, variant: str, base: str, candidate: str
     ) -> Comparison:
         return Comparison(query, variant, base, candidate, None, False)
+
+    def decode(self, raw: str) -> Verdict:
+        return decode_judgment(raw)  # never cached: never replayed
 
     async def judge(self, comparison: Comparison) -> Verdict:
         value = await self._compare(

@@ -29,6 +29,7 @@ import urllib.parse
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,46 +99,74 @@ def _uri(path: Path, **query: str) -> str:
     return f"file:{urllib.parse.quote(str(path.absolute()))}?{urllib.parse.urlencode(query)}"
 
 
-def _tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
-    names = [
-        str(row[0])
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+@dataclass(frozen=True, slots=True)
+class _Schema:
+    """What an SQLite file holds: its tables (with their columns), every other schema object
+    that is not the cache's own, whether a user or application version marks it, and the
+    cache schema version when it is a cache."""
+
+    tables: dict[str, set[str]]
+    others: tuple[str, ...]
+    marked: bool
+    version: str | None
+
+    @property
+    def empty(self) -> bool:
+        return not self.tables and not self.others and not self.marked
+
+    @property
+    def cache(self) -> bool:
+        return self.tables == _TABLES and not self.others
+
+
+# The cache's own non-table objects (its index, and SQLite's indexes of primary keys).
+_OURS = {"responses_created"}
+
+
+def _read_schema(uri: str) -> _Schema:
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        objects = conn.execute(
+            "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        tables = {
+            str(name): {str(r[1]) for r in conn.execute(f"PRAGMA table_info('{name}')")}
+            for kind, name in objects
+            if kind == "table"
+        }
+        others = tuple(
+            sorted(
+                f"{kind} {name}" for kind, name in objects if kind != "table" and name not in _OURS
+            )
         )
-    ]
-    return {
-        name: {str(r[1]) for r in conn.execute(f"PRAGMA table_info('{name}')")} for name in names
-    }
+        marked = any(
+            conn.execute(f"PRAGMA {pragma}").fetchone()[0]
+            for pragma in ("user_version", "application_id")
+        )
+        version = None
+        if tables == _TABLES:
+            row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            version = None if row is None else str(row[0])
+        return _Schema(tables, others, marked, version)
+    finally:
+        conn.close()
 
 
-def _inspect(path: Path) -> tuple[dict[str, set[str]], str | None]:
-    """The tables (with their columns) and schema version of an SQLite file, read only.
+def _inspect(path: Path) -> _Schema:
+    """What an SQLite file holds, read without changing it.
 
     ``immutable=1`` reads the file without locks and without creating -wal/-shm companions,
     so a foreign database is left exactly as it was. The file is read once more with locks,
-    through its write-ahead log, when that first read shows no tables while a log exists (a
+    through its write-ahead log, when that first read shows nothing while a log exists (a
     cache whose schema was never checkpointed) or fails (another process is writing it).
     """
     try:
-        found, version = _read_schema(_uri(path, immutable="1"))
+        found = _read_schema(_uri(path, immutable="1"))
     except sqlite3.DatabaseError:
         return _read_schema(_uri(path, mode="ro"))
-    if not found and Path(f"{path}-wal").exists():
+    if found.empty and Path(f"{path}-wal").exists():
         return _read_schema(_uri(path, mode="ro"))
-    return found, version
-
-
-def _read_schema(uri: str) -> tuple[dict[str, set[str]], str | None]:
-    conn = sqlite3.connect(uri, uri=True)
-    try:
-        found = _tables(conn)
-        version = None
-        if found == _TABLES:
-            row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-            version = None if row is None else str(row[0])
-        return found, version
-    finally:
-        conn.close()
+    return found
 
 
 def _check_existing(path: Path) -> bool:
@@ -168,27 +197,31 @@ def _check_existing(path: Path) -> bool:
             "path of a new file",
         )
     try:
-        tables, version = _inspect(path)
+        schema = _inspect(path)
     except sqlite3.Error as exc:
         raise CacheError(
             path,
             f"is damaged or not a database ({exc}) and was left untouched; move it away or pass "
             "the path of a new file",
         ) from None
-    if tables and tables != _TABLES:
-        shown = ", ".join(sorted(tables)) or "none"
+    if schema.empty:
+        return True  # an SQLite header and nothing else: a cache whose creation was cut short
+    if not schema.cache:
+        held = [f"tables: {', '.join(sorted(schema.tables))}"] if schema.tables else []
+        held += [", ".join(schema.others)] if schema.others else []
+        held += ["a user or application version"] if schema.marked and not held else []
         raise CacheError(
             path,
-            f"is an SQLite database but not a safecons cache (tables: {shown}) and was left "
+            f"is an SQLite database but not a safecons cache ({'; '.join(held)}) and was left "
             "untouched; pass the path of a new file",
         )
-    if tables and version != str(_SCHEMA_VERSION):
+    if schema.version != str(_SCHEMA_VERSION):
         raise CacheError(
             path,
-            f"has cache schema version {version!r}, and this safecons reads version "
+            f"has cache schema version {schema.version!r}, and this safecons reads version "
             f"{_SCHEMA_VERSION}; use another file, or clear it with another safecons version",
         )
-    return not tables
+    return False
 
 
 def _writable(path: Path) -> bool:
@@ -279,6 +312,10 @@ class ResponseCache:
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
             try:
+                if not Path(f"{self.path}-wal").exists():
+                    # Nothing waits in a log: read the file as it is, creating no -wal or
+                    # -shm beside it.
+                    raise sqlite3.OperationalError("no write-ahead log")
                 conn = sqlite3.connect(
                     _uri(self.path, mode="ro"), uri=True, check_same_thread=False
                 )

@@ -123,6 +123,9 @@ def decode_completion(stored: str) -> Completion:
     data = json.loads(stored)
     if not isinstance(data, dict) or not isinstance(data.get("text"), str):
         raise ValueError("not a stored completion")
+    if not data["text"]:
+        # An answer without text is no answer (an older safecons stored them): ask again.
+        raise ValueError("a stored answer without text")
     return Completion(
         text=data["text"],
         finish_reason=data.get("finish_reason"),

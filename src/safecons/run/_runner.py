@@ -283,6 +283,9 @@ class Runner:
             assert self.cache is not None and cache_key is not None
             stored = self._lookup(self.cache, cache_key)
             if stored is not None:
+                # A file written before a secret was known to the scrubber (or by an older
+                # safecons) must not replay it.
+                stored = self.secrets.scrub(stored)
                 try:
                     value = decode(stored)
                 except Exception:  # an unreadable entry is a miss, not a failure

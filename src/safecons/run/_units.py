@@ -19,13 +19,7 @@ import polars as pl
 from ..clients._adapt import as_chat_client, open_session
 from ..clients._base import ChatSession, Completion
 from ..config import SafetyConsistencyConfig
-from ..judges._sessions import (
-    JudgeSession,
-    Verdict,
-    decode_judgment,
-    encode_judgment,
-    open_judge,
-)
+from ..judges._sessions import JudgeSession, Verdict, encode_judgment, open_judge
 from ..variants import query_of
 from ._cache import opened_cache
 from ._calls import Endpoint, ModelCall, decode_completion, encode_completion, sample_seed, slot
@@ -183,7 +177,7 @@ async def run_frame(
                 cache_key=None if comparison.call is None else comparison.call.key,
                 endpoint=session.endpoint,
                 encode=encode_judgment,
-                decode=decode_judgment,
+                decode=session.decode,
                 while_backing_off=gate.lend,
                 budgeted=not session.local,
             )
