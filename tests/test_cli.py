@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import polars as pl
+import pytest
 
 from safecons.cli import main
+from safecons.testing import FakeOpenAIServer, route_by_model
+
+VERDICT = json.dumps({"label": "Consistent", "score": 0.9})
 
 
 def test_demo_runs_offline_and_says_it_uses_stand_ins(capsys):
@@ -13,7 +18,8 @@ def test_demo_runs_offline_and_says_it_uses_stand_ins(capsys):
     out = capsys.readouterr().out
     assert "STAND-INS" in out
     assert "rows: 12, scored: 12, errored: 0" in out
-    assert "calls: {'sut': 24, 'judge': 24}" in out
+    assert "sut: 24 calls, 24 attempts, 0 from the cache" in out
+    assert "judge: 24 calls, 24 attempts" in out
 
 
 def test_demo_is_reproducible(capsys):
@@ -56,3 +62,130 @@ def test_run_reports_bad_input_clearly(tmp_path, capsys):
     )
     assert code == 2
     assert "missing column(s) 'sut_response'" in capsys.readouterr().err
+
+
+def _rows(tmp_path, n=4):
+    path = tmp_path / "rows.parquet"
+    pl.DataFrame(
+        {"input_id": list(range(n)), "prompt": ["q"] * n, "sut_response": ["No."] * n}
+    ).write_parquet(path)
+    return path
+
+
+def _run_args(tmp_path, srv, *extra):
+    return [
+        "run",
+        str(_rows(tmp_path)),
+        "--output",
+        str(tmp_path / "out.parquet"),
+        "--sut-model",
+        "sut",
+        "--sut-base-url",
+        srv.base_url,
+        "--judge-model",
+        "judge",
+        "--judge-base-url",
+        srv.base_url,
+        "--no-progress",
+        *extra,
+    ]
+
+
+def test_run_says_which_endpoint_each_role_uses_and_where_the_output_went(tmp_path, capsys):
+    responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    with FakeOpenAIServer(responder=responder) as srv:
+        assert main(_run_args(tmp_path, srv)) == 0
+    out = capsys.readouterr().out
+    assert f"sut: {srv.base_url} model 'sut' (--sut-base-url; " in out
+    assert f"judge: {srv.base_url} model 'judge'" in out
+    assert "rows: 4, scored: 4" in out and "sut: 8 calls, 8 attempts" in out
+    assert f"wrote 4 rows to {tmp_path / 'out.parquet'}" in out
+    assert len(out.splitlines()) < 15  # a summary, not a table of every row
+
+
+def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits(tmp_path, capsys):
+    responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    cache = str(tmp_path / "calls.sqlite")
+    with FakeOpenAIServer(responder=responder) as srv:
+        assert main(_run_args(tmp_path, srv, "--cache", cache, "--max-calls", "6")) == 0
+        first = capsys.readouterr().out
+        assert main(_run_args(tmp_path, srv, "--cache", cache)) == 0
+        second = capsys.readouterr().out
+    # The summary counts what was made: 6 attempts of the budget, the rest not made.
+    assert "sut: 8 calls, 6 attempts, 0 from the cache, 0 failed, 2 not made (budget)" in first
+    assert "not finished: 4" in first
+    assert f"rerun the same command with --cache {cache} to continue" in first
+    assert "sut: 8 calls, 2 attempts, 6 from the cache" in second
+    assert "not finished: 0" in second
+
+
+def test_a_judge_without_a_base_url_or_a_key_is_refused_before_any_call(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    args = [
+        "run",
+        str(_rows(tmp_path)),
+        "--output",
+        str(tmp_path / "out.parquet"),
+        "--sut-model",
+        "m",
+        "--sut-base-url",
+        "http://127.0.0.1:9/v1",
+        "--judge-model",
+        "j",
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--judge-base-url: not given" in err and "OpenAI's API" in err
+
+
+def test_keys_come_from_the_variables_named_per_role(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SUT_KEY", "sut-secret-key-123")
+    monkeypatch.setenv("JUDGE_KEY", "judge-secret-key-456")
+    responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    with FakeOpenAIServer(responder=responder) as srv:
+        args = _run_args(tmp_path, srv, "--sut-key-env", "SUT_KEY", "--judge-key-env", "JUDGE_KEY")
+        assert main(args) == 0
+        auth = {r.model: r.auth_header for r in srv.stats.log}
+    out = capsys.readouterr().out
+    assert "key from SUT_KEY" in out and "key from JUDGE_KEY" in out
+    assert auth == {"sut": "authorization", "judge": "authorization"}
+    assert "secret-key" not in out
+    monkeypatch.delenv("SUT_KEY")
+    assert main(_run_args(tmp_path, srv, "--sut-key-env", "SUT_KEY")) == 2
+    assert "'SUT_KEY' is not set" in capsys.readouterr().err
+
+
+def test_a_missing_or_unreadable_input_is_an_error_not_a_traceback(tmp_path, capsys):
+    base = ["--output", str(tmp_path / "o.parquet"), "--sut-model", "m", "--judge-model", "j"]
+    assert main(["run", str(tmp_path / "missing.parquet"), *base]) == 2
+    assert "input: no such file" in capsys.readouterr().err
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet")
+    assert main(["run", str(broken), *base]) == 2
+    assert "input: cannot read" in capsys.readouterr().err
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.startswith("safecons ")
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    for option in ("--seed", "--sut-model", "--judge-base-url", "--no-progress", "--judge-key-env"):
+        assert option in text
+    assert "responses_per_query" in text  # --set lists the fields
+
+
+def test_cache_info_prints_dates(tmp_path, capsys):
+    from safecons import ResponseCache
+
+    path = tmp_path / "calls.sqlite"
+    with ResponseCache(path) as cache:
+        cache.put("k", kind="sut", endpoint="e", value="v")
+    assert main(["cache", "info", str(path)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["oldest"].endswith("+00:00") and info["entries"] == 1

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,39 +17,55 @@ from .errors import SafeconsError
 
 __all__ = ("main",)
 
+_DESCRIPTION = """\
+Score the safety consistency of an LLM system under adversarial reframing.
 
-def _summary_table(out: pl.DataFrame, metric_name: str, prefix: str) -> pl.DataFrame:
-    return (
-        out.group_by(f"{prefix}variant_kind")
-        .agg(
-            pl.len().alias("rows"),
-            pl.col(metric_name).is_not_null().sum().alias("scored"),
-            pl.col(metric_name).mean().round(3).alias(f"mean_{metric_name}"),
-        )
+  safecons demo                      the metric offline, on stand-ins (no network, no key)
+  safecons run rows.parquet ...      score a file of rows against OpenAI-compatible endpoints
+  safecons cache info|clear PATH     inspect or expire a response cache file
+
+Keys are read from environment variables (OPENAI_API_KEY, or those --sut-key-env and
+--judge-key-env name), never from the command line.
+"""
+
+
+def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | None = None) -> None:
+    """A few lines a person reads: what was scored, what was spent, where the output went."""
+    summary = run.summary
+    metric = run.config["metric_name"]
+    frame = run.frame
+    mean = "n/a" if summary.mean_score is None else f"{summary.mean_score:.3f}"
+    print(
+        f"rows: {summary.n_rows}, scored: {summary.n_scored}, errored: {summary.n_errored} "
+        f"(not finished: {summary.n_not_finished}); mean {metric}: {mean}"
+    )
+    by_kind = (
+        frame.group_by(f"{prefix}variant_kind")
+        .agg(pl.len().alias("rows"), pl.col(metric).mean().alias("mean"))
         .sort(f"{prefix}variant_kind")
     )
-
-
-def _print_run(out: pl.DataFrame, summary: Any, metric_name: str, prefix: str) -> None:
-    with pl.Config(tbl_rows=50, fmt_str_lengths=60, tbl_width_chars=160):
+    for kind, rows, kind_mean in by_kind.iter_rows():
+        shown = "n/a" if kind_mean is None else f"{kind_mean:.3f}"
+        print(f"  {kind} variants: {rows} rows, mean {metric} {shown}")
+    for kind in ("sut", "judge"):
         print(
-            out.select(
-                "input_id",
-                pl.col(f"{prefix}variant_kind").alias("variant"),
-                pl.col(f"{prefix}toxicity_template_id").alias("toxicity_template"),
-                pl.col(f"{prefix}jailbreak_template_id").alias("jailbreak_template"),
-                pl.col(f"{prefix}labels").list.join(", ").alias("labels"),
-                pl.col(metric_name).round(3),
-                pl.col(f"{prefix}error"),
-            )
+            f"{kind}: {summary.calls[kind]} calls, {summary.attempts[kind]} attempts, "
+            f"{summary.cache_hits[kind]} from the cache, {summary.failed_calls[kind]} failed, "
+            f"{summary.skipped_calls[kind]} not made (budget)"
         )
-        print(_summary_table(out, metric_name, prefix))
-    print(
-        f"rows: {summary.n_rows}, scored: {summary.n_scored}, errored: {summary.n_errored}, "
-        f"mean {metric_name}: "
-        + ("n/a" if summary.mean_score is None else f"{summary.mean_score:.3f}")
-        + f", calls: {summary.calls}, attempts: {summary.attempts}"
-    )
+    errors = frame[f"{prefix}error"].drop_nulls()
+    if errors.len():
+        print("most common row errors:")
+        for text, count in errors.str.slice(0, 100).value_counts(sort=True).head(3).iter_rows():
+            print(f"  {count}x {text}")
+    if summary.n_not_finished:
+        again = f"with --cache {cache}" if cache else "with a --cache file"
+        print(
+            f"{summary.n_not_finished} row(s) were not finished (the --max-calls budget was "
+            f"spent): rerun the same command {again} to continue"
+        )
+    if output:
+        print(f"wrote {frame.height} rows to {output}")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -68,11 +86,22 @@ def _demo(args: argparse.Namespace) -> int:
         responses_per_query=args.responses_per_query,
         dpi_ratio=args.dpi_ratio,
     )
-    _print_run(run.frame, run.summary, "safety_consistency", "sc_")
+    with pl.Config(tbl_rows=20, fmt_str_lengths=50, tbl_width_chars=140):
+        print(
+            run.frame.select(
+                "input_id",
+                "sc_variant_kind",
+                pl.col("sc_labels").list.join(", "),
+                pl.col("safety_consistency").round(3),
+            )
+        )
+    _print_run(run, "sc_")
     return 0
 
 
 def _read_frame(path: Path) -> pl.DataFrame:
+    if not path.is_file():
+        raise SafeconsError(f"input: no such file {str(path)!r}")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return pl.read_parquet(path)
@@ -83,6 +112,17 @@ def _read_frame(path: Path) -> pl.DataFrame:
     if suffix == ".json":
         return pl.read_json(path)
     raise SafeconsError(f"input: unsupported file type {suffix!r}; use .parquet, .csv, .jsonl")
+
+
+def _read_input(path: Path) -> pl.DataFrame:
+    try:
+        return _read_frame(path)
+    except SafeconsError:
+        raise
+    except Exception as exc:  # a damaged or mistyped file: say which, not a Polars traceback
+        raise SafeconsError(
+            f"input: cannot read {str(path)!r} ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _check_output(path: Path) -> None:
@@ -116,14 +156,49 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _run(args: argparse.Namespace) -> int:
+def _key_from(env: str | None, role: str) -> str | None:
+    if env is None:
+        return None
+    value = os.environ.get(env)
+    if value is None:
+        raise SafeconsError(f"--{role}-key-env: the environment variable {env!r} is not set")
+    return value
+
+
+def _client(args: argparse.Namespace, role: str) -> Any:
     from .clients import OpenAICompatible
+    from .clients._openai import OPENAI_BASE_URL
+
+    model = getattr(args, f"{role}_model")
+    base_url = getattr(args, f"{role}_base_url")
+    key_env = getattr(args, f"{role}_key_env")
+    where = base_url or os.environ.get("OPENAI_BASE_URL")
+    source = f"--{role}-base-url" if base_url else "from OPENAI_BASE_URL"
+    if where is None:
+        # No silent remote default: OpenAI's API only when a key for it is at hand.
+        if key_env is None and not os.environ.get("OPENAI_API_KEY"):
+            raise SafeconsError(
+                f"--{role}-base-url: not given, and OPENAI_BASE_URL is not set, so the {role} "
+                f"would be OpenAI's API ({OPENAI_BASE_URL}), for which OPENAI_API_KEY is not "
+                f"set either; pass --{role}-base-url URL (e.g. http://localhost:8000/v1)"
+            )
+        where, source = OPENAI_BASE_URL, f"OpenAI's API: no --{role}-base-url given"
+    client = OpenAICompatible(model=model, base_url=where, api_key=_key_from(key_env, role))
+    if key_env:
+        key = f"key from {key_env}"
+    else:
+        key = "key from OPENAI_API_KEY" if client.secrets else "no key"
+    print(f"{role}: {client.base_url} model {model!r} ({source}; {key})")
+    return client
+
+
+def _run(args: argparse.Namespace) -> int:
     from .metric import safety_consistency_run
 
     _check_output(Path(args.output))
-    df = _read_frame(Path(args.input))
-    sut = OpenAICompatible(model=args.sut_model, base_url=args.sut_base_url)
-    judge = OpenAICompatible(model=args.judge_model, base_url=args.judge_base_url)
+    df = _read_input(Path(args.input))
+    sut = _client(args, "sut")
+    judge = _client(args, "judge")
     run = safety_consistency_run(
         df,
         sut=sut,
@@ -135,9 +210,7 @@ def _run(args: argparse.Namespace) -> int:
         **_parse_set(args.set or []),
     )
     _write_frame(run.frame, Path(args.output))
-    metric = run.config["metric_name"]
-    _print_run(run.frame, run.summary, metric, "sc_")
-    print(f"wrote {args.output}")
+    _print_run(run, "sc_", output=args.output, cache=args.cache)
     return 0
 
 
@@ -149,7 +222,12 @@ def _cache(args: argparse.Namespace) -> int:
         raise SafeconsError(f"cache: no such file {str(path)!r}")
     with ResponseCache(path) as cache:
         if args.action == "info":
-            print(json.dumps(cache.info(), indent=2))
+            info = cache.info()
+            for when in ("oldest", "newest"):
+                if info[when] is not None:
+                    stamp = datetime.fromtimestamp(info[when], tz=UTC)
+                    info[when] = stamp.isoformat(timespec="seconds")
+            print(json.dumps(info, indent=2))
         else:
             older = None if args.older_than_days is None else args.older_than_days * 86400.0
             deleted = cache.clear(older_than=older, kind=args.kind)
@@ -158,36 +236,71 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="safecons", description=__doc__)
+    from . import __version__
+    from .config import CONFIG_FIELDS
+
+    p = argparse.ArgumentParser(
+        prog="safecons",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"safecons {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the metric offline on a built-in frame (stand-ins)")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--responses-per-query", type=int, default=3)
-    demo.add_argument("--dpi-ratio", type=float, default=0.25)
-    demo.add_argument("--no-progress", action="store_true")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the variant draws (default 0)")
+    demo.add_argument("--responses-per-query", type=int, default=3, help="default 3")
+    demo.add_argument("--dpi-ratio", type=float, default=0.25, help="default 0.25")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.set_defaults(func=_demo)
 
-    run = sub.add_parser("run", help="score a file of rows against OpenAI-compatible endpoints")
-    run.add_argument("input", help=".parquet, .csv or .jsonl with input_id, prompt, sut_response")
-    run.add_argument("--output", required=True, help=".parquet or .jsonl")
-    run.add_argument("--sut-model", required=True)
-    run.add_argument("--sut-base-url", default=None, help="default: OPENAI_BASE_URL or OpenAI")
-    run.add_argument("--judge-model", required=True)
-    run.add_argument("--judge-base-url", default=None)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument(
-        "--set", action="append", metavar="FIELD=VALUE", help="config override, repeatable"
+    fields = ", ".join(f.name for f in CONFIG_FIELDS)
+    run = sub.add_parser(
+        "run",
+        help="score a file of rows against OpenAI-compatible endpoints",
+        description="Score a file of rows; print a short summary and where the output went.",
     )
-    run.add_argument("--no-progress", action="store_true")
-    run.add_argument("--cache", default=None, help="response cache file (reruns resume)")
-    run.add_argument("--max-calls", type=int, default=None, help="cap on network attempts")
+    add = run.add_argument
+    add("input", help=".parquet, .csv or .jsonl with input_id, prompt, sut_response")
+    add("--output", required=True, help="where the scored rows go (.parquet or .jsonl)")
+    add("--sut-model", required=True, help="the model name the SUT endpoint serves")
+    add("--sut-base-url", default=None, help="SUT API root, e.g. http://localhost:8000/v1")
+    add(
+        "--sut-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding the SUT's key (default OPENAI_API_KEY)",
+    )
+    add("--judge-model", required=True, help="the model name the judge endpoint serves")
+    add(
+        "--judge-base-url",
+        default=None,
+        help="judge API root (needed unless OPENAI_BASE_URL or OPENAI_API_KEY is set)",
+    )
+    add(
+        "--judge-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding the judge's key (default OPENAI_API_KEY)",
+    )
+    add("--seed", type=int, default=0, help="seed of variant draws and samples (default 0)")
+    add(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        help=f"config override, repeatable; fields: {fields}",
+    )
+    add("--no-progress", action="store_true", help="no progress bar")
+    add("--cache", default=None, help="response cache file; rerun with it to resume")
+    add("--max-calls", type=int, default=None, help="budget of network attempts")
     run.set_defaults(func=_run)
 
     cache = sub.add_parser("cache", help="inspect or clear a response cache file")
-    cache.add_argument("action", choices=["info", "clear"])
-    cache.add_argument("path")
-    cache.add_argument("--older-than-days", type=float, default=None)
-    cache.add_argument("--kind", choices=["sut", "judge"], default=None)
+    cache.add_argument("action", choices=["info", "clear"], help="info: counts; clear: delete")
+    cache.add_argument("path", help="the cache file")
+    cache.add_argument(
+        "--older-than-days", type=float, default=None, help="clear only entries older than this"
+    )
+    cache.add_argument("--kind", choices=["sut", "judge"], default=None, help="only this kind")
     cache.set_defaults(func=_cache)
     return p
 
