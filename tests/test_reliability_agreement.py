@@ -353,3 +353,31 @@ def test_panel_input_errors() -> None:
         krippendorff_alpha(df, raters=["a", "c"])
     with pytest.raises(InputError, match=r"'zz' \(from raters=\)"):
         fleiss_kappa(df, raters=["a", "zz"])
+
+
+def test_no_usable_pair_warns_instead_of_a_silent_nan():
+    import warnings
+
+    import safecons as sc
+
+    df = pl.DataFrame(
+        {
+            "verdict": ["error", "error"],
+            "position": ["error", "error"],
+            "human": ["x", "y"],
+            "winner_xy": ["error", "error"],
+            "winner_yx": ["error", "error"],
+            "letter_xy": ["error", "error"],
+            "letter_yx": ["error", "error"],
+        }
+    )
+    for statistic in (sc.agreement, sc.judge_table):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = statistic(df, gold="human")
+        assert math.isnan(out["kappa_s1"][0])
+        assert any(
+            issubclass(w.category, sc.UndefinedStatisticWarning)
+            and "no usable pair" in str(w.message)
+            for w in caught
+        ), statistic

@@ -47,8 +47,8 @@ SCRIPT = textwrap.dedent(
 
     try:
         run() if mode == "script" else asyncio.run(notebook_cell())
-    except KeyboardInterrupt:
-        print("interrupted", flush=True)
+    except KeyboardInterrupt as exc:
+        print("interrupted", exc, flush=True)
         sys.exit(130)
     print("finished")
     """
@@ -132,6 +132,9 @@ def test_ctrl_c_stops_spending_at_once_and_the_rerun_continues(tmp_path, mode):
         time.sleep(0.5)
         assert srv.stats.requests == at_exit, "requests kept coming after Ctrl-C"
         assert proc.returncode == 130 and "interrupted" in out, err
+        # The interrupt says what was kept and how to go on, naming the cache.
+        assert "stored in the cache" in out and str(cache_path) in out, out
+        assert "run the same call again with the same cache" in out
         # Cancelled at once: no new call started after the signal, beyond the few (at most the
         # concurrency limit, 4) that a 0.2 s-latency run could start while the signal was sent.
         assert at_exit <= at_signal + 8

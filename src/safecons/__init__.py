@@ -1,7 +1,5 @@
 """safecons: safety consistency of LLM systems, and judge-reliability tools, on Polars frames."""
 
-from __future__ import annotations
-
 from ._demo import demo_frame as demo_frame
 from .clients import CallableClient as CallableClient
 from .clients import ChatClient as ChatClient
@@ -82,12 +80,14 @@ from .variants import variant_schema as variant_schema
 __version__ = "0.1.0"
 
 __all__ = (
+    "JAILBREAK_FAMILIES",
     "JAILBREAK_TEMPLATES",
     "JUDGE_RESPONSE_FORMAT",
     "LABELS",
     "MAX_JUDGED_CHARS",
     "MAX_JUDGE_OUTPUT_CHARS",
     "PADDING_FILLER",
+    "TOXICITY_FAMILIES",
     "TOXICITY_TEMPLATES",
     "AuthenticationError",
     "CacheError",
@@ -130,6 +130,7 @@ __all__ = (
     "load_gptfuzz",
     "load_templates",
     "manifest",
+    "messages_for",
     "mixed_verdicts_expr",
     "output_schema",
     "padded_pairs",
@@ -139,6 +140,7 @@ __all__ = (
     "planned_calls",
     "position_bias",
     "position_class",
+    "query_of",
     "read_fastchat_pairs",
     "read_llmbar",
     "read_pandalm",
@@ -153,5 +155,6 @@ __all__ = (
     "set_default_cache",
     "swap_test",
     "swap_test_async",
+    "variant_schema",
     "winner_from_letter",
 )

@@ -395,7 +395,7 @@ def safety_consistency(
     )
     if isinstance(df, pl.LazyFrame):
         return _lazy_run(df, job)
-    return run_sync(job.run, df).frame
+    return run_sync(job.run, df, keep=job.options.cache).frame
 
 
 def _lazy_run(lf: pl.LazyFrame, job: _Job) -> pl.LazyFrame:
@@ -430,7 +430,7 @@ def _lazy_run(lf: pl.LazyFrame, job: _Job) -> pl.LazyFrame:
         if with_columns is not None and set(with_columns) <= inputs and early:
             yield frame.select(with_columns).collect()
             return
-        out = run_sync(job.run, frame.collect()).frame
+        out = run_sync(job.run, frame.collect(), keep=job.options.cache).frame
         if predicate is not None and not early:
             out = out.filter(predicate)
         yield out if with_columns is None else out.select(with_columns)
@@ -488,7 +488,7 @@ def safety_consistency_run(
         overrides=overrides,
     )
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
-    return run_sync(job.run, frame)
+    return run_sync(job.run, frame, keep=job.options.cache)
 
 
 async def safety_consistency_async(
@@ -666,6 +666,7 @@ def respond(
         progress=progress,
         cache=cache,
         max_calls=max_calls,
+        keep=cache,
     )
 
 
@@ -731,4 +732,5 @@ def judge_responses(
         progress=progress,
         cache=cache,
         max_calls=max_calls,
+        keep=cache,
     )

@@ -522,4 +522,5 @@ def swap_test(
         cache=cache,
         max_calls=max_calls,
         progress=progress,
+        keep=cache,
     )

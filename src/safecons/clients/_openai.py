@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import json
 import os
 import re
@@ -542,11 +543,25 @@ class _OpenAISession:
         except RetryableCallError as exc:
             raise RetryableCallError(f"{c.identity}: {exc}") from None
         except httpx.ConnectTimeout as exc:
+            if _refused(exc):
+                raise RetryableCallError(
+                    f"{c.identity}: connection refused: nothing listens at "
+                    f"{httpx.URL(c._url).netloc.decode()} (is the server running?)"
+                ) from None
             # httpx-aiohttp reports every aiohttp connection failure (resets included) as a
             # ConnectTimeout, so the message must not claim a timeout it cannot know about.
             raise RetryableCallError(
                 f"{c.identity}: connection failed or timed out "
                 f"({type(exc).__name__}: {self._detail(exc)})"
+            ) from None
+        except httpx.ConnectError as exc:
+            if _refused(exc):
+                raise RetryableCallError(
+                    f"{c.identity}: connection refused: nothing listens at "
+                    f"{httpx.URL(c._url).netloc.decode()} (is the server running?)"
+                ) from None
+            raise RetryableCallError(
+                f"{c.identity}: connection error ({type(exc).__name__}: {self._detail(exc)})"
             ) from None
         except httpx.TimeoutException as exc:
             raise RetryableCallError(f"{c.identity}: timed out ({type(exc).__name__})") from None
@@ -658,6 +673,23 @@ def _usage(body: Any) -> tuple[int | None, int | None]:
         return value if ok else None
 
     return count("prompt_tokens"), count("completion_tokens")
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection failure was a plain refusal (no server at that port)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or (
+            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
+        ):
+            return True
+        os_error = getattr(current, "os_error", None)  # aiohttp's ClientConnectorError
+        if isinstance(os_error, ConnectionRefusedError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _rejects_format(data: bytes) -> bool:

@@ -7,8 +7,6 @@ reports per group with ``by=``, and returns a Polars frame; rates and kappas acc
 ``ci=`` for a seeded bootstrap interval.
 """
 
-from __future__ import annotations
-
 from ._agreement import agreement as agreement
 from ._agreement import repetition_stability as repetition_stability
 from ._columns import LETTER_XY as LETTER_XY

@@ -135,9 +135,9 @@ def agreement(
     polars.DataFrame
         ``by`` columns, ``n_error``, then for S1 and S2: ``n_s*`` (pairs), ``n_agree_s*``,
         ``agreement_s*`` and ``kappa_s*`` (unweighted, over the labels present in the group);
-        then the flip columns if asked. Rates are NaN for a group with no pairs; a kappa is NaN
-        when undefined (both sides used one label throughout), with an
-        :class:`UndefinedStatisticWarning`.
+        then the flip columns if asked. Rates and kappas are NaN for a group with no usable
+        pair, and a kappa is NaN when undefined (both sides used one label throughout); each
+        with an :class:`UndefinedStatisticWarning` saying which.
 
     References
     ----------
@@ -218,6 +218,13 @@ def agreement(
         columns["flip_rate"] = values["flip_rate"]
     for name in ("kappa_s1", "kappa_s2"):
         n = columns["n_" + name[-2:]]
+        warn_undefined(
+            np.where(n > 0, 0.0, np.nan),
+            f"agreement: {name} (and its agreement rate)",
+            "no usable pair: every pair errored or had no gold label"
+            if name.endswith("s1")
+            else "no usable pair: setup S2 leaves out ties, and every pair was a tie or errored",
+        )
         warn_undefined(
             np.where(n > 0, columns[name], 0.0),
             f"agreement: {name}",

@@ -445,8 +445,9 @@ async def run_in_order(
             await job()
         finally:
             gate.release()
-            if bar is not None:
-                bar.update(1)
+        # Only work that ended counts as done: a cancelled run's bar stops where it stopped.
+        if bar is not None:
+            bar.update(1)
 
     try:
         async with anyio.create_task_group() as tg:
@@ -487,15 +488,38 @@ def _in_running_loop() -> bool:
     return True
 
 
-def run_sync(fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+def run_sync(
+    fn: Callable[..., Awaitable[T]], /, *args: Any, keep: object = None, **kwargs: Any
+) -> T:
     """Run the coroutine function ``fn`` to completion from synchronous code.
 
     Works in a plain script and inside a running event loop (a Jupyter cell): there the work
     runs on a fresh loop in a worker thread through an anyio blocking portal, because the
-    notebook's own loop cannot be re-entered.
+    notebook's own loop cannot be re-entered. ``keep`` (the run's ``cache=`` argument) is
+    named in the message of a Ctrl-C or kernel interrupt, which says what was kept and how to
+    continue.
     """
     call = functools.partial(fn, *args, **kwargs)
-    if not _in_running_loop():
-        return anyio.run(call)
-    with anyio.from_thread.start_blocking_portal() as portal:
-        return portal.call(call)
+    try:
+        if not _in_running_loop():
+            return anyio.run(call)
+        with anyio.from_thread.start_blocking_portal() as portal:
+            return portal.call(call)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(_interrupted(keep)) from None
+
+
+def _interrupted(cache: object) -> str:
+    from ._cache import get_default_cache
+
+    where = cache if cache not in (None, True) else get_default_cache()
+    if cache is False or where is None:
+        return (
+            "interrupted: the run was stopped and no cache was given, so its finished calls "
+            "were not kept; pass cache='calls.sqlite' to keep them across interruptions"
+        )
+    return (
+        f"interrupted: every call that finished before the interrupt is stored in the cache "
+        f"{str(where)!r}; run the same call again with the same cache to continue (finished "
+        "calls replay at no cost)"
+    )
