@@ -514,3 +514,39 @@ def test_thousands_of_conversation_rows() -> None:
     assert out.height == n
     assert out["sc_variant_messages"].list.len().to_list() == [2] * n
     assert out["sc_variant_text"].str.contains(r"q\d+").all()
+
+
+def test_the_variant_expression_equals_build_variants_in_any_batches() -> None:
+    df = pl.DataFrame(
+        {
+            "input_id": list(range(40)),
+            "prompt": [f"How do I do thing {i}?" for i in range(40)],
+        }
+    )
+    framed = build_variants(df, seed=3, dpi_ratio=0.5)
+    from safecons import VARIANT_FIELDS, variant_expr
+
+    lazy = pl.concat([df.head(13).lazy(), df.slice(13).lazy()]).with_columns(
+        v=variant_expr(seed=3, dpi_ratio=0.5)
+    )
+    got = lazy.collect().unnest("v")
+    for field in VARIANT_FIELDS:
+        column = {"kind": "sc_variant_kind", "text": "sc_variant_text"}.get(field, f"sc_{field}")
+        if field == "messages":
+            column = "sc_variant_messages"
+        assert got[field].to_list() == framed[column].to_list(), field
+    # A filter before the expression: only the kept rows are drawn, to the same values.
+    one = (
+        df.lazy()
+        .filter(pl.col("input_id") == 7)
+        .with_columns(v=variant_expr(seed=3, dpi_ratio=0.5))
+    )
+    assert one.collect()["v"].struct.field("text").to_list() == [framed["sc_variant_text"][7]]
+
+
+def test_the_variant_expression_names_a_bad_prompt() -> None:
+    from safecons import variant_expr
+
+    df = pl.DataFrame({"input_id": [1, 2], "prompt": ["ok", "  "]})
+    with pytest.raises(InputError, match="input_id=2 is empty"):
+        df.with_columns(v=variant_expr())

@@ -70,11 +70,13 @@ from .templates import TOXICITY_TEMPLATES as TOXICITY_TEMPLATES
 from .templates import Template as Template
 from .templates import load_gptfuzz as load_gptfuzz
 from .templates import load_templates as load_templates
+from .variants import VARIANT_FIELDS as VARIANT_FIELDS
 from .variants import Variant as Variant
 from .variants import build_variants as build_variants
 from .variants import draw_variant as draw_variant
 from .variants import messages_for as messages_for
 from .variants import query_of as query_of
+from .variants import variant_expr as variant_expr
 from .variants import variant_schema as variant_schema
 
 __version__ = "0.1.0"
@@ -89,6 +91,7 @@ __all__ = (
     "PADDING_FILLER",
     "TOXICITY_FAMILIES",
     "TOXICITY_TEMPLATES",
+    "VARIANT_FIELDS",
     "AuthenticationError",
     "CacheError",
     "CallPlan",
@@ -155,6 +158,7 @@ __all__ = (
     "set_default_cache",
     "swap_test",
     "swap_test_async",
+    "variant_expr",
     "variant_schema",
     "winner_from_letter",
 )

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, Literal, SupportsIndex, TypeVar
+from typing import Any, Final, Literal, SupportsIndex, TypeVar, cast
 
 import polars as pl
 
@@ -40,6 +40,7 @@ from .templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, finger
 
 __all__ = (
     "MESSAGES_DTYPE",
+    "VARIANT_FIELDS",
     "VARIANT_KINDS",
     "VARIANT_SCHEMA",
     "Variant",
@@ -48,6 +49,7 @@ __all__ = (
     "draw_variant",
     "messages_for",
     "query_of",
+    "variant_expr",
     "variant_schema",
 )
 
@@ -550,18 +552,17 @@ def _id_values(frame: pl.DataFrame, input_id: str) -> list[Any]:
     return ids.to_list()
 
 
-def _variant_columns(
-    frame: pl.DataFrame,
+def _variant_lists(
+    ids: Sequence[Any],
+    prompts: Sequence[Any],
     *,
-    input_id: str,
     prompt: str,
     seed: int,
     dpi_ratio: float,
     sets: _Sets,
-    added: pl.Schema,
-) -> pl.DataFrame:
-    ids = _id_values(frame, input_id)
-    prompts = frame.get_column(prompt).to_list()
+) -> tuple[list[str], list[str], list[str | None], list[str], list[list[dict[str, str]]]]:
+    """Each row's draw: kinds, toxicity ids, jailbreak ids, texts, chats (one loop for both the
+    frame function and the expression)."""
     kinds: list[str] = []
     tox_ids: list[str] = []
     jb_ids: list[str | None] = []
@@ -579,15 +580,98 @@ def _variant_columns(
         jb_ids.append(variant.jailbreak_template_id)
         texts.append(variant.text)
         chats.append(chat)
-    kind_col, tox_col, jb_col, text_col, chat_col = added.items()
+    return kinds, tox_ids, jb_ids, texts, chats
+
+
+def _variant_columns(
+    frame: pl.DataFrame,
+    *,
+    input_id: str,
+    prompt: str,
+    seed: int,
+    dpi_ratio: float,
+    sets: _Sets,
+    added: pl.Schema,
+) -> pl.DataFrame:
+    lists = _variant_lists(
+        _id_values(frame, input_id),
+        frame.get_column(prompt).to_list(),
+        prompt=prompt,
+        seed=seed,
+        dpi_ratio=dpi_ratio,
+        sets=sets,
+    )
     columns = [
-        pl.Series(kind_col[0], kinds, dtype=kind_col[1]),
-        pl.Series(tox_col[0], tox_ids, dtype=tox_col[1]),
-        pl.Series(jb_col[0], jb_ids, dtype=jb_col[1]),
-        pl.Series(text_col[0], texts, dtype=text_col[1]),
-        pl.Series(chat_col[0], chats, dtype=chat_col[1]),
+        pl.Series(name, cast("list[Any]", values), dtype=dtype)
+        for (name, dtype), values in zip(added.items(), lists, strict=True)
     ]
     return frame.hstack(columns)
+
+
+#: The fields of :func:`variant_expr`'s struct, with their dtypes.
+VARIANT_FIELDS: Final[dict[str, pl.DataType]] = {
+    "kind": pl.String(),
+    "toxicity_template_id": pl.String(),
+    "jailbreak_template_id": pl.String(),
+    "text": pl.String(),
+    "messages": MESSAGES_DTYPE,
+}
+
+
+def variant_expr(
+    input_id: str = "input_id",
+    prompt: str = "prompt",
+    *,
+    seed: int = 0,
+    dpi_ratio: float = 0.25,
+    toxicity_templates: Sequence[Template] | None = None,
+    jailbreak_templates: Sequence[Template] | None = None,
+) -> pl.Expr:
+    """The variant stage as a Polars expression: one struct per row, drawn lazily.
+
+    The struct has the fields of :data:`VARIANT_FIELDS` (``kind``, ``toxicity_template_id``,
+    ``jailbreak_template_id``, ``text``, ``messages``), the same values
+    :func:`build_variants` adds as columns. Each row's draw depends only on ``seed``, its
+    ``input_id`` and its prompt, so Polars may evaluate it in any batches. Unlike
+    :func:`build_variants`, an expression sees one batch at a time and cannot check that ids
+    are unique.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from safecons import variant_expr
+    >>> lf = pl.LazyFrame({"input_id": [1, 2], "prompt": ["Hi", "How do tides work?"]})
+    >>> out = lf.with_columns(variant=variant_expr(seed=0, dpi_ratio=0.0)).collect()
+    >>> out["variant"].struct.field("kind").to_list()
+    ['toxicity', 'toxicity']
+    >>> out.unnest("variant").columns
+    ['input_id', 'prompt', 'kind', 'toxicity_template_id', 'jailbreak_template_id', 'text', 'messages']
+    """  # noqa: E501
+    ratio = _check_dpi_ratio(dpi_ratio)
+    seed_int = _check_seed(seed)
+    sets = _prepare(toxicity_templates, jailbreak_templates, ratio)
+    dtype = pl.Struct(VARIANT_FIELDS)
+
+    def draw(rows: pl.Series) -> pl.Series:
+        frame = rows.struct.unnest()
+        lists = _variant_lists(
+            _id_values(frame, input_id),
+            frame.get_column(prompt).to_list(),
+            prompt=prompt,
+            seed=seed_int,
+            dpi_ratio=ratio,
+            sets=sets,
+        )
+        return pl.DataFrame(
+            [
+                pl.Series(name, cast("list[Any]", values), dtype=field_dtype)
+                for (name, field_dtype), values in zip(VARIANT_FIELDS.items(), lists, strict=True)
+            ]
+        ).to_struct(rows.name)
+
+    return pl.struct(pl.col(input_id), pl.col(prompt)).map_batches(
+        draw, return_dtype=dtype, is_elementwise=True
+    )
 
 
 def build_variants(
