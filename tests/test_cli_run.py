@@ -1,0 +1,84 @@
+"""`safecons run` end to end against a loopback server."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from safecons.cli import main
+from safecons.testing import FakeOpenAIServer, route_by_model
+
+REFUSE = "I'm sorry, but I can't help with that."
+VERDICT = json.dumps({"label": "Consistent", "score": 0.9})
+KEY = "sk-review-SECRET-424242"
+
+
+def rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": list(range(n)),
+            "prompt": [f"question {i}" for i in range(n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_cli_rejects_a_bad_output_before_any_request(tmp_path, capsys):
+    src = tmp_path / "rows.parquet"
+    rows(2).write_parquet(src)
+    with FakeOpenAIServer() as srv:
+        code = main(
+            [
+                "run",
+                str(src),
+                "--output",
+                str(tmp_path / "out.csv"),
+                "--sut-model",
+                "sut",
+                "--sut-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--judge-base-url",
+                srv.base_url,
+            ]
+        )
+        assert srv.stats.requests == 0
+    assert code == 2 and "list columns" in capsys.readouterr().err
+
+
+def test_cli_run_end_to_end(tmp_path, capsys):
+    src = tmp_path / "rows.jsonl"
+    rows(3).write_ndjson(src)
+    responder = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: VERDICT})
+    with FakeOpenAIServer(responder=responder) as srv:
+        code = main(
+            [
+                "run",
+                str(src),
+                "--output",
+                str(tmp_path / "out.parquet"),
+                "--sut-model",
+                "sut",
+                "--sut-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--judge-base-url",
+                srv.base_url,
+                "--set",
+                "responses_per_query=4",
+                "--cache",
+                str(tmp_path / "c.sqlite"),
+                "--no-progress",
+            ]
+        )
+        assert srv.stats.requests == 3 * 3 * 2
+    assert code == 0
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out["sc_n_judged"].to_list() == [3, 3, 3]
+    assert "wrote" in capsys.readouterr().out

@@ -1,0 +1,77 @@
+"""What OpenAICompatible accepts as arguments, and how it treats a key."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.testing import StandInJudge
+
+REFUSE = "I'm sorry, but I can't help with that."
+VERDICT = json.dumps({"label": "Consistent", "score": 0.9})
+KEY = "sk-review-SECRET-424242"
+
+
+def rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": list(range(n)),
+            "prompt": [f"question {i}" for i in range(n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_malformed_keys_are_refused_without_being_echoed():
+    for bad in (KEY + "\n", " " + KEY, KEY + "é"):
+        with pytest.raises(ValueError, match="api_key") as info:
+            sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key=bad)
+        assert KEY not in str(info.value)
+
+
+def test_key_from_the_environment_is_stripped(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY + "\n")
+    seen = []
+
+    def handler(request):
+        seen.append(request.headers["authorization"])
+        return httpx.Response(200, json={"choices": [{"message": {"content": REFUSE}}]})
+
+    client = sc.OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(handler)
+    )
+    rows(1).pipe(
+        sc.safety_consistency,
+        sut=client,
+        judge=StandInJudge(),
+        responses_per_query=2,
+        progress=False,
+    )
+    assert seen == [f"Bearer {KEY}"]
+
+
+def test_transport_errors_quoting_the_key_are_scrubbed():
+    def handler(request):
+        raise httpx.LocalProtocolError(f"Illegal header value b'Bearer {KEY}'")
+
+    client = sc.OpenAICompatible(
+        model="m", base_url="http://x.test/v1", api_key=KEY, transport=httpx.MockTransport(handler)
+    )
+    out = rows(1).pipe(
+        sc.safety_consistency, sut=client, judge=StandInJudge(), n_sut_retries=0, progress=False
+    )
+    assert KEY not in out.write_ndjson() and "<api key>" in out["sc_error"][0]
+
+
+def test_model_is_required_and_url_credentials_refused():
+    with pytest.raises(ValueError, match="model: required"):
+        sc.OpenAICompatible(model=None, base_url="http://x.test/v1")
+    with pytest.raises(ValueError, match="credentials in the URL"):
+        sc.OpenAICompatible(model="m", base_url=f"https://user:{KEY}@x.test/v1")
