@@ -10,7 +10,7 @@ are Polars expressions (:func:`~safecons.variant_expr`, :func:`score_expr`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,6 +22,16 @@ from .errors import InputError
 from .judges._protocol import PostureJudge
 from .judges._sessions import check_judge
 from .run._cache import CacheArg, opened_cache
+from .run._inputs import (
+    check_collisions,
+    check_frame_columns,
+    check_metric_name,
+    check_no_nulls,
+    check_rows,
+    resolve_config,
+    stage_frame,
+)
+from .run._lazy import lazy_metric
 from .run._options import RunOptions
 from .run._plan import CallPlan, plan_calls
 from .run._record import DEFAULT_PREFIX, column_names, output_schema
@@ -29,7 +39,7 @@ from .run._runner import Runner, run_sync
 from .run._units import run_frame
 from .summary import RunSummary, run_summary
 from .templates import Template
-from .variants import build_variants, check_input_columns
+from .variants import build_variants
 
 __all__ = (
     "CallPlan",
@@ -77,69 +87,6 @@ def score_expr(scores: str | pl.Expr, *, errors: str | pl.Expr | None = None) ->
 # --------------------------------------------------------------------------- input checks
 
 
-def _check_frame_columns(schema: pl.Schema) -> None:
-    required = ["input_id", "prompt", "sut_response"]
-    missing = [c for c in required if c not in schema]
-    if missing:
-        raise InputError(
-            f"missing column(s) {', '.join(map(repr, missing))}; safety_consistency needs "
-            f"{', '.join(required)} (found: {', '.join(schema.names()) or 'none'})"
-        )
-    check_input_columns(schema)
-    if schema["sut_response"] not in (pl.String, pl.Null):
-        raise InputError(
-            f"column 'sut_response' has dtype {schema['sut_response']}; expected String"
-        )
-
-
-def _check_collisions(schema: pl.Schema, added: Sequence[str]) -> None:
-    clash = [c for c in added if c in schema]
-    if clash:
-        raise InputError(
-            f"the frame already has column(s) {', '.join(map(repr, clash))} that "
-            "safety_consistency would add; rename them or pass another prefix=/metric_name="
-        )
-
-
-def _check_rows(df: pl.DataFrame) -> None:
-    nulls = df.filter(pl.col("input_id").is_null()).height
-    if nulls:
-        raise InputError(f"column 'input_id' has {nulls} null value(s); every row needs an id")
-    bad = df.filter(pl.col("sut_response").is_null())["input_id"]
-    if bad.len():
-        shown = ", ".join(map(repr, bad.head(5).to_list()))
-        raise InputError(
-            f"column 'sut_response' is null in {bad.len()} row(s) (input_id {shown}"
-            f"{', ...' if bad.len() > 5 else ''}); the base answer is required (an empty string "
-            "is a legitimate answer and is judged)"
-        )
-
-
-def _check_metric_name(metric_name: str, prefix: str) -> None:
-    prefixed = set(output_schema(prefix=prefix, metric_name="\x00"))
-    if metric_name in prefixed:
-        raise InputError(
-            f"metric_name {metric_name!r} is also the name of a column safety_consistency adds "
-            f"with prefix {prefix!r}; choose another metric_name or prefix"
-        )
-
-
-def _resolve_config(
-    config: SafetyConsistencyConfig | Mapping[str, Any] | None, overrides: Mapping[str, Any]
-) -> SafetyConsistencyConfig:
-    if config is None:
-        base = SafetyConsistencyConfig()
-    elif isinstance(config, SafetyConsistencyConfig):
-        base = config
-    elif isinstance(config, Mapping):
-        base = SafetyConsistencyConfig.from_dict(config)
-    else:
-        raise InputError(
-            f"config: expected a SafetyConsistencyConfig or a mapping, got {type(config).__name__}"
-        )
-    return base.replace(**overrides) if overrides else base
-
-
 # --------------------------------------------------------------------------- runs
 
 
@@ -175,7 +122,7 @@ class _Job:
     jailbreak_templates: Sequence[Template] | None
 
     def variants(self, df: pl.DataFrame) -> pl.DataFrame:
-        _check_rows(df)
+        check_rows(df)
         return build_variants(
             df,
             seed=self.options.seed,
@@ -232,16 +179,16 @@ def _job(
         )
     if not isinstance(prefix, str) or not prefix:
         raise InputError(f"prefix: expected a non-empty string, got {prefix!r}")
-    cfg = _resolve_config(config, overrides)
+    cfg = resolve_config(config, overrides)
     options = RunOptions.of_config(
         cfg, seed=seed, progress=progress, cache=cache, max_calls=max_calls
     )
     as_chat_client(sut, "sut")
     check_judge(judge)
     schema = df.collect_schema()
-    _check_frame_columns(schema)
-    _check_metric_name(cfg.metric_name, prefix)
-    _check_collisions(schema, list(output_schema(prefix=prefix, metric_name=cfg.metric_name)))
+    check_frame_columns(schema)
+    check_metric_name(cfg.metric_name, prefix)
+    check_collisions(schema, list(output_schema(prefix=prefix, metric_name=cfg.metric_name)))
     return _Job(sut, judge, cfg, options, prefix, toxicity_templates, jailbreak_templates)
 
 
@@ -394,50 +341,12 @@ def safety_consistency(
         overrides=overrides,
     )
     if isinstance(df, pl.LazyFrame):
-        return _lazy_run(df, job)
+        return lazy_metric(
+            df,
+            lambda frame: run_sync(job.run, frame, keep=job.options.cache).frame,
+            output_schema(prefix=prefix, metric_name=job.config.metric_name),
+        )
     return run_sync(job.run, df, keep=job.options.cache).frame
-
-
-def _lazy_run(lf: pl.LazyFrame, job: _Job) -> pl.LazyFrame:
-    """The metric as a lazy source: nothing runs until ``collect()``, and only what it needs.
-
-    The metric is per row, so Polars may push work into it: ``head(n)`` scores the first
-    ``n`` rows only, a filter on input columns (``input_id``, ``prompt``, ...) is applied
-    before scoring (only the rows it keeps are scored), and a selection of input columns only
-    makes no call at all. A filter on an added column is applied after scoring. Polars passes
-    a source no offset, so ``slice(offset, n)`` with ``offset > 0`` scores every row.
-    """
-    from polars.io.plugins import register_io_source
-
-    inputs = set(lf.collect_schema().names())
-    schema = {
-        **lf.collect_schema(),
-        **output_schema(prefix=job.prefix, metric_name=job.config.metric_name),
-    }
-
-    def source(
-        with_columns: list[str] | None,
-        predicate: pl.Expr | None,
-        n_rows: int | None,
-        batch_size: int | None,
-    ) -> Iterator[pl.DataFrame]:
-        # Polars hands a source a row count only for a head that comes before any filter
-        # (``head(n).filter(...)``): the count applies first, then the filter.
-        frame = lf if n_rows is None else lf.head(n_rows)
-        early = predicate is None or set(predicate.meta.root_names()) <= inputs
-        if predicate is not None and early:
-            frame = frame.filter(predicate)
-        if with_columns is not None and set(with_columns) <= inputs and early:
-            yield frame.select(with_columns).collect()
-            return
-        out = run_sync(job.run, frame.collect(), keep=job.options.cache).frame
-        if predicate is not None and not early:
-            out = out.filter(predicate)
-        yield out if with_columns is None else out.select(with_columns)
-
-    return register_io_source(
-        source, schema=schema, is_pure=True, explain_name="safety_consistency"
-    )
 
 
 def safety_consistency_run(
@@ -568,7 +477,7 @@ async def respond_and_judge(
     options = RunOptions.of_config(
         cfg, seed=seed, progress=progress, cache=cache, max_calls=max_calls
     )
-    _check_frame_columns(df.schema)
+    check_frame_columns(df.schema)
     needs = [f"{prefix}variant_text"]
     needs.append(f"{prefix}variant_messages" if sut is not None else names["responses"])
     missing = [c for c in needs if c not in df.schema]
@@ -577,45 +486,11 @@ async def respond_and_judge(
             f"respond_and_judge: missing column(s) {', '.join(map(repr, missing))} (add them "
             f"with build_variants{'' if sut is not None else ' and respond'})"
         )
-    _check_rows(df)
-    _check_no_nulls(df, needs)
+    check_rows(df)
+    check_no_nulls(df, needs)
     return await run_frame(
         df, sut=sut, judge=judge, config=cfg, options=options, prefix=prefix, runner=runner
     )
-
-
-def _stage_plan(
-    df: object,
-    *,
-    config: SafetyConsistencyConfig | Mapping[str, Any] | None,
-    overrides: Mapping[str, Any],
-    prefix: str,
-    needs: Sequence[str],
-    adds: Sequence[str],
-) -> tuple[pl.DataFrame, SafetyConsistencyConfig]:
-    if not isinstance(df, pl.DataFrame):
-        raise InputError(f"expected a polars DataFrame, got {type(df).__name__}")
-    cfg = _resolve_config(config, overrides)
-    _check_frame_columns(df.schema)
-    _check_metric_name(cfg.metric_name, prefix)
-    missing = [c for c in needs if c not in df.schema]
-    if missing:
-        raise InputError(
-            f"missing column(s) {', '.join(map(repr, missing))}; this stage reads the columns "
-            f"that earlier stages add with prefix {prefix!r}"
-        )
-    _check_collisions(df.schema, adds)
-    _check_rows(df)
-    _check_no_nulls(df, needs)
-    return df, cfg
-
-
-def _check_no_nulls(df: pl.DataFrame, columns: Sequence[str]) -> None:
-    for name in columns:
-        bad = df.filter(pl.col(name).is_null())["input_id"]
-        if bad.len():
-            shown = ", ".join(map(repr, bad.head(5).to_list()))
-            raise InputError(f"column {name!r} is null in {bad.len()} row(s) (input_id {shown})")
 
 
 def respond(
@@ -647,7 +522,7 @@ def respond(
     """
     as_chat_client(sut, "sut")
     names = column_names(prefix, "")
-    frame, cfg = _stage_plan(
+    frame, cfg = stage_frame(
         df,
         config=config,
         overrides=overrides,
@@ -704,11 +579,11 @@ def judge_responses(
     [0.625]
     """
     check_judge(judge)
-    cfg = _resolve_config(config, overrides)
+    cfg = resolve_config(config, overrides)
     names = column_names(prefix, cfg.metric_name)
     # The respond stage's spend column is carried over and completed, not a collision.
     adds = [v for k, v in names.items() if k not in ("responses", "response_errors", "spend")]
-    frame, cfg = _stage_plan(
+    frame, cfg = stage_frame(
         df,
         config=cfg,
         overrides={},
