@@ -218,3 +218,26 @@ def test_primacy_and_recency_swap_places_when_x_and_y_swap_names():
         sc.swap_test, judge=prefers_first_on_ties, progress=False
     )
     assert swapped["position"].to_list() == first["position"].to_list()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_calls": "3"}, "max_calls: expected a whole number >= 0 or None, got '3'"),
+        ({"cache": 123}, "cache: expected a path, a ResponseCache, None or False, got int"),
+        ({"retries": 9}, r"retries\['pairwise'\]: expected a whole number from 0 to 5"),
+        ({"concurrency_limit": 0}, "concurrency_limit: expected a whole number from 1 to 64"),
+        ({"timeout_seconds": -1}, "timeout_seconds: expected a number of seconds > 0"),
+        ({"progress": "yes"}, "progress: expected True or False"),
+    ],
+)
+def test_swap_test_options_are_checked_like_the_metric_s(kwargs, match):
+    import polars as pl
+
+    import safecons as sc
+
+    pairs = pl.DataFrame({"question": ["q"], "x": ["a"], "y": ["b"]})
+    calls = []
+    with pytest.raises(sc.InputError, match=match):
+        pairs.pipe(sc.swap_test, judge=lambda m, temperature: calls.append(1) or "[[A]]", **kwargs)
+    assert calls == []
