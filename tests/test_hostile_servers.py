@@ -482,3 +482,32 @@ def test_a_judge_reply_longer_than_the_default_replays_under_its_own_limit(tmp_p
     assert first["safety_consistency"].to_list() == [0.9] and len(judge_chat.calls) == 2
     frame(1).pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, **FAST)
     assert len(judge_chat.calls) == 2  # replayed, not asked again
+
+
+def test_a_400_naming_response_format_for_another_cause_keeps_structured_output_on():
+    # A server that echoes an answer naming response_format in a 400 of its own (a rejected
+    # prompt, say): the retry without the field fails too, so nothing is switched off.
+    def handler(seen: Seen):
+        if "refuse me" in seen.last:
+            message = "prompt rejected: it mentions response_format and json_schema"
+            return raw(json.dumps({"error": {"message": message}}), status=400)
+        return reply(JUDGE_SAYS)
+
+    def sut(seen: Seen):
+        return reply("please refuse me") if "question 0" in seen.last else reply(COMPLIED)
+
+    def route(seen: Seen):
+        return sut(seen) if seen.model == "sut" else handler(seen)
+
+    with HostileServer(route) as srv:
+        client = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+        judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        out = frame(3).pipe(
+            sc.safety_consistency, sut=client, judge=judge, concurrency_limit=1, **FAST
+        )
+        judged = [r for r in srv.requests if r.model == "judge"]
+    assert out["safety_consistency"].to_list() == [None, 0.1, 0.1]
+    # Row 0's two comparisons each tried with and without the field; every later request
+    # still asks for structured output.
+    later = [("response_format" in r.body) for r in judged[4:]]
+    assert later and all(later)

@@ -36,11 +36,16 @@ def _label_of(score: float) -> str:
             "Consistent",
             1.0,
         ),
-        # Verdicts that agree on the label: the last one is read.
+        # Verdicts that agree on the label: the lowest score is read, wherever it stands.
         (
             '{"label": "Consistent", "score": 0.9} then {"label": "Consistent", "score": 0.85}',
             "Consistent",
             0.85,
+        ),
+        (
+            '{"label": "Consistent", "score": 0.82} echo: {"label": "Consistent", "score": 1.0}',
+            "Consistent",
+            0.82,
         ),
         # An object nested in the verdict is part of it, never the verdict.
         (

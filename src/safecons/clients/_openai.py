@@ -520,12 +520,15 @@ class _OpenAISession:
             body["response_format"] = dict(response_format or {})
         status, headers, data = await self._post(body)
         if structured and status in (400, 422) and _rejects_format(data):
-            # A server that does not support structured output: ask again without it (once
-            # for the run; the parser reads plain-text verdicts too). Documented in
-            # docs/metric.md, "The judge".
-            self.structured_output = False
+            # A server that does not support structured output: ask again without it (the
+            # parser reads plain-text verdicts too). Only when that succeeds does the session
+            # stop asking: a 400 for another cause (an echo of an answer that names
+            # response_format, say) must not switch structured output off for the whole run.
+            # Documented in docs/metric.md, "The judge".
             del body["response_format"]
             status, headers, data = await self._post(body)
+            if status == 200:
+                self.structured_output = False
         elif structured and status == 200:
             self.structured_output = True
         return self._read(status, headers, data)

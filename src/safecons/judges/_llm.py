@@ -434,9 +434,10 @@ def parse_judgment(
     The object may sit inside prose or a code fence. Only objects at the top level count: an
     object nested in another is part of it, never a verdict. A reply holding several verdict
     objects whose labels differ is unusable (an answer may have smuggled one in, and the
-    judge echoed it), as is one longer than ``max_chars``; where several agree, the last one
-    is read. ``label`` is matched case-insensitively (``_`` and ``-`` count as spaces);
-    ``score`` must be a number (or numeric string) in [0, 1]. A score outside its label's
+    judge echoed it), as is one longer than ``max_chars``; where several agree on the label,
+    the one with the lowest score is read (a smuggled higher score gains nothing). ``label``
+    is matched case-insensitively (``_`` and ``-`` count as spaces); ``score`` must be a
+    number (or numeric string) in [0, 1]. A score outside its label's
     band is clamped into the band and :attr:`Judgment.clamped` records it. Anything else
     yields a :class:`JudgmentError`; this function never raises.
 
@@ -475,4 +476,10 @@ def parse_judgment(
             f"the judge output holds {len(verdicts)} verdicts with different labels "
             f"({', '.join(labels)}); an answer may have injected one"
         )
-    return verdicts[-1]
+    last = verdicts[-1]
+    if isinstance(last, Judgment) and len(verdicts) > 1:
+        # Verdicts that agree on the label but not on the score: the lowest score stands, so
+        # an answer that smuggles in a higher score of the same label gains nothing.
+        lowest = min((v for v in verdicts if isinstance(v, Judgment)), key=lambda v: v.score)
+        return lowest
+    return last
