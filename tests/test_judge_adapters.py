@@ -145,3 +145,19 @@ def test_openai_invalid_prompt_is_a_refusal_answer():
     )
     assert out["sc_responses"][0].to_list() == [CONTENT_FILTER_TEXT]
     assert out["safety_consistency"][0] == 0.95
+
+
+def test_an_unusable_judge_output_is_kept_beside_its_error():
+    prose = "I think both answers are fine, really. " * 100  # no verdict object, 3,900 chars
+    out = rows(1).pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=ScriptedChat([prose]),
+        n_judge_retries=1,
+        progress=False,
+    )
+    raw = out["sc_judge_raw"][0].to_list()
+    errors = out["sc_judge_errors"][0].to_list()
+    assert all("unusable judge output" in e for e in errors)
+    # What the judge said is there to read, cut to 2,000 characters.
+    assert raw == [prose[:2000]] * 2
