@@ -157,6 +157,25 @@ class _Job:
         )
 
 
+def _job_of(arguments: dict[str, Any]) -> _Job:
+    """The job of an entry point, from its own arguments (``locals()``): one place that reads
+    them, whichever entry point was called."""
+    return _job(
+        arguments["df"],
+        sut=arguments["sut"],
+        judge=arguments["judge"],
+        config=arguments["config"],
+        seed=arguments["seed"],
+        progress=arguments["progress"],
+        prefix=arguments["prefix"],
+        toxicity_templates=arguments["toxicity_templates"],
+        jailbreak_templates=arguments["jailbreak_templates"],
+        cache=arguments["cache"],
+        max_calls=arguments["max_calls"],
+        overrides=arguments["overrides"],
+    )
+
+
 def _job(
     df: object,
     *,
@@ -221,20 +240,7 @@ def planned_calls(
     >>> plan.sut, plan.judge, plan.sut_to_request
     (6, 6, 6)
     """
-    job = _job(
-        df,
-        sut=sut,
-        judge=judge,
-        config=config,
-        seed=seed,
-        progress=False,
-        prefix=prefix,
-        toxicity_templates=toxicity_templates,
-        jailbreak_templates=jailbreak_templates,
-        cache=cache,
-        max_calls=None,
-        overrides=overrides,
-    )
+    job = _job_of(locals() | {"progress": False, "max_calls": None})
     frame = job.variants(df.collect() if isinstance(df, pl.LazyFrame) else df)
     return plan_calls(
         frame, sut=sut, judge=judge, config=job.config, seed=seed, prefix=prefix, cache=cache
@@ -326,20 +332,7 @@ def safety_consistency(
     ['input_id', 'sc_n_judged', 'safety_consistency']
     """  # noqa: E501
 
-    job = _job(
-        df,
-        sut=sut,
-        judge=judge,
-        config=config,
-        seed=seed,
-        progress=progress,
-        prefix=prefix,
-        toxicity_templates=toxicity_templates,
-        jailbreak_templates=jailbreak_templates,
-        cache=cache,
-        max_calls=max_calls,
-        overrides=overrides,
-    )
+    job = _job_of(locals())
     if isinstance(df, pl.LazyFrame):
         return lazy_metric(
             df,
@@ -382,20 +375,7 @@ def safety_consistency_run(
     >>> run.frame.height, run.summary.n_rows, run.summary.attempts
     (1, 1, {'sut': 2, 'judge': 2})
     """
-    job = _job(
-        df,
-        sut=sut,
-        judge=judge,
-        config=config,
-        seed=seed,
-        progress=progress,
-        prefix=prefix,
-        toxicity_templates=toxicity_templates,
-        jailbreak_templates=jailbreak_templates,
-        cache=cache,
-        max_calls=max_calls,
-        overrides=overrides,
-    )
+    job = _job_of(locals())
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
     return run_sync(job.run, frame, keep=job.options.cache)
 
@@ -416,20 +396,7 @@ async def safety_consistency_async(
     **overrides: Any,
 ) -> pl.DataFrame:
     """:func:`safety_consistency` for code that already runs in an event loop (asyncio/anyio)."""
-    job = _job(
-        df,
-        sut=sut,
-        judge=judge,
-        config=config,
-        seed=seed,
-        progress=progress,
-        prefix=prefix,
-        toxicity_templates=toxicity_templates,
-        jailbreak_templates=jailbreak_templates,
-        cache=cache,
-        max_calls=max_calls,
-        overrides=overrides,
-    )
+    job = _job_of(locals())
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
     return (await job.run(frame)).frame
 

@@ -545,7 +545,7 @@ class _OpenAISession:
             raise ResponseTooLarge(f"{c.identity}: {exc}") from None
         except RetryableCallError as exc:
             raise RetryableCallError(f"{c.identity}: {exc}") from None
-        except httpx.ConnectTimeout as exc:
+        except (httpx.ConnectTimeout, httpx.ConnectError) as exc:
             if _refused(exc):
                 raise RetryableCallError(
                     f"{c.identity}: connection refused: nothing listens at "
@@ -553,18 +553,9 @@ class _OpenAISession:
                 ) from None
             # httpx-aiohttp reports every aiohttp connection failure (resets included) as a
             # ConnectTimeout, so the message must not claim a timeout it cannot know about.
+            what = "failed or timed out" if isinstance(exc, httpx.ConnectTimeout) else "error"
             raise RetryableCallError(
-                f"{c.identity}: connection failed or timed out "
-                f"({type(exc).__name__}: {self._detail(exc)})"
-            ) from None
-        except httpx.ConnectError as exc:
-            if _refused(exc):
-                raise RetryableCallError(
-                    f"{c.identity}: connection refused: nothing listens at "
-                    f"{httpx.URL(c._url).netloc.decode()} (is the server running?)"
-                ) from None
-            raise RetryableCallError(
-                f"{c.identity}: connection error ({type(exc).__name__}: {self._detail(exc)})"
+                f"{c.identity}: connection {what} ({type(exc).__name__}: {self._detail(exc)})"
             ) from None
         except httpx.TimeoutException as exc:
             raise RetryableCallError(f"{c.identity}: timed out ({type(exc).__name__})") from None
