@@ -189,3 +189,24 @@ def test_cache_info_prints_dates(tmp_path, capsys):
     assert main(["cache", "info", str(path)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["oldest"].endswith("+00:00") and info["entries"] == 1
+
+
+def test_a_bad_base_url_is_an_error_not_a_traceback(tmp_path, capsys):
+    args = [
+        "run",
+        str(_rows(tmp_path)),
+        "--output",
+        str(tmp_path / "out.parquet"),
+        "--sut-model",
+        "m",
+        "--sut-base-url",
+        "not-a-url",
+        "--judge-model",
+        "j",
+        "--judge-base-url",
+        "http://127.0.0.1:9/v1",
+    ]
+    assert main(args) == 2
+    assert (
+        "--sut-base-url / --sut-model: base_url: expected an http(s) URL" in capsys.readouterr().err
+    )

@@ -511,3 +511,45 @@ def test_a_400_naming_response_format_for_another_cause_keeps_structured_output_
     # still asks for structured output.
     later = [("response_format" in r.body) for r in judged[4:]]
     assert later and all(later)
+
+
+def test_a_fallback_that_does_not_help_stops_doubling_requests():
+    # 400 naming response_format in its message, and 500 without it: the session tries the
+    # fallback twice, then sends one request per attempt again.
+    def handler(seen: Seen):
+        if seen.model == "sut":
+            return reply(COMPLIED)
+        if "response_format" in seen.body:
+            return raw(json.dumps({"error": {"message": "bad response_format value"}}), status=400)
+        return raw(json.dumps({"error": {"message": "overloaded"}}), status=500)
+
+    with HostileServer(handler) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+        judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        out = frame(3).pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=judge,
+            concurrency_limit=1,
+            n_judge_retries=1,
+            n_sut_retries=0,
+            progress=False,
+        )
+        judged = [r for r in srv.requests if r.model == "judge"]
+    attempts = sc.run_summary(out).attempts["judge"]
+    # Two fallbacks whose retry failed (one extra request each), then one request an attempt.
+    assert len(judged) == attempts + 2
+    assert out["safety_consistency"].to_list() == [None] * 3
+
+
+def test_the_dry_run_counts_a_stored_verdict_as_the_run_would_replay_it(tmp_path):
+    cache = tmp_path / "calls.sqlite"
+    long_reply = "x" * 1_500 + VERDICT
+    sut = sc.CallableClient(ScriptedChat([REFUSE]), name="sut")
+    chat = sc.CallableClient(ScriptedChat([long_reply]), name="judge")
+    frame(2).pipe(sc.safety_consistency, sut=sut, judge=chat, cache=cache, **FAST)
+    strict = sc.LLMJudge(chat, max_output_chars=1_000)
+    plan = sc.planned_calls(frame(2), sut=sut, judge=strict, cache=cache)
+    loose = sc.planned_calls(frame(2), sut=sut, judge=chat, cache=cache)
+    # Under the stricter limit the stored verdicts would not replay: the run asks again.
+    assert (plan.judge_cached, loose.judge_cached) == (0, 4)

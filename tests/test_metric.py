@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -597,3 +598,47 @@ def test_send_seed_puts_the_sample_seed_in_the_request():
     )
     frame(2).pipe(sc.safety_consistency, sut=plain, judge=StandInJudge(), progress=False)
     assert all("seed" not in b for b in bodies)
+
+
+def test_run_summary_counts_budget_skips_as_skipped_not_failed():
+    run = sc.safety_consistency_run(
+        frame(6),
+        sut=ScriptedChat([RuntimeError("flaky"), REFUSE]),
+        judge=ScriptedChat([verdict("Consistent", 0.9)]),
+        max_calls=7,
+        concurrency_limit=1,
+        progress=False,
+    )
+    s = run.summary
+    # Every call the budget cut off (before its first attempt or between two) is skipped;
+    # none failed for good, as the runner itself counted.
+    assert s.failed_calls == {"sut": 0, "judge": 0}
+    assert s.skipped_calls["sut"] + s.skipped_calls["judge"] > 0
+    assert s.attempts["sut"] + s.attempts["judge"] == 7
+    assert s.n_not_finished == s.n_errored > 0
+
+
+def test_the_spend_of_a_staged_run_agrees_with_its_cache_hits_column(tmp_path):
+    cache = tmp_path / "calls.sqlite"
+    sut = sc.CallableClient(ScriptedChat([REFUSE]), name="sut")
+    judge = sc.CallableClient(ScriptedChat([verdict("Consistent", 0.9)]), name="judge")
+    for _ in range(2):
+        staged = (
+            sc.build_variants(frame(3))
+            .pipe(sc.respond, sut=sut, cache=cache, progress=False)
+            .pipe(sc.judge_responses, judge=judge, cache=cache, progress=False)
+        )
+    spend = staged["sc_spend"].struct.unnest()
+    assert (
+        staged["sc_cache_hits"].to_list()
+        == (spend["sut_cache_hits"] + spend["judge_cache_hits"]).to_list()
+        == [4, 4, 4]
+    )
+
+
+@pytest.mark.parametrize("flag", [0, 1, None, np.bool_(False)])
+def test_progress_takes_the_flags_notebooks_pass(flag):
+    out = frame(1).pipe(
+        sc.safety_consistency, sut=StandInSUT(), judge=StandInJudge(), progress=flag
+    )
+    assert out.height == 1

@@ -168,7 +168,16 @@ def test_registry_covers_every_frame_statistic() -> None:
     assert {n for n in frame_statistics if f"{n}_ci" not in STATISTICS} == set()
 
 
-FORBIDDEN = ("httpx", "anyio", "safecons.clients", "safecons.runner", "safecons.pairwise")
+FORBIDDEN = (
+    "httpx",
+    "anyio",
+    "aiohttp",
+    "safecons.clients",
+    "safecons.run",
+    "safecons.judges._sessions",
+    "safecons.pairwise",
+    "safecons.metric",
+)
 
 
 def test_reliability_imports_no_network_code() -> None:

@@ -183,7 +183,10 @@ def _client(args: argparse.Namespace, role: str) -> Any:
                 f"set either; pass --{role}-base-url URL (e.g. http://localhost:8000/v1)"
             )
         where, source = OPENAI_BASE_URL, f"OpenAI's API: no --{role}-base-url given"
-    client = OpenAICompatible(model=model, base_url=where, api_key=_key_from(key_env, role))
+    try:
+        client = OpenAICompatible(model=model, base_url=where, api_key=_key_from(key_env, role))
+    except ValueError as exc:
+        raise SafeconsError(f"--{role}-base-url / --{role}-model: {exc}") from None
     if key_env:
         key = f"key from {key_env}"
     else:
@@ -300,7 +303,9 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument(
         "--older-than-days", type=float, default=None, help="clear only entries older than this"
     )
-    cache.add_argument("--kind", choices=["sut", "judge"], default=None, help="only this kind")
+    cache.add_argument(
+        "--kind", choices=["sut", "judge", "pairwise"], default=None, help="only this kind"
+    )
     cache.set_defaults(func=_cache)
     return p
 

@@ -85,12 +85,15 @@ def run_summary(
         name: spend[name].sum() if spend[name].null_count() < frame.height else None
         for name in SPEND_FIELDS
     }
+
+    def skipped(kind: str) -> int:
+        return int(totals[f"{kind}_skipped"] or 0)
+
     score = frame[names["score"]]
     mean = score.mean()
     errors = frame[names["error"]]
     responses, response_errors = frame[names["responses"]], frame[names["response_errors"]]
     judge_errors = frame[names["judge_errors"]]
-    not_run = pl.col("v").str.starts_with("not run:")
     return RunSummary(
         n_rows=frame.height,
         n_scored=frame.height - score.null_count(),
@@ -109,14 +112,12 @@ def run_summary(
             "sut": int(totals["sut_cache_hits"] or 0),
             "judge": int(totals["judge_cache_hits"] or 0),
         },
+        # A call the budget cut off carries an error too; it is counted as skipped, not failed.
         failed_calls={
-            "sut": _count(response_errors, pl.col("v").is_not_null() & ~not_run),
-            "judge": _count(judge_errors, pl.col("v").is_not_null() & ~not_run),
+            "sut": _count(response_errors, pl.col("v").is_not_null()) - skipped("sut"),
+            "judge": _count(judge_errors, pl.col("v").is_not_null()) - skipped("judge"),
         },
-        skipped_calls={
-            "sut": _count(response_errors, not_run),
-            "judge": _count(judge_errors, not_run),
-        },
+        skipped_calls={"sut": skipped("sut"), "judge": skipped("judge")},
         tokens={
             kind: {
                 "prompt": totals[f"{kind}_prompt_tokens"],
@@ -124,5 +125,5 @@ def run_summary(
             }
             for kind in ("sut", "judge")
         },
-        rate_limited=int(totals["rate_limited"] or 0),
+        rate_limited=int((totals["sut_rate_limited"] or 0) + (totals["judge_rate_limited"] or 0)),
     )

@@ -40,6 +40,8 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
 # A server may reject structured output (response_format) it does not support; these words in
 # its 400 say so, and the judge then asks again without it.
 _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|guided", re.I)
+# Fallbacks whose retry also failed, after which a session stops doubling its requests.
+_MAX_UNCONFIRMED = 2
 
 
 def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | None:
@@ -491,9 +493,10 @@ class _OpenAISession:
         self._c = client
         self._http = http
         self._scrub = client.secrets.scrub
-        # None: not known yet; False: the server rejected response_format once, so this
-        # session stops sending it.
+        # None: not known yet; False: the server rejected response_format, so this session
+        # stops sending it.
         self.structured_output: bool | None = None
+        self._unconfirmed = 0  # fallbacks whose request without the field failed too
 
     async def complete(
         self,
@@ -519,16 +522,22 @@ class _OpenAISession:
         if structured:
             body["response_format"] = dict(response_format or {})
         status, headers, data = await self._post(body)
-        if structured and status in (400, 422) and _rejects_format(data):
+        rejected = _rejects_format(data) if structured and status in (400, 422) else None
+        if rejected is not None and self._unconfirmed < _MAX_UNCONFIRMED:
             # A server that does not support structured output: ask again without it (the
-            # parser reads plain-text verdicts too). Only when that succeeds does the session
-            # stop asking: a 400 for another cause (an echo of an answer that names
-            # response_format, say) must not switch structured output off for the whole run.
-            # Documented in docs/metric.md, "The judge".
+            # parser reads plain-text verdicts too). A 400 whose param is response_format
+            # switches the field off at once; one that only names it in its message (which
+            # could quote an answer) does so once the request succeeds without it, and after
+            # two that did not, no more requests are doubled. Documented in docs/metric.md,
+            # "The judge".
+            if rejected == "param":
+                self.structured_output = False
             del body["response_format"]
             status, headers, data = await self._post(body)
             if status == 200:
                 self.structured_output = False
+            elif rejected != "param":
+                self._unconfirmed += 1
         elif structured and status == 200:
             self.structured_output = True
         return self._read(status, headers, data)
@@ -686,7 +695,11 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
-def _rejects_format(data: bytes) -> bool:
-    """Whether a 400/422 body says the server does not support ``response_format``."""
+def _rejects_format(data: bytes) -> str | None:
+    """Whether a 400/422 body says the server does not support ``response_format``:
+    ``"param"`` when its error names the field as its parameter, ``"message"`` when only its
+    message mentions structured output, None otherwise."""
     message, _, param = _error_text(data, str)
-    return param == "response_format" or bool(_FORMAT_REJECTED.search(message))
+    if param == "response_format":
+        return "param"
+    return "message" if _FORMAT_REJECTED.search(message) else None

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import InputError
 from ._cache import CacheArg, ResponseCache
 
@@ -119,8 +121,12 @@ class RunOptions:
                 )
             set_(self, "max_calls", _whole("max_calls", max_calls, 0, None))
         progress: object = self.progress
+        # Truthy flags as notebooks pass them (1, None, numpy booleans) read as booleans.
+        if progress is None or isinstance(progress, numbers.Integral | np.bool_):
+            progress = bool(progress)
         if not isinstance(progress, bool):
             raise InputError(f"progress: expected True or False, got {progress!r}")
+        set_(self, "progress", progress)
         seed: object = self.seed
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise InputError(f"seed: expected an integer, got {seed!r}")

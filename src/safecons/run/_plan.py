@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..clients._adapt import as_chat_client
+from ..clients._secrets import Secrets
 from ..config import SafetyConsistencyConfig
 from ..judges._sessions import planning_judge
 from ..variants import query_of
 from ._cache import CacheArg, opened_cache
 from ._calls import Endpoint, decode_completion, slot
+from ._runner import replay
 from ._units import sut_call
 
 __all__ = ("CallPlan", "plan_calls")
@@ -72,10 +74,16 @@ def plan_calls(
     k = config.responses_per_query - 1
     n = frame.height
     judging = planning_judge(judge)
+    sut_client = as_chat_client(sut, "sut")
+    # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
+    secrets = Secrets()
+    for client in (sut_client, getattr(judging, "client", None)):
+        if isinstance(getattr(client, "secrets", None), Secrets):
+            secrets = secrets | client.secrets  # type: ignore[union-attr]
     sut_cached = judge_cached = 0
     with opened_cache(cache) as store:
         if store is not None:
-            endpoint = Endpoint.of(as_chat_client(sut, "sut"))
+            endpoint = Endpoint.of(sut_client)
             rows = zip(
                 frame["input_id"].to_list(),
                 frame["prompt"].to_list(),
@@ -94,12 +102,7 @@ def plan_calls(
                         temperature=config.sut_temperature,
                         seed=seed,
                     )
-                    stored = store.get(call.key)
-                    try:
-                        # An unreadable entry is a miss for the run, so it is one here too.
-                        answer = None if stored is None else decode_completion(stored).text
-                    except (ValueError, TypeError):
-                        answer = None
+                    answer = replay(store.get(call.key), decode_completion, secrets)
                     if answer is None:
                         continue
                     sut_cached += 1
@@ -108,10 +111,11 @@ def plan_calls(
                         query=query_of(prompt),
                         variant=variant,
                         base=base,
-                        candidate=answer,
+                        candidate=answer.text,
                     )
                     if comparison.call is not None:
-                        judge_cached += store.get(comparison.call.key) is not None
+                        verdict = replay(store.get(comparison.call.key), judging.decode, secrets)
+                        judge_cached += verdict is not None
     return CallPlan(
         rows=n,
         sut=n * k,

@@ -27,18 +27,20 @@ DEFAULT_PREFIX: Final = "sc_"
 _STR_LIST: Final = pl.List(pl.String)
 
 #: What one row spent, per kind of call: attempts made (retries included), calls replayed
-#: from the cache, tokens the server reported (null where it reported none), and the 429
-#: answers among the attempts.
-SPEND_FIELDS: Final[tuple[str, ...]] = (
-    "sut_attempts",
-    "sut_cache_hits",
-    "sut_prompt_tokens",
-    "sut_completion_tokens",
-    "judge_attempts",
-    "judge_cache_hits",
-    "judge_prompt_tokens",
-    "judge_completion_tokens",
-    "rate_limited",
+#: from the cache, calls a spent ``max_calls`` budget cut off (before or between attempts),
+#: tokens the server reported (null where it reported none), and the 429 answers among the
+#: attempts.
+SPEND_FIELDS: Final[tuple[str, ...]] = tuple(
+    f"{kind}_{what}"
+    for kind in ("sut", "judge")
+    for what in (
+        "attempts",
+        "cache_hits",
+        "skipped",
+        "prompt_tokens",
+        "completion_tokens",
+        "rate_limited",
+    )
 )
 SPEND_DTYPE: Final = pl.Struct({name: pl.Int64() for name in SPEND_FIELDS})
 
@@ -63,8 +65,14 @@ class Sample:
     judge_cache_hits: int = 0
     judge_prompt_tokens: int | None = None
     judge_completion_tokens: int | None = None
-    rate_limited: int = 0
-    skipped: bool = False
+    sut_skipped: int = 0
+    judge_skipped: int = 0
+    sut_rate_limited: int = 0
+    judge_rate_limited: int = 0
+
+    @property
+    def skipped(self) -> bool:
+        return bool(self.sut_skipped or self.judge_skipped)
 
 
 def column_names(prefix: str, metric_name: str) -> dict[str, str]:
@@ -177,9 +185,6 @@ def assemble(
             for name in SPEND_FIELDS:
                 if name.startswith("sut_") and before is not None:
                     mine[name] = before.get(name)
-            mine["rate_limited"] = (mine["rate_limited"] or 0) + (
-                (before or {}).get("rate_limited") or 0
-            )
     if responded:
         added += [
             pl.Series(names["responses"], col("response"), dtype=_STR_LIST),
@@ -203,7 +208,7 @@ def assemble(
             ),
             pl.Series(
                 names["cache_hits"],
-                [sum(s.sut_cache_hits + s.judge_cache_hits for s in row) for row in results],
+                [(row["sut_cache_hits"] or 0) + (row["judge_cache_hits"] or 0) for row in spend],
                 dtype=pl.Int64,
             ),
             pl.Series(names["spend"], spend, dtype=SPEND_DTYPE),

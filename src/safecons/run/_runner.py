@@ -42,6 +42,7 @@ __all__ = (
     "UnitGate",
     "first_exception",
     "progress_bar",
+    "replay",
     "run_in_order",
     "run_sync",
 )
@@ -282,17 +283,10 @@ class Runner:
         if caching and decode is not None:
             assert self.cache is not None and cache_key is not None
             stored = self._lookup(self.cache, cache_key)
-            if stored is not None:
-                # A file written before a secret was known to the scrubber (or by an older
-                # safecons) must not replay it.
-                stored = self.secrets.scrub(stored)
-                try:
-                    value = decode(stored)
-                except Exception:  # an unreadable entry is a miss, not a failure
-                    pass
-                else:
-                    _bump(stats.cache_hits, kind)
-                    return CallOutcome(value=value, error=None, attempts=0, cached=True)
+            replayed = replay(stored, decode, self.secrets)
+            if replayed is not None:
+                _bump(stats.cache_hits, kind)
+                return CallOutcome(value=replayed, error=None, attempts=0, cached=True)
         error = "no attempt made"
         made = 0  # attempts that started: an attempt is counted when it starts
         limited = 0
@@ -401,6 +395,22 @@ class Runner:
             rate_limited=rate_limited,
             output=None if output is None else scrub(output),
         )
+
+
+def replay(stored: str | None, decode: Callable[[str], T], secrets: Secrets) -> T | None:
+    """What a stored value replays as, or None for a miss; the run and the dry run share it.
+
+    A file written before a secret was known to the scrubber (or by an older safecons) must
+    not replay it, so the stored text is scrubbed first; an entry that does not decode (a
+    judge output that no longer parses under the judge's limits, an answer without text) is a
+    miss, not a failure.
+    """
+    if stored is None:
+        return None
+    try:
+        return decode(secrets.scrub(stored))
+    except Exception:
+        return None
 
 
 class UnitGate:

@@ -147,8 +147,8 @@ async def run_frame(
             )
             sample.sut_attempts += got.attempts
             sample.sut_cache_hits += got.cached
-            sample.rate_limited += got.rate_limited
-            sample.skipped |= got.skipped
+            sample.sut_rate_limited += got.rate_limited
+            sample.sut_skipped += got.skipped
             if got.value is None:
                 sample.response_error = got.error
                 return
@@ -183,8 +183,8 @@ async def run_frame(
             )
             sample.judge_attempts += got.attempts
             sample.judge_cache_hits += got.cached
-            sample.rate_limited += got.rate_limited
-            sample.skipped |= got.skipped
+            sample.judge_rate_limited += got.rate_limited
+            sample.judge_skipped += got.skipped
             if got.value is None:
                 sample.judge_error = got.error
                 sample.judge_raw = got.output  # what the judge said, when it was unusable
