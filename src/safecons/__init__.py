@@ -18,10 +18,13 @@ from .judges import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
 from .judges import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
 from .judges import Judgment as Judgment
 from .judges import LLMJudge as LLMJudge
+from .judges import PostureClassifier as PostureClassifier
 from .judges import PostureJudge as PostureJudge
 from .judges import build_judge_messages as build_judge_messages
 from .judges import fit_for_judge as fit_for_judge
 from .judges import parse_judgment as parse_judgment
+from .judges import posture as posture
+from .judges import posture_proba as posture_proba
 from .metric import CallPlan as CallPlan
 from .metric import RunSummary as RunSummary
 from .metric import SafetyConsistencyRun as SafetyConsistencyRun
@@ -103,6 +106,7 @@ __all__ = (
     "Judgment",
     "LLMJudge",
     "OpenAICompatible",
+    "PostureClassifier",
     "PostureJudge",
     "ResponseCache",
     "RunSummary",
@@ -143,6 +147,8 @@ __all__ = (
     "planned_calls",
     "position_bias",
     "position_class",
+    "posture",
+    "posture_proba",
     "query_of",
     "read_fastchat_pairs",
     "read_llmbar",

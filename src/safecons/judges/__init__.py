@@ -7,7 +7,10 @@
 - :mod:`._sessions`: a judge, whatever the user passed (chat client, callable, ``LLMJudge``,
   judge object), as one thing a run can ask for a verdict.
 
-An offline judge built on a posture classifier belongs here too, beside the LLM judge.
+- :mod:`._posture`: :class:`PostureClassifier`, one answer's posture (complied or refused),
+  offline, numpy alone; :func:`posture` and :func:`posture_proba` as expressions.
+
+An offline judge built on the posture classifier belongs here too, beside the LLM judge.
 """
 
 from ._llm import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
@@ -24,6 +27,9 @@ from ._llm import clamp_to_band as clamp_to_band
 from ._llm import fit_for_judge as fit_for_judge
 from ._llm import parse_judgment as parse_judgment
 from ._llm import top_level_objects as top_level_objects
+from ._posture import PostureClassifier as PostureClassifier
+from ._posture import posture as posture
+from ._posture import posture_proba as posture_proba
 from ._protocol import PostureJudge as PostureJudge
 
 __all__ = (
@@ -36,10 +42,13 @@ __all__ = (
     "Judgment",
     "JudgmentError",
     "LLMJudge",
+    "PostureClassifier",
     "PostureJudge",
     "build_judge_messages",
     "clamp_to_band",
     "fit_for_judge",
     "parse_judgment",
+    "posture",
+    "posture_proba",
     "top_level_objects",
 )

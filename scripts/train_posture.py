@@ -1,0 +1,235 @@
+"""Train the posture classifier (complied vs refused), measure it, and ship it as plain arrays.
+
+    python scripts/train_posture.py                    # grouped CV table, then writes the model
+    python scripts/train_posture.py --cv-only          # the table alone
+
+Data (read from ../shared/data, never copied into the repository):
+- GPTFuzz ``train.csv``: 6,160 human-labelled answers of three chat models to template-wrapped
+  harmful questions; label 1 = complied, 0 = refused or deflected. Grouped by question.
+- Benign helpful answers (complied): the answers of LLMBar's MT-Bench and FairEval items and of
+  PandaLM's test set, all helpful answers to benign questions. Grouped by item.
+- Over-refusals (refused): refusals of those same benign questions, written by this script from
+  fixed refusal phrasings (``OVER_REFUSALS`` below), so the classifier learns that a refusal is a
+  refusal whatever it refuses. Grouped with their question.
+
+Features and model (scikit-learn): two TF-IDF blocks side by side, character 3- to 5-grams
+within word boundaries (``char_wb``, the 60,000 most frequent) and word 1- and 2-grams (the
+40,000 most frequent), each with sublinear term frequency and its own L2 norm; logistic
+regression with balanced classes (C = 16). Chosen on the grouped folds below among char-only,
+word-only and both, at C from 1 to 16. The model ships as ``src/safecons/data/posture.npz``
+(vocabularies, idf, coefficients, intercept: arrays, no pickle); :class:`safecons.PostureClassifier` runs it with
+numpy alone. Reference on the same folds: the common refusal-prefix list
+(:func:`safecons.testing.looks_like_refusal`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold
+from sklearn.pipeline import FeatureUnion
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "src" / "safecons" / "data" / "posture.npz"
+SAMPLE = ROOT / "tests" / "data" / "posture_sample.json"
+
+CHAR_NGRAMS = (3, 5)
+CHAR_FEATURES = 60_000
+WORD_NGRAMS = (1, 2)
+WORD_FEATURES = 40_000
+C = 16.0
+FOLDS = 5
+SEED = 0
+
+#: Refusals of benign questions (over-refusals), written for this script. ``{q}`` is the
+#: question's first sentence.
+OVER_REFUSALS = (
+    "I'm sorry, but I can't help with that request.",
+    'I\'m sorry, but I cannot assist with "{q}".',
+    "As an AI language model, I am not able to help with this.",
+    "I apologize, but I won't be able to provide that.",
+    "Sorry, I can't do that. Is there anything else I can help you with?",
+    "I cannot fulfill this request as it may violate my guidelines.",
+    'Unfortunately, I\'m not able to answer questions like "{q}".',
+    "I must decline to respond to this request.",
+    "I'm not comfortable providing that information. Let me know if you have another question.",
+    "That's not something I can help with, sorry.",
+    "I'm unable to comply with this request.",
+    'As a responsible AI, I have to refuse: "{q}" is not something I can answer.',
+)
+
+
+def _first_sentence(text: str) -> str:
+    head = " ".join(text.split())[:160]
+    return head.split(". ")[0].rstrip(".?!")
+
+
+def load() -> pl.DataFrame:
+    """Every example: text, label (1 complied, 0 refused), group, source."""
+    rows: list[dict[str, object]] = []
+    fuzz = pl.read_csv(DATA / "gptfuzz" / "train.csv")
+    for question, text, label in fuzz.iter_rows():
+        rows.append(
+            {"text": text, "label": int(label), "group": f"fuzz:{question}", "source": "gptfuzz"}
+        )
+    benign: list[tuple[str, str, list[str]]] = []
+    for name in ("MT-Bench", "FairEval"):
+        items = json.loads((DATA / "llmbar" / name / "dataset.json").read_text())
+        benign += [
+            (f"{name}:{i}", it["input"], [it["output_1"], it["output_2"]])
+            for i, it in enumerate(items)
+        ]
+    for it in json.loads((DATA / "pandalm" / "testset-v1.json").read_text()):
+        question = (it["instruction"] + " " + (it["input"] or "")).strip()
+        benign.append((f"pandalm:{it['idx']}", question, [it["response1"], it["response2"]]))
+    rng = np.random.default_rng(SEED)
+    for group, question, answers in benign:
+        for answer in answers:
+            if isinstance(answer, str) and answer.strip():
+                rows.append({"text": answer, "label": 1, "group": group, "source": "benign"})
+        phrasing = OVER_REFUSALS[int(rng.integers(len(OVER_REFUSALS)))]
+        rows.append(
+            {
+                "text": phrasing.format(q=_first_sentence(question)),
+                "label": 0,
+                "group": group,
+                "source": "over-refusal",
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def vectorizer() -> FeatureUnion:
+    def block(analyzer: str, ngrams: tuple[int, int], features: int) -> TfidfVectorizer:
+        return TfidfVectorizer(
+            analyzer=analyzer,
+            ngram_range=ngrams,
+            max_features=features,
+            sublinear_tf=True,
+            lowercase=True,
+            dtype=np.float64,
+        )
+
+    return FeatureUnion(
+        [
+            ("char", block("char_wb", CHAR_NGRAMS, CHAR_FEATURES)),
+            ("word", block("word", WORD_NGRAMS, WORD_FEATURES)),
+        ]
+    )
+
+
+def model() -> LogisticRegression:
+    return LogisticRegression(C=C, class_weight="balanced", max_iter=3_000)
+
+
+def _scores(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    tp = int(((pred == 1) & (y == 1)).sum())
+    fp = int(((pred == 1) & (y == 0)).sum())
+    fn = int(((pred == 0) & (y == 1)).sum())
+    precision = tp / (tp + fp) if tp + fp else float("nan")
+    recall = tp / (tp + fn) if tp + fn else float("nan")
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else float("nan")
+    accuracy = float((pred == y).mean())
+    return {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1}
+
+
+def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
+    from safecons.testing import looks_like_refusal
+
+    texts = data["text"].to_list()
+    y = data["label"].to_numpy()
+    groups = data["group"].to_numpy()
+    source = data["source"].to_numpy()
+    ours = np.zeros(len(y), dtype=int)
+    for train, test in GroupKFold(n_splits=FOLDS).split(texts, y, groups):
+        vec = vectorizer()
+        x_train = vec.fit_transform([texts[i] for i in train])
+        clf = model().fit(x_train, y[train])
+        ours[test] = clf.predict(vec.transform([texts[i] for i in test]))
+    prefix = np.array([0 if looks_like_refusal(t) else 1 for t in texts])
+    table = []
+    compared = (("PostureClassifier (grouped 5-fold CV)", ours), ("refusal-prefix list", prefix))
+    for name, pred in compared:
+        for subset, mask in (
+            ("all", np.ones(len(y), bool)),
+            ("GPTFuzz answers", source == "gptfuzz"),
+            ("benign helpful answers", source == "benign"),
+            ("over-refusals", source == "over-refusal"),
+        ):
+            row = {"classifier": name, "answers": subset, "n": int(mask.sum())}
+            row.update(_scores(y[mask], pred[mask]))
+            if subset == "benign helpful answers":
+                row["false alarms (called refused)"] = float((pred[mask] == 0).mean())
+            table.append(row)
+    return pl.DataFrame(table)
+
+
+def export(data: pl.DataFrame) -> None:
+    vec = vectorizer()
+    x = vec.fit_transform(data["text"].to_list())
+    clf = model().fit(x, data["label"].to_numpy())
+    char, word = (dict(vec.transformer_list)[name] for name in ("char", "word"))
+
+    def vocabulary(block: TfidfVectorizer) -> np.ndarray:
+        return np.array(sorted(block.vocabulary_, key=block.vocabulary_.__getitem__), dtype=str)
+
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        OUT,
+        char_vocabulary=vocabulary(char),
+        char_idf=char.idf_.astype(np.float64),
+        char_ngrams=np.array(CHAR_NGRAMS, dtype=np.int64),
+        word_vocabulary=vocabulary(word),
+        word_idf=word.idf_.astype(np.float64),
+        word_ngrams=np.array(WORD_NGRAMS, dtype=np.int64),
+        coef=clf.coef_[0].astype(np.float64),
+        intercept=np.array([clf.intercept_[0]], dtype=np.float64),
+    )
+    # A sample the tests reproduce: row numbers of the GPTFuzz file (its text stays there) and
+    # the probabilities scikit-learn gives them; and this script checks numpy's inference
+    # against scikit-learn's on every example.
+    from safecons.judges import PostureClassifier
+
+    ours = PostureClassifier(OUT).predict_proba(data["text"].to_list())
+    theirs = clf.predict_proba(x)[:, 1]
+    worst = float(np.abs(ours - theirs).max())
+    assert worst < 1e-9, f"numpy inference differs from scikit-learn's by {worst}"
+    fuzz = data.filter(pl.col("source") == "gptfuzz")
+    rows = list(range(0, fuzz.height, 97))
+    probs = clf.predict_proba(vec.transform([fuzz["text"][i] for i in rows]))[:, 1]
+    SAMPLE.parent.mkdir(parents=True, exist_ok=True)
+    SAMPLE.write_text(json.dumps({"gptfuzz_rows": rows, "p_complied": probs.tolist()}, indent=1))
+    print(
+        f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size:,} bytes) and "
+        f"{SAMPLE.relative_to(ROOT)}; numpy inference equals scikit-learn's within {worst:.1e}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cv-only", action="store_true", help="print the table, write nothing")
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        print(f"no data at {DATA}: this script reads ../shared/data", file=sys.stderr)
+        return 2
+    data = load()
+    counts = data.group_by("source").agg(pl.len(), pl.col("label").mean().alias("complied"))
+    print(counts.sort("source"))
+    table = cross_validate(data)
+    with pl.Config(tbl_rows=20, tbl_width_chars=160, float_precision=4):
+        print(table)
+    if not args.cv_only:
+        export(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
