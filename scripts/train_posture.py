@@ -18,8 +18,8 @@ within word boundaries (``char_wb``, the 60,000 most frequent) and word 1- and 2
 regression with balanced classes (C = 16). Chosen on the grouped folds below among char-only,
 word-only and both, at C from 1 to 16. The model ships as ``src/safecons/data/posture.npz``
 (vocabularies, idf, coefficients, intercept: arrays, no pickle), and
-:class:`safecons.PostureClassifier` runs it with numpy alone. Reference on the same folds: the common refusal-prefix list
-(:func:`safecons.testing.looks_like_refusal`).
+:class:`safecons.PostureClassifier` runs it with numpy alone. Reference on the same folds:
+the common refusal-prefix list (:func:`safecons.testing.looks_like_refusal`).
 """
 
 from __future__ import annotations
