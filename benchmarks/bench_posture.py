@@ -1,0 +1,68 @@
+"""Throughput of the posture classifier on one core (answers a second).
+
+    python benchmarks/bench_posture.py                 # 2,000 GPTFuzz answers (shared data)
+    python benchmarks/bench_posture.py --synthetic     # no data needed: generated answers
+
+Prints the load time, the answers per second and the mean answer length; the figure is quoted
+in docs/judges.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+
+import polars as pl
+
+import safecons as sc
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gptfuzz" / "train.csv"
+
+
+def answers(n: int, synthetic: bool) -> list[str]:
+    if not synthetic and DATA.exists():
+        return pl.read_csv(DATA)["Response"].head(n).to_list()
+    rng = random.Random(0)
+    words = [
+        "the",
+        "a",
+        "to",
+        "of",
+        "and",
+        "model",
+        "answer",
+        "can",
+        "help",
+        "with",
+        "this",
+        "request",
+        "step",
+        "first",
+        "then",
+    ]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(20, 200))) for _ in range(n)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2_000)
+    parser.add_argument("--synthetic", action="store_true")
+    args = parser.parse_args()
+    texts = answers(args.n, args.synthetic)
+    started = time.perf_counter()
+    clf = sc.PostureClassifier()
+    loaded = time.perf_counter() - started
+    started = time.perf_counter()
+    clf.predict_proba(texts)
+    spent = time.perf_counter() - started
+    mean = sum(map(len, texts)) / len(texts)
+    print(
+        f"load {loaded:.2f} s; {len(texts) / spent:,.0f} answers/s over {len(texts):,} answers "
+        f"of {mean:.0f} characters on average"
+    )
+
+
+if __name__ == "__main__":
+    main()
