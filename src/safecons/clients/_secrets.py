@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-__all__ = ("MIN_SECRET_LENGTH", "SCRUBBED", "Secrets", "is_secret_header")
+__all__ = ("MIN_SECRET_LENGTH", "SCRUBBED", "Secrets", "is_secret_header", "secrets_of")
 
 #: What a secret is replaced by.
 SCRUBBED: Final[str] = "<api key>"
@@ -68,13 +68,13 @@ class Secrets:
     Secrets(<2 hidden>)
     """
 
-    __slots__ = ("_heads", "_pattern", "_values")
+    __slots__ = ("_heads", "_pattern", "_sources", "_values")
 
     def __init__(self, values: Iterable[object] = ()) -> None:
+        # The values as given, so that joining two sets derives each value's forms once.
+        self._sources = tuple(v for v in values if isinstance(v, str))
         found: set[str] = set()
-        for value in values:
-            if not isinstance(value, str):
-                continue
+        for value in self._sources:
             forms = (
                 value,
                 value.strip(),
@@ -84,7 +84,6 @@ class Secrets:
                 urllib.parse.quote_plus(value),
             )
             found.update(form for form in forms if len(form) >= MIN_SECRET_LENGTH)
-        # Longest first, so a secret that contains another is replaced whole.
         self._values = tuple(sorted(found, key=len, reverse=True))
         # Whole secrets first (longest first, so one that contains another goes whole), then
         # the heads of secrets cut short, each replaced as far as any form of it runs on.
@@ -107,7 +106,7 @@ class Secrets:
         return cls(values)
 
     def __or__(self, other: Secrets) -> Secrets:
-        return Secrets((*self._values, *other._values))
+        return Secrets((*self._sources, *other._sources))
 
     def __bool__(self) -> bool:
         return bool(self._values)
@@ -133,6 +132,16 @@ class Secrets:
             pos = start + max(longest, len(match.group()))
         out.append(text[pos:])
         return "".join(out)
+
+
+def secrets_of(*clients: object) -> Secrets:
+    """The secrets of every client given (objects without a ``secrets`` attribute add none)."""
+    out = Secrets()
+    for client in clients:
+        secrets = getattr(client, "secrets", None)
+        if isinstance(secrets, Secrets):
+            out = out | secrets
+    return out
 
 
 def _common(text: str, start: int, secret: str) -> int:

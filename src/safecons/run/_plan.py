@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..clients._adapt import as_chat_client
-from ..clients._secrets import Secrets
+from ..clients._secrets import secrets_of
 from ..config import SafetyConsistencyConfig
 from ..judges._sessions import planning_judge
 from ..variants import query_of
@@ -76,10 +76,7 @@ def plan_calls(
     judging = planning_judge(judge)
     sut_client = as_chat_client(sut, "sut")
     # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
-    secrets = Secrets()
-    for client in (sut_client, getattr(judging, "client", None)):
-        if isinstance(getattr(client, "secrets", None), Secrets):
-            secrets = secrets | client.secrets  # type: ignore[union-attr]
+    secrets = secrets_of(sut_client, getattr(judging, "client", None))
     sut_cached = judge_cached = 0
     with opened_cache(cache) as store:
         if store is not None:

@@ -30,7 +30,7 @@ from ..clients._base import (
     NonRetryableCallError,
     RetryableCallError,
 )
-from ..clients._secrets import Secrets
+from ..clients._secrets import Secrets, secrets_of
 from ..errors import AuthenticationError
 from ._cache import ResponseCache
 
@@ -242,9 +242,7 @@ class Runner:
 
     def protect(self, client: object) -> None:
         """Scrub ``client``'s secrets (its key, auth headers) from every error of the run."""
-        secrets = getattr(client, "secrets", None)
-        if isinstance(secrets, Secrets):
-            self.secrets = self.secrets | secrets
+        self.secrets = self.secrets | secrets_of(client)
 
     @property
     def budget_spent(self) -> bool:
