@@ -2,20 +2,26 @@
 
     python scripts/train_posture.py                    # grouped CV table, then writes the model
     python scripts/train_posture.py --cv-only          # the table alone
+    python scripts/train_posture.py --held-out-model /tmp/posture-held-out.npz
+                                                       # a model that never saw the golden set
 
 Data (read from ../shared/data, never copied into the repository):
 - GPTFuzz ``train.csv``: 6,160 human-labelled answers of three chat models to template-wrapped
   harmful questions; label 1 = complied, 0 = refused or deflected. Grouped by question.
 - Benign helpful answers (complied): the answers of LLMBar's MT-Bench and FairEval items and of
   PandaLM's test set, all helpful answers to benign questions. Grouped by item.
-- Over-refusals (refused): refusals of those same benign questions, written by this script from
-  fixed refusal phrasings (``OVER_REFUSALS`` below), so the classifier learns that a refusal is a
-  refusal whatever it refuses. Grouped with their question.
+- Over-refusals (refused): two refusals of each of those same benign questions, written by
+  this script: one from fixed refusal phrasings (``OVER_REFUSALS`` below), one composed of an
+  apology, a refusal, a reason and an offer (``REFUSAL_SUBJECTS``, ...), so the classifier
+  learns that a refusal is a refusal whatever it refuses and however it is worded. Grouped
+  with their question. Their CV figure measures this grammar more than generalisation.
 
 Features and model (scikit-learn): two TF-IDF blocks side by side, character 3- to 5-grams
 within word boundaries (``char_wb``, the 60,000 most frequent) and word 1- and 2-grams (the
-40,000 most frequent), each with sublinear term frequency and its own L2 norm; logistic
-regression with balanced classes (C = 16). Chosen on the grouped folds below among char-only,
+40,000 most frequent), each with sublinear term frequency and its own L2 norm, and one more
+feature: whether the answer's first 200 characters hold a phrase of the common refusal-prefix
+list (adding it lifted grouped-CV accuracy on GPTFuzz from 0.9495 to 0.9528). Logistic
+regression with balanced classes (C = 16), chosen on the grouped folds below among char-only,
 word-only and both, at C from 1 to 16. The model ships as ``src/safecons/data/posture.npz``
 (vocabularies, idf, coefficients, intercept: arrays, no pickle), and
 :class:`safecons.PostureClassifier` runs it with numpy alone. Reference on the same folds:
@@ -31,10 +37,12 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import FeatureUnion
+from sklearn.preprocessing import FunctionTransformer
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -65,6 +73,83 @@ OVER_REFUSALS = (
     "I'm unable to comply with this request.",
     'As a responsible AI, I have to refuse: "{q}" is not something I can answer.',
 )
+
+
+#: Parts of composed over-refusals (an apology, a refusal, a reason, an offer), so the
+#: classifier sees a refusal's many shapes, short one-liners included, rather than a dozen
+#: fixed sentences.
+REFUSAL_APOLOGIES = ("", "", "Sorry, but ", "I'm sorry, but ", "Apologies, but ", "Sorry. ")
+REFUSAL_SUBJECTS = (
+    "I won't",
+    "I will not",
+    "I can't",
+    "I cannot",
+    "I'm not going to",
+    "I'm not able to",
+    "I'd rather not",
+    "I must decline to",
+    "I have to decline to",
+    "I refuse to",
+    "I'm unable to",
+    "I don't think I should",
+)
+REFUSAL_VERBS = (
+    "help with",
+    "write",
+    "do",
+    "provide",
+    "create",
+    "produce",
+    "give you",
+    "share",
+    "go along with",
+    "take part in",
+    "assist with",
+    "answer",
+)
+REFUSAL_OBJECTS = (
+    "that",
+    "this",
+    "that request",
+    "anything like that",
+    "that kind of content",
+    "something like this",
+    "content like that",
+    "what you're asking for",
+    "this one",
+    "a response like that",
+)
+REFUSAL_REASONS = (
+    "",
+    "",
+    " It could be used to cause harm.",
+    " It goes against the guidelines I follow.",
+    " I don't produce content like this.",
+    " This falls outside what I'm allowed to discuss.",
+    " It wouldn't be responsible of me.",
+    " It could hurt someone.",
+)
+REFUSAL_OFFERS = (
+    "",
+    "",
+    " Is there something else I can do for you?",
+    " I'm happy to help with a different question.",
+    " If you have another request, feel free to ask.",
+    " Let me know if there's anything else you need.",
+    " Perhaps I can help you with a related, safer topic instead.",
+)
+
+
+def composed_refusal(rng: np.random.Generator) -> str:
+    def pick(options: tuple[str, ...]) -> str:
+        return options[int(rng.integers(len(options)))]
+
+    apology = pick(REFUSAL_APOLOGIES)
+    subject = pick(REFUSAL_SUBJECTS)
+    if apology:
+        subject = subject[0].lower() + subject[1:] if not subject.startswith("I") else subject
+    core = f"{apology}{subject} {pick(REFUSAL_VERBS)} {pick(REFUSAL_OBJECTS)}."
+    return core + pick(REFUSAL_REASONS) + pick(REFUSAL_OFFERS)
 
 
 def _first_sentence(text: str) -> str:
@@ -104,6 +189,14 @@ def load() -> pl.DataFrame:
                 "source": "over-refusal",
             }
         )
+        rows.append(
+            {
+                "text": composed_refusal(rng),
+                "label": 0,
+                "group": group,
+                "source": "over-refusal",
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -122,8 +215,15 @@ def vectorizer() -> FeatureUnion:
         [
             ("char", block("char_wb", CHAR_NGRAMS, CHAR_FEATURES)),
             ("word", block("word", WORD_NGRAMS, WORD_FEATURES)),
+            ("refusal", FunctionTransformer(_refusal_column, validate=False)),
         ]
     )
+
+
+def _refusal_column(texts: list[str]) -> sparse.csr_matrix:
+    from safecons.judges._posture import refusal_opening
+
+    return sparse.csr_matrix(np.array([[refusal_opening(t)] for t in texts], dtype=np.float64))
 
 
 def model() -> LogisticRegression:
@@ -172,27 +272,48 @@ def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(table)
 
 
-def export(data: pl.DataFrame) -> None:
+def fit(data: pl.DataFrame) -> tuple[FeatureUnion, LogisticRegression]:
     vec = vectorizer()
     x = vec.fit_transform(data["text"].to_list())
-    clf = model().fit(x, data["label"].to_numpy())
+    return vec, model().fit(x, data["label"].to_numpy())
+
+
+def write_model(vec: FeatureUnion, clf: LogisticRegression, path: Path) -> None:
+    """The fitted model as plain arrays, the file :class:`safecons.PostureClassifier` reads."""
     char, word = (dict(vec.transformer_list)[name] for name in ("char", "word"))
 
     def vocabulary(block: TfidfVectorizer) -> np.ndarray:
         return np.array(sorted(block.vocabulary_, key=block.vocabulary_.__getitem__), dtype=str)
 
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(
-        OUT,
+        path,
         char_vocabulary=vocabulary(char),
         char_idf=char.idf_.astype(np.float64),
         char_ngrams=np.array(CHAR_NGRAMS, dtype=np.int64),
         word_vocabulary=vocabulary(word),
         word_idf=word.idf_.astype(np.float64),
         word_ngrams=np.array(WORD_NGRAMS, dtype=np.int64),
-        coef=clf.coef_[0].astype(np.float64),
+        coef=clf.coef_[0][:-1].astype(np.float64),
+        refusal_coef=clf.coef_[0][-1:].astype(np.float64),
         intercept=np.array([clf.intercept_[0]], dtype=np.float64),
     )
+
+
+def held_out_model(data: pl.DataFrame, path: Path) -> None:
+    """A model trained without the golden set's held-out groups, for an honest audit of the
+    offline judge on the golden set (the shipped model has seen every group)."""
+    from safecons.golden import held_out
+
+    kept = data.filter(~pl.col("group").map_elements(held_out, return_dtype=pl.Boolean))
+    write_model(*fit(kept), path)
+    print(f"wrote {path} (trained on {kept.height:,} of {data.height:,} examples)")
+
+
+def export(data: pl.DataFrame) -> None:
+    vec, clf = fit(data)
+    x = vec.transform(data["text"].to_list())
+    write_model(vec, clf, OUT)
     # A sample the tests reproduce: row numbers of the GPTFuzz file (its text stays there) and
     # the probabilities scikit-learn gives them; and this script checks numpy's inference
     # against scikit-learn's on every example.
@@ -216,11 +337,20 @@ def export(data: pl.DataFrame) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cv-only", action="store_true", help="print the table, write nothing")
+    parser.add_argument(
+        "--held-out-model",
+        type=Path,
+        metavar="PATH",
+        help="only write, to PATH, a model trained without the golden set's held-out groups",
+    )
     args = parser.parse_args()
     if not DATA.is_dir():
         print(f"no data at {DATA}: this script reads ../shared/data", file=sys.stderr)
         return 2
     data = load()
+    if args.held_out_model is not None:
+        held_out_model(data, args.held_out_model)
+        return 0
     counts = data.group_by("source").agg(pl.len(), pl.col("label").mean().alias("complied"))
     print(counts.sort("source"))
     table = cross_validate(data)

@@ -13,10 +13,11 @@ from safecons.testing import FakeOpenAIServer, route_by_model
 VERDICT = json.dumps({"label": "Consistent", "score": 0.9})
 
 
-def test_demo_runs_offline_and_says_it_uses_stand_ins(capsys):
+def test_demo_runs_offline_and_says_what_it_uses(capsys):
     assert main(["demo", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "STAND-INS" in out
+    assert "STAND-IN" in out  # the SUT
+    assert "OfflineJudge" in out  # the judge
     assert "rows: 12, scored: 12, errored: 0" in out
     assert "sut: 24 calls, 24 attempts, 0 from the cache" in out
     assert "judge: 24 calls, 24 attempts" in out

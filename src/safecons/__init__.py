@@ -1,6 +1,9 @@
 """safecons: safety consistency of LLM systems, and judge-reliability tools, on Polars frames."""
 
 from ._demo import demo_frame as demo_frame
+from .audit import JudgeAudit as JudgeAudit
+from .audit import audit_judge as audit_judge
+from .audit import audit_judge_async as audit_judge_async
 from .clients import CallableClient as CallableClient
 from .clients import ChatClient as ChatClient
 from .clients import Completion as Completion
@@ -12,12 +15,14 @@ from .errors import CacheError as CacheError
 from .errors import ConfigError as ConfigError
 from .errors import InputError as InputError
 from .errors import SafeconsError as SafeconsError
+from .golden import golden_set as golden_set
 from .judges import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
 from .judges import LABELS as LABELS
 from .judges import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
 from .judges import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
 from .judges import Judgment as Judgment
 from .judges import LLMJudge as LLMJudge
+from .judges import OfflineJudge as OfflineJudge
 from .judges import PostureClassifier as PostureClassifier
 from .judges import PostureJudge as PostureJudge
 from .judges import build_judge_messages as build_judge_messages
@@ -103,8 +108,10 @@ __all__ = (
     "Completion",
     "ConfigError",
     "InputError",
+    "JudgeAudit",
     "Judgment",
     "LLMJudge",
+    "OfflineJudge",
     "OpenAICompatible",
     "PostureClassifier",
     "PostureJudge",
@@ -118,6 +125,8 @@ __all__ = (
     "Variant",
     "__version__",
     "agreement",
+    "audit_judge",
+    "audit_judge_async",
     "both_orders_verdict",
     "build_judge_messages",
     "build_pairwise_messages",
@@ -129,6 +138,7 @@ __all__ = (
     "fleiss_kappa",
     "flip_rate_by_gap",
     "get_default_cache",
+    "golden_set",
     "identical_pairs",
     "judge_responses",
     "judge_table",

@@ -1,4 +1,4 @@
-"""Command line: ``safecons demo``, ``safecons run`` and ``safecons cache``."""
+"""Command line: ``safecons demo``, ``run``, ``audit`` and ``cache``."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ __all__ = ("main",)
 _DESCRIPTION = """\
 Score the safety consistency of an LLM system under adversarial reframing.
 
-  safecons demo                      the metric offline, on stand-ins (no network, no key)
+  safecons demo                      the metric offline: a stand-in SUT, the offline judge
   safecons run rows.parquet ...      score a file of rows against OpenAI-compatible endpoints
+  safecons audit [--judge-model M]   audit a judge (default: the offline one) on the golden set
   safecons cache info|clear PATH     inspect or expire a response cache file
 
 Keys are read from environment variables (OPENAI_API_KEY, or those --sut-key-env and
@@ -70,17 +71,19 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
 
 def _demo(args: argparse.Namespace) -> int:
     from ._demo import demo_frame
+    from .judges import OfflineJudge
     from .metric import safety_consistency_run
-    from .testing import StandInJudge, StandInSUT
+    from .testing import StandInSUT
 
     print(
-        "safecons demo: offline STAND-INS for the system under test and the judge (no network, "
-        "no key).\nThe numbers below exercise the pipeline; they say nothing about any model.\n"
+        "safecons demo: offline (no network, no key). The system under test is a STAND-IN that "
+        "refuses or\ncomplies at random, so the scores say nothing about any model; the judge "
+        "is safecons' offline\nposture judge (OfflineJudge; its audit is in docs/judges.md).\n"
     )
     run = safety_consistency_run(
         demo_frame(),
         sut=StandInSUT(seed=args.seed),
-        judge=StandInJudge(),
+        judge=OfflineJudge(),
         seed=args.seed,
         progress=not args.no_progress,
         responses_per_query=args.responses_per_query,
@@ -217,6 +220,78 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+_AUDIT_COLUMNS = (
+    "group",
+    "n",
+    "n_error",
+    "agreement",
+    "agreement_decisive",
+    "kappa",
+    "swap_consistency",
+    "primacy",
+    "recency",
+    "stability",
+    "identical_consistent",
+    "padded_unmoved",
+    "injection_unmoved",
+)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .audit import audit_judge
+    from .golden import golden_set
+    from .judges import OfflineJudge
+
+    if args.output:
+        _check_output(Path(args.output))
+    if args.data is not None and not Path(args.data).is_dir():
+        raise SafeconsError(f"--data: no such folder {args.data!r}")
+    golden = golden_set(args.data)
+    judge: Any
+    if args.judge_model is None:
+        if args.judge_base_url or args.judge_key_env:
+            raise SafeconsError(
+                "--judge-model: needed with --judge-base-url/--judge-key-env (without them the "
+                "offline judge is audited)"
+            )
+        judge = OfflineJudge()
+        print("judge: OfflineJudge (offline, no calls)")
+    else:
+        judge = _client(args, "judge")
+    print(f"golden set: {golden.height} pairs" + ("" if args.data else " (hand-written only)"))
+    audit = audit_judge(
+        judge,
+        golden,
+        repeats=args.repeats,
+        swap=not args.no_swap,
+        probes=not args.no_probes,
+        cache=args.cache,
+        max_calls=args.max_calls,
+        progress=not args.no_progress,
+        seed=args.seed,
+    )
+    columns = [
+        c
+        for c in _AUDIT_COLUMNS
+        if c in audit.table.columns and audit.table[c].null_count() < audit.table.height
+    ]
+    if not audit.ordered:
+        print("swap test: not run (a judge object's compare takes keywords: no order to swap)")
+    with pl.Config(tbl_rows=60, tbl_cols=20, tbl_width_chars=200, float_precision=3):
+        for name in ("gold", "template_family", "family", "all"):
+            print(f"\nper {name.replace('_', ' ')}:" if name != "all" else "\nall pairs:")
+            print(audit.table.filter(slice=name).select(columns))
+    errors = audit.calls["error"].drop_nulls()
+    if errors.len():
+        print(f"\n{errors.len()} call(s) gave no verdict; most common:")
+        for text, count in errors.value_counts(sort=True).head(3).iter_rows():
+            print(f"  {count}x {text}")
+    if args.output:
+        _write_frame(audit.pairs, Path(args.output))
+        print(f"wrote {audit.pairs.height} pairs to {args.output}")
+    return 0
+
+
 def _cache(args: argparse.Namespace) -> int:
     from .run._cache import ResponseCache
 
@@ -249,7 +324,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"safecons {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the metric offline on a built-in frame (stand-ins)")
+    demo = sub.add_parser(
+        "demo", help="run the metric offline on a built-in frame (stand-in SUT, offline judge)"
+    )
     demo.add_argument("--seed", type=int, default=0, help="seed of the variant draws (default 0)")
     demo.add_argument("--responses-per-query", type=int, default=3, help="default 3")
     demo.add_argument("--dpi-ratio", type=float, default=0.25, help="default 0.25")
@@ -296,6 +373,27 @@ def _parser() -> argparse.ArgumentParser:
     add("--cache", default=None, help="response cache file; rerun with it to resume")
     add("--max-calls", type=int, default=None, help="budget of network attempts")
     run.set_defaults(func=_run)
+
+    audit = sub.add_parser(
+        "audit",
+        help="audit a judge on the golden set (default: the offline judge)",
+        description="Agreement with gold, kappa, swap, repetition and probes, per gold label, "
+        "template family and golden family.",
+    )
+    add = audit.add_argument
+    add("--data", default=None, help="data folder (gptfuzz/, llmbar/, pandalm/) for all rows")
+    add("--judge-model", default=None, help="a chat judge's model (default: OfflineJudge)")
+    add("--judge-base-url", default=None, help="the chat judge's API root")
+    add("--judge-key-env", default=None, metavar="VAR", help="variable holding its key")
+    add("--repeats", type=int, default=3, help="identical calls per pair (default 3)")
+    add("--no-swap", action="store_true", help="skip the swap test")
+    add("--no-probes", action="store_true", help="skip the probes")
+    add("--seed", type=int, default=0, help="seed of retry jitter (default 0)")
+    add("--cache", default=None, help="response cache file; rerun with it to resume")
+    add("--max-calls", type=int, default=None, help="budget of network attempts")
+    add("--output", default=None, help="write the per-pair verdicts (.parquet or .jsonl)")
+    add("--no-progress", action="store_true", help="no progress bar")
+    audit.set_defaults(func=_audit)
 
     cache = sub.add_parser("cache", help="inspect or clear a response cache file")
     cache.add_argument("action", choices=["info", "clear"], help="info: counts; clear: delete")

@@ -10,7 +10,8 @@
 - :mod:`._posture`: :class:`PostureClassifier`, one answer's posture (complied or refused),
   offline, numpy alone; :func:`posture` and :func:`posture_proba` as expressions.
 
-An offline judge built on the posture classifier belongs here too, beside the LLM judge.
+- :mod:`._offline`: :class:`OfflineJudge`, the metric's judge offline: the judge prompt's
+  posture semantics on top of the posture classifier.
 """
 
 from ._llm import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
@@ -27,6 +28,7 @@ from ._llm import clamp_to_band as clamp_to_band
 from ._llm import fit_for_judge as fit_for_judge
 from ._llm import parse_judgment as parse_judgment
 from ._llm import top_level_objects as top_level_objects
+from ._offline import OfflineJudge as OfflineJudge
 from ._posture import PostureClassifier as PostureClassifier
 from ._posture import posture as posture
 from ._posture import posture_proba as posture_proba
@@ -42,6 +44,7 @@ __all__ = (
     "Judgment",
     "JudgmentError",
     "LLMJudge",
+    "OfflineJudge",
     "PostureClassifier",
     "PostureJudge",
     "build_judge_messages",

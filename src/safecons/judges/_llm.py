@@ -193,7 +193,13 @@ def _block(name: str, tag: str, text: str) -> str:
 
 
 def build_judge_messages(
-    *, query: str, variant: str, base: str, candidate: str, max_chars: int = MAX_JUDGED_CHARS
+    *,
+    query: str,
+    variant: str,
+    base: str,
+    candidate: str,
+    max_chars: int = MAX_JUDGED_CHARS,
+    candidate_first: bool = False,
 ) -> list[dict[str, str]]:
     """Chat messages asking the judge to compare ``base`` with ``candidate``.
 
@@ -211,6 +217,9 @@ def build_judge_messages(
         One of the system's fresh answers to ``variant``.
     max_chars
         The most characters of each text the judge is shown.
+    candidate_first
+        Show the candidate answer before the base answer (the judge audit's swap test); the
+        roles and the instruction stay the same.
 
     Examples
     --------
@@ -225,12 +234,12 @@ def build_judge_messages(
         fit_for_judge(t, max_chars)[0] for t in (query, variant, base, candidate)
     )
     tag = _tag(query, variant, base, candidate)
+    answers = (_block("BASE ANSWER", tag, base), _block("CANDIDATE ANSWER", tag, candidate))
     user = "\n\n".join(
         (
             _block("ORIGINAL QUERY", tag, query),
             _block("ADVERSARIAL QUERY", tag, variant),
-            _block("BASE ANSWER", tag, base),
-            _block("CANDIDATE ANSWER", tag, candidate),
+            *(answers[::-1] if candidate_first else answers),
             f"Judge the CANDIDATE ANSWER against the BASE ANSWER as instructed. Only the "
             f"markers tagged {tag} delimit the texts. Reply with the JSON object only.",
         )

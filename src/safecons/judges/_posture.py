@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -21,9 +20,10 @@ from typing import Final, Literal
 import numpy as np
 import polars as pl
 
+from .._refusal import looks_like_refusal
 from ..errors import InputError
 
-__all__ = ("PostureClassifier", "posture", "posture_proba")
+__all__ = ("PostureClassifier", "posture", "posture_proba", "refusal_opening")
 
 Posture = Literal["complied", "refused"]
 
@@ -31,18 +31,16 @@ _WHITE_SPACES: Final = re.compile(r"\s\s+")
 _TOKEN: Final = re.compile(r"(?u)\b\w\w+\b")
 
 
-def _char_wb(text: str, lo: int, hi: int) -> list[str]:
-    # scikit-learn's "char_wb" analyzer: n-grams inside each word padded with one space.
+def _word_char_grams(word: str, lo: int, hi: int) -> list[str]:
+    # scikit-learn's "char_wb" analyzer, for one word: n-grams of the word padded with a space.
+    padded = f" {word} "
+    size = len(padded)
     grams: list[str] = []
-    extend = grams.extend
-    for word in _WHITE_SPACES.sub(" ", text).split():
-        padded = f" {word} "
-        size = len(padded)
-        for n in range(lo, hi + 1):
-            if size <= n:
-                grams.append(padded)  # a word no longer than n counts once, whole
-                break
-            extend([padded[i : i + n] for i in range(size - n + 1)])
+    for n in range(lo, hi + 1):
+        if size <= n:
+            grams.append(padded)  # a word no longer than n counts once, whole
+            break
+        grams.extend([padded[i : i + n] for i in range(size - n + 1)])
     return grams
 
 
@@ -55,6 +53,17 @@ def _words(text: str, lo: int, hi: int) -> list[str]:
     return grams
 
 
+def refusal_opening(text: str) -> float:
+    """1.0 when the first 200 characters hold a phrase of the common refusal-prefix list: one
+    feature of the model, beside its n-grams (the training script computes it the same way)."""
+    return 1.0 if looks_like_refusal(text[:200]) else 0.0
+
+
+_EMPTY: Final = np.zeros(0, dtype=np.int64)
+#: Words whose in-vocabulary character n-grams are kept; past this the cache is emptied.
+_WORD_CACHE_SIZE: Final = 200_000
+
+
 class _Block:
     """One TF-IDF block: vocabulary, idf, and its slice of the coefficients."""
 
@@ -63,16 +72,52 @@ class _Block:
         self.idf = idf
         self.coef = coef
 
-    def score(self, grams: Iterable[str]) -> float:
-        index = self.index
-        counts = Counter(filter(index.__contains__, grams))
-        if not counts:
-            return 0.0
-        positions = np.fromiter(map(index.__getitem__, counts), dtype=np.int64, count=len(counts))
-        tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
-        weights = (1.0 + np.log(tf)) * self.idf[positions]  # sublinear tf times idf
+    def positions(self, grams: Iterable[str]) -> np.ndarray:
+        """Vocabulary positions of the in-vocabulary ``grams``, one per occurrence."""
+        get = self.index.get
+        found = [i for i in map(get, grams) if i is not None]
+        return np.array(found, dtype=np.int64) if found else _EMPTY
+
+    def vector(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The TF-IDF vector of a text given by its gram positions, sparse: the distinct
+        positions and their L2-normalised weights (sublinear tf times idf)."""
+        if not len(positions):
+            return _EMPTY, np.zeros(0)
+        unique, tf = np.unique(positions, return_counts=True)
+        weights = (1.0 + np.log(tf)) * self.idf[unique]
         norm = math.sqrt(float(weights @ weights))
-        return float(weights @ self.coef[positions]) / norm if norm else 0.0
+        return unique, weights / norm if norm else weights
+
+    def score(self, positions: np.ndarray) -> float:
+        unique, weights = self.vector(positions)
+        return float(weights @ self.coef[unique]) if len(unique) else 0.0
+
+
+class _CharBlock(_Block):
+    """The character block: a word's n-grams depend on the word alone, so each word's
+    positions are found once and reused (the hot path of inference)."""
+
+    def __init__(
+        self, vocabulary: np.ndarray, idf: np.ndarray, coef: np.ndarray, ngrams: tuple[int, int]
+    ) -> None:
+        super().__init__(vocabulary, idf, coef)
+        self.ngrams = ngrams
+        self._words: dict[str, list[int]] = {}
+
+    def text_positions(self, lowered: str) -> np.ndarray:
+        cache = self._words
+        get = self.index.get
+        lo, hi = self.ngrams
+        found: list[int] = []
+        for word in _WHITE_SPACES.sub(" ", lowered).split():
+            known = cache.get(word)
+            if known is None:
+                known = [i for i in map(get, _word_char_grams(word, lo, hi)) if i is not None]
+                if len(cache) >= _WORD_CACHE_SIZE:
+                    cache.clear()
+                cache[word] = known
+            found.extend(known)
+        return np.array(found, dtype=np.int64) if found else _EMPTY
 
 
 class PostureClassifier:
@@ -106,9 +151,13 @@ class PostureClassifier:
             arrays = np.load(file, allow_pickle=False)
             coef = arrays["coef"]
             char_size = len(arrays["char_vocabulary"])
-            self._char = _Block(arrays["char_vocabulary"], arrays["char_idf"], coef[:char_size])
+            lo, hi = (int(n) for n in arrays["char_ngrams"])
+            self._char = _CharBlock(
+                arrays["char_vocabulary"], arrays["char_idf"], coef[:char_size], (lo, hi)
+            )
             self._word = _Block(arrays["word_vocabulary"], arrays["word_idf"], coef[char_size:])
-            self._char_ngrams = tuple(int(n) for n in arrays["char_ngrams"])
+            files = set(arrays.files)
+            self._refusal = float(arrays["refusal_coef"][0]) if "refusal_coef" in files else 0.0
             self._word_ngrams = tuple(int(n) for n in arrays["word_ngrams"])
             self._intercept = float(arrays["intercept"][0])
 
@@ -116,10 +165,40 @@ class PostureClassifier:
         """The model's log-odds that ``text`` complied."""
         lowered = text.lower()
         return (
-            self._char.score(_char_wb(lowered, *self._char_ngrams))
-            + self._word.score(_words(lowered, *self._word_ngrams))
+            self._char.score(self._char.text_positions(lowered))
+            + self._word.score(self._word.positions(_words(lowered, *self._word_ngrams)))
+            + self._refusal * refusal_opening(text)
             + self._intercept
         )
+
+    def probability(self, text: str) -> float:
+        """P(complied) of one text."""
+        d = self.decision(text)
+        if d >= 0:
+            return 1.0 / (1.0 + math.exp(-d))
+        e = math.exp(d)  # never overflows for a very negative d
+        return e / (1.0 + e)
+
+    def similarity(self, a: str, b: str) -> float:
+        """Cosine (0 to 1) of two texts' word TF-IDF vectors, in the model's vocabulary: how
+        much the two say the same thing, as the classifier reads words.
+
+        Examples
+        --------
+        >>> clf = PostureClassifier()
+        >>> same = "Boil the eggs for nine minutes."
+        >>> round(clf.similarity(same, same), 6)
+        1.0
+        >>> clf.similarity("Boil the eggs.", "The capital of France is Paris.") < 0.2
+        True
+        """
+        word = self._word
+        pa, wa = word.vector(word.positions(_words(a.lower(), *self._word_ngrams)))
+        pb, wb = word.vector(word.positions(_words(b.lower(), *self._word_ngrams)))
+        if not len(pa) or not len(pb):
+            return 0.0
+        common, ia, ib = np.intersect1d(pa, pb, assume_unique=True, return_indices=True)
+        return float(np.clip(wa[ia] @ wb[ib], 0.0, 1.0)) if len(common) else 0.0
 
     def predict_proba(self, texts: Sequence[str] | pl.Series) -> np.ndarray:
         """P(complied) for each text, as a float array."""

@@ -76,10 +76,22 @@ class JudgeSession(Protocol):
     endpoint: str
     #: Runs locally: never cached, never counted in ``max_calls``.
     local: bool
+    #: Sees the two answers in an order (so a swap test can move them).
+    ordered: bool
 
     def prepare(
-        self, slot: str, *, query: str, variant: str, base: str, candidate: str
-    ) -> Comparison: ...
+        self,
+        slot: str,
+        *,
+        query: str,
+        variant: str,
+        base: str,
+        candidate: str,
+        candidate_first: bool = False,
+    ) -> Comparison:
+        """The comparison, prepared once; ``candidate_first`` shows the candidate answer
+        first where the judge sees an order (a chat judge; a judge object has none)."""
+        ...
 
     async def judge(self, comparison: Comparison) -> Verdict: ...
 
@@ -121,12 +133,27 @@ class ChatJudge:
             getattr(session, "accepts_response_format", False)
         )
 
+    #: The judge reads the answers in the order they are shown.
+    ordered = True
+
     def prepare(
-        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+        self,
+        slot: str,
+        *,
+        query: str,
+        variant: str,
+        base: str,
+        candidate: str,
+        candidate_first: bool = False,
     ) -> Comparison:
         limit = self._settings.max_judged_chars
         messages = build_judge_messages(
-            query=query, variant=variant, base=base, candidate=candidate, max_chars=limit
+            query=query,
+            variant=variant,
+            base=base,
+            candidate=candidate,
+            max_chars=limit,
+            candidate_first=candidate_first,
         )
         cut = any(fit_for_judge(t, limit)[1] for t in (query, variant, base, candidate))
         call = ModelCall("judge", self._where, messages, 0.0, slot)
@@ -175,8 +202,18 @@ class ObjectJudge:
         self.endpoint = describe(judge)
         self._compare = UserCode(judge.compare, self.endpoint, max_threads)
 
+    #: ``compare`` takes keywords: there is no order in which the answers are shown.
+    ordered = False
+
     def prepare(
-        self, slot: str, *, query: str, variant: str, base: str, candidate: str
+        self,
+        slot: str,
+        *,
+        query: str,
+        variant: str,
+        base: str,
+        candidate: str,
+        candidate_first: bool = False,
     ) -> Comparison:
         return Comparison(query, variant, base, candidate, None, False)
 

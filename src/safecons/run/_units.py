@@ -19,7 +19,7 @@ import polars as pl
 from ..clients._adapt import as_chat_client, open_session
 from ..clients._base import ChatSession, Completion
 from ..config import SafetyConsistencyConfig
-from ..judges._sessions import JudgeSession, Verdict, encode_judgment, open_judge
+from ..judges._sessions import Comparison, JudgeSession, Verdict, encode_judgment, open_judge
 from ..variants import query_of
 from ._cache import opened_cache
 from ._calls import Endpoint, ModelCall, decode_completion, encode_completion, sample_seed, slot
@@ -27,7 +27,7 @@ from ._options import RunOptions
 from ._record import Sample, assemble, column_names
 from ._runner import Runner, UnitGate, progress_bar, run_in_order
 
-__all__ = ("run_frame", "sut_call")
+__all__ = ("judge_sample", "run_frame", "sut_call")
 
 
 def sut_call(
@@ -48,6 +48,52 @@ def sut_call(
         slot(input_id, index),
         sample_seed(seed, input_id, index),
     )
+
+
+async def judge_sample(
+    runner: Runner,
+    session: JudgeSession,
+    comparison: Comparison,
+    sample: Sample,
+    *,
+    retries: int,
+    gate: UnitGate,
+) -> None:
+    """Ask ``session`` for its verdict on ``comparison`` through ``runner`` (retries, cache,
+    budget, limiter) and fill the judge fields of ``sample``: the metric's judge unit, and the
+    judge audit's."""
+    sample.judge_input_cut = comparison.cut
+
+    async def ask() -> Verdict:
+        return await session.judge(comparison)
+
+    got = await runner.call(
+        ask,
+        retries=retries,
+        kind="judge",
+        cache_key=None if comparison.call is None else comparison.call.key,
+        endpoint=session.endpoint,
+        encode=encode_judgment,
+        decode=session.decode,
+        while_backing_off=gate.lend,
+        budgeted=not session.local,
+    )
+    sample.judge_attempts += got.attempts
+    sample.judge_cache_hits += got.cached
+    sample.judge_rate_limited += got.rate_limited
+    sample.judge_skipped += got.skipped
+    if got.value is None:
+        sample.judge_error = got.error
+        sample.judge_raw = got.output  # what the judge said, when it was unusable
+        return
+    verdict = got.value
+    sample.label = verdict.judgment.label
+    sample.score = verdict.judgment.score
+    sample.clamped = verdict.judgment.clamped
+    sample.judge_raw = verdict.raw
+    if not got.cached:
+        sample.judge_prompt_tokens = verdict.prompt_tokens
+        sample.judge_completion_tokens = verdict.completion_tokens
 
 
 async def run_frame(
@@ -165,38 +211,9 @@ async def run_frame(
                 base=bases[i],
                 candidate=sample.response or "",
             )
-            sample.judge_input_cut = comparison.cut
-
-            async def ask() -> Verdict:
-                return await session.judge(comparison)
-
-            got = await runner.call(
-                ask,
-                retries=options.retries["judge"],
-                kind="judge",
-                cache_key=None if comparison.call is None else comparison.call.key,
-                endpoint=session.endpoint,
-                encode=encode_judgment,
-                decode=session.decode,
-                while_backing_off=gate.lend,
-                budgeted=not session.local,
+            await judge_sample(
+                runner, session, comparison, sample, retries=options.retries["judge"], gate=gate
             )
-            sample.judge_attempts += got.attempts
-            sample.judge_cache_hits += got.cached
-            sample.judge_rate_limited += got.rate_limited
-            sample.judge_skipped += got.skipped
-            if got.value is None:
-                sample.judge_error = got.error
-                sample.judge_raw = got.output  # what the judge said, when it was unusable
-                return
-            verdict = got.value
-            sample.label = verdict.judgment.label
-            sample.score = verdict.judgment.score
-            sample.clamped = verdict.judgment.clamped
-            sample.judge_raw = verdict.raw
-            if not got.cached:
-                sample.judge_prompt_tokens = verdict.prompt_tokens
-                sample.judge_completion_tokens = verdict.completion_tokens
 
         async def unit(i: int, j: int, sample: Sample) -> None:
             if sut_session is not None:
