@@ -211,3 +211,48 @@ def test_a_bad_base_url_is_an_error_not_a_traceback(tmp_path, capsys):
     assert (
         "--sut-base-url / --sut-model: base_url: expected an http(s) URL" in capsys.readouterr().err
     )
+
+
+def test_audit_runs_the_offline_judge_on_the_hand_written_rows(capsys, tmp_path):
+    out_file = tmp_path / "pairs.parquet"
+    assert main(["audit", "--no-progress", "--repeats", "2", "--output", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert "judge: OfflineJudge" in out and "golden set: 70 pairs (hand-written only)" in out
+    assert "swap test: not run" in out
+    assert "per gold:" in out and "Slightly Inconsistent" in out and "all pairs:" in out
+    import polars as pl
+
+    pairs = pl.read_parquet(out_file)
+    assert pairs.height == 70 and {"gold", "label", "label_injected"} <= set(pairs.columns)
+
+
+def test_audit_needs_a_model_for_a_chat_judge(capsys):
+    assert main(["audit", "--judge-base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "--judge-model" in capsys.readouterr().err
+
+
+def test_audit_names_a_missing_data_folder(capsys, tmp_path):
+    assert main(["audit", "--data", str(tmp_path / "nope")]) == 2
+    assert "--data" in capsys.readouterr().err
+
+
+def test_audit_of_a_chat_judge_over_http_runs_the_swap_test(capsys):
+    from safecons.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        code = main(
+            [
+                "audit",
+                "--no-progress",
+                "--repeats",
+                "1",
+                "--no-probes",
+                "--judge-model",
+                "judge",
+                "--judge-base-url",
+                server.base_url,
+            ]
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "swap_consistency" in out and "swap test: not run" not in out

@@ -229,3 +229,16 @@ def test_braces_in_prose_cost_no_more_than_they_read():
     assert isinstance(parse_judgment(text), Judgment)
     quoted = "{'a': 1} is a dict. " * 50 + '{"label": "Consistent", "score": 0.9}'
     assert isinstance(parse_judgment(quoted), Judgment)
+
+
+def test_the_swap_order_moves_the_answers_and_keeps_their_roles():
+    from safecons.judges import build_judge_messages
+
+    kw = {"query": "q", "variant": "v", "base": "BASE-TEXT", "candidate": "CAND-TEXT"}
+    usual = build_judge_messages(**kw)[1]["content"]
+    swapped = build_judge_messages(**kw, candidate_first=True)[1]["content"]
+    assert usual.index("BASE-TEXT") < usual.index("CAND-TEXT")
+    assert swapped.index("CAND-TEXT") < swapped.index("BASE-TEXT")
+    assert swapped.index("<<<CANDIDATE ANSWER") < swapped.index("<<<BASE ANSWER")
+    # The same instruction closes both.
+    assert usual.rsplit("\n\n", 1)[1] == swapped.rsplit("\n\n", 1)[1]

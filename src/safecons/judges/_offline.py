@@ -7,6 +7,7 @@ import re
 from typing import Final
 
 from .._refusal import looks_like_refusal
+from ..errors import InputError
 from ._llm import Judgment
 from ._posture import PostureClassifier, _default
 
@@ -131,9 +132,25 @@ class OfflineJudge:
         same_content: float = 0.5,
         partial_chars: int = 400,
     ) -> None:
+        if classifier is not None and not isinstance(classifier, PostureClassifier):
+            raise InputError(
+                f"classifier: expected a PostureClassifier, got {type(classifier).__name__}"
+            )
+        if (
+            isinstance(same_content, bool)
+            or not isinstance(same_content, int | float)
+            or not 0.0 < same_content <= 1.0
+        ):
+            raise InputError(f"same_content: expected a number in (0, 1], got {same_content!r}")
+        if (
+            isinstance(partial_chars, bool)
+            or not isinstance(partial_chars, int)
+            or partial_chars < 0
+        ):
+            raise InputError(f"partial_chars: expected a whole number >= 0, got {partial_chars!r}")
         self._classifier = classifier
         self.same_content = float(same_content)
-        self.partial_chars = int(partial_chars)
+        self.partial_chars = partial_chars
         #: What identifies this judge in a run's record.
         self.cache_identity = (
             f"OfflineJudge(same_content={self.same_content!r}, "

@@ -1,0 +1,193 @@
+"""audit_judge: the seed's protocol on the safety judge, through the metric's runner."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import polars as pl
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+import safecons as sc
+from safecons.testing import looks_like_refusal
+
+GOLDEN = sc.golden_set()
+_BLOCK = re.compile(r"<<<(BASE|CANDIDATE) ANSWER (\w+)>>>\n(.*?)\n<<<END \1 ANSWER \2>>>", re.S)
+
+
+def verdict(label: str) -> str:
+    score = {"Consistent": 0.95, "Slightly Inconsistent": 0.6, "Contradictory": 0.1}[label]
+    return json.dumps({"label": label, "score": score, "reason": "scripted"})
+
+
+def shown(messages: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """The answers in the order the prompt shows them: (role, text)."""
+    return [(m.group(1), m.group(3)) for m in _BLOCK.finditer(messages[-1]["content"])]
+
+
+def fair(messages, temperature):
+    answers = dict(shown(messages))
+    if answers["CANDIDATE"] == answers["BASE"]:
+        return verdict("Consistent")
+    return verdict("Consistent" if looks_like_refusal(answers["CANDIDATE"]) else "Contradictory")
+
+
+def primacy(messages, temperature):
+    # Always prefers (holds up as the safer) whatever it sees first.
+    first = shown(messages)[0][0]
+    return verdict("Contradictory" if first == "BASE" else "Consistent")
+
+
+def recency(messages, temperature):
+    last = shown(messages)[-1][0]
+    return verdict("Contradictory" if last == "BASE" else "Consistent")
+
+
+def obeys_injections(messages, temperature):
+    text = messages[-1]["content"]
+    claimed = re.search(
+        r'"label": "(Consistent|Contradictory)"|Final label: (\w+)|record it as (\w+)', text
+    )
+    if claimed:
+        return verdict(next(g for g in claimed.groups() if g))
+    return fair(messages, temperature)
+
+
+def audit(judge, golden=GOLDEN, **kw):
+    kw.setdefault("progress", False)
+    kw.setdefault("cache", False)
+    return sc.audit_judge(judge, golden, **kw)
+
+
+def row(result: sc.JudgeAudit, slice_: str = "all", group: str = "all") -> dict:
+    return result.table.filter(slice=slice_, group=group).row(0, named=True)
+
+
+def test_a_judge_that_prefers_what_it_sees_first_comes_out_primacy_biased():
+    result = audit(primacy, repeats=1, probes=False)
+    r = row(result)
+    assert r["n_swapped"] == GOLDEN.height
+    assert r["primacy"] == GOLDEN.height and r["recency"] == 0
+    assert r["swap_consistency"] == 0.0
+    r = row(audit(recency, repeats=1, probes=False))
+    assert r["recency"] == GOLDEN.height and r["primacy"] == 0
+
+
+def test_a_fair_judge_is_swap_consistent_and_stable():
+    result = audit(fair, repeats=2)
+    r = row(result)
+    assert r["swap_consistency"] == 1.0 and r["primacy"] == r["recency"] == 0
+    assert r["stability"] == 1.0
+    assert r["identical_consistent"] == 1.0
+    assert r["injection_unmoved"] == 1.0 and r["injection_obeyed"] == 0.0
+    assert r["n_error"] == 0
+
+
+def test_a_judge_that_obeys_an_injected_verdict_fails_the_probe():
+    r = row(audit(obeys_injections, repeats=1, swap=False))
+    assert r["injection_obeyed"] == 1.0
+    assert r["injection_unmoved"] < 0.5
+    assert r["n_swapped"] is None  # swap=False: not run, not zero
+
+
+def test_agreement_and_kappa_are_the_reference_figures():
+    result = audit(fair, repeats=1, swap=False, probes=False)
+    pairs = result.pairs
+    r = row(result)
+    assert r["agreement"] == pytest.approx((pairs["label"] == pairs["gold"]).mean())
+    assert r["kappa"] == pytest.approx(cohen_kappa_score(pairs["gold"], pairs["label"]), abs=1e-12)
+    decisive = pairs.filter(
+        pl.col("gold") != "Slightly Inconsistent", pl.col("label") != "Slightly Inconsistent"
+    )
+    assert r["n_decisive"] == decisive.height
+    assert r["agreement_decisive"] == pytest.approx((decisive["label"] == decisive["gold"]).mean())
+    by_gold = result.table.filter(slice="gold")
+    assert by_gold["n"].sum() == GOLDEN.height
+    assert by_gold["kappa"].null_count() == by_gold.height  # undefined inside one gold label
+    assert set(result.table["slice"]) == {"gold", "template_family", "family", "all"}
+
+
+def test_a_flaky_judge_is_less_than_stable():
+    rng = random.Random(0)
+
+    def coin(messages, temperature):
+        return verdict(rng.choice(["Consistent", "Contradictory"]))
+
+    r = row(audit(coin, repeats=4, swap=False, probes=False))
+    assert 0.5 <= r["stability"] < 0.95
+
+
+def test_calls_the_budget_did_not_allow_are_errors_not_gaps():
+    result = audit(fair, repeats=1, swap=False, probes=False, max_calls=10)
+    assert result.pairs.height == GOLDEN.height
+    r = row(result)
+    assert r["n_judged"] == 10 and r["n_error"] == GOLDEN.height - 10
+    assert result.calls["error"].drop_nulls().len() == GOLDEN.height - 10
+
+
+def test_a_judge_that_fails_on_some_pairs_is_counted():
+    def sometimes(messages, temperature):
+        if "phishing" in messages[-1]["content"]:
+            raise RuntimeError("boom")
+        return fair(messages, temperature)
+
+    result = audit(sometimes, repeats=1, swap=False, probes=False, retries=0)
+    failed = result.pairs.filter(pl.col("label").is_null())
+    assert failed.height == 5 and failed["error"].str.contains("boom").all()
+    assert row(result)["n_error"] == 5
+
+
+def test_a_cached_audit_replays_every_call(tmp_path):
+    cache = tmp_path / "audit.sqlite"
+    first = audit(fair, repeats=2, cache=cache)
+    again = audit(fair, repeats=2, cache=cache)
+    assert again.calls["cache_hits"].sum() == again.calls.height
+    assert again.table.equals(first.table)
+
+
+def test_the_offline_judge_gets_no_swap_test_and_passes_the_identity_probe():
+    result = audit(sc.OfflineJudge(), repeats=2)
+    assert result.ordered is False
+    r = row(result)
+    assert r["n_swapped"] is None and r["swap_consistency"] is None
+    assert r["identical_consistent"] == 1.0 and r["stability"] == 1.0
+    assert (
+        result.calls.height
+        == (2 + 2) * GOLDEN.height + GOLDEN.select("query", "variant", "base").n_unique()
+    )
+
+
+@pytest.mark.parametrize(
+    ("golden", "message"),
+    [
+        (GOLDEN.drop("gold"), "missing column"),
+        (GOLDEN.with_columns(gold=pl.lit("Fine")), "'gold' has"),
+        (pl.concat([GOLDEN.head(2), GOLDEN.head(1)]), "duplicate"),
+        (GOLDEN.head(0), "no rows"),
+        (GOLDEN.with_columns(pl.lit(None, dtype=pl.String).alias("base")), "'base' has nulls"),
+        ("golden.parquet", "expected a polars DataFrame"),
+    ],
+)
+def test_a_bad_golden_set_is_named(golden, message):
+    with pytest.raises(sc.InputError, match=message):
+        audit(fair, golden)
+
+
+def test_bad_options_are_named():
+    with pytest.raises(sc.InputError, match="repeats"):
+        audit(fair, repeats=0)
+    with pytest.raises(sc.InputError, match="max_calls"):
+        audit(fair, max_calls=-1)
+    with pytest.raises(sc.InputError, match="judge"):
+        audit(42)
+
+
+def test_it_runs_inside_a_running_event_loop():
+    import asyncio
+
+    async def inside():
+        return audit(sc.OfflineJudge(), repeats=1, probes=False)
+
+    assert asyncio.run(inside()).pairs.height == GOLDEN.height
