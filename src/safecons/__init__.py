@@ -70,6 +70,9 @@ from .reliability import winner_from_letter as winner_from_letter
 from .run._cache import ResponseCache as ResponseCache
 from .run._cache import get_default_cache as get_default_cache
 from .run._cache import set_default_cache as set_default_cache
+from .scores import compare_runs as compare_runs
+from .scores import score_table as score_table
+from .scores import template_families as template_families
 from .summary import run_summary as run_summary
 from .templates import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
 from .templates import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
@@ -132,6 +135,7 @@ __all__ = (
     "build_pairwise_messages",
     "build_variants",
     "cohen_kappa",
+    "compare_runs",
     "demo_frame",
     "draw_variant",
     "fit_for_judge",
@@ -171,9 +175,11 @@ __all__ = (
     "safety_consistency_async",
     "safety_consistency_run",
     "score_expr",
+    "score_table",
     "set_default_cache",
     "swap_test",
     "swap_test_async",
+    "template_families",
     "variant_expr",
     "variant_schema",
     "winner_from_letter",

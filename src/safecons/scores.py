@@ -1,0 +1,354 @@
+"""The score, summarised honestly: per-group tables with intervals, and paired comparisons.
+
+Pure functions of scored frames (what :func:`~safecons.safety_consistency` returns, or the
+same frame read back from Parquet), like :mod:`safecons.reliability`: no network import.
+Intervals are seeded percentile bootstraps that resample scored rows within each group (the
+reliability toolkit's resampler), so the same seed gives the same interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+from .errors import InputError
+from .reliability._bootstrap import check_ci, units_interval
+from .reliability._common import unit_arrays
+from .run._record import DEFAULT_PREFIX, column_names
+
+__all__ = ("DERIVED_GROUPS", "compare_runs", "score_table", "template_families")
+
+#: Grouping columns :func:`score_table` derives when the frame lacks them: the family of the
+#: toxicity template and of the jailbreak template (null for a variant without one).
+DERIVED_GROUPS: Final = ("toxicity_family", "jailbreak_family")
+
+
+def _family(ids: pl.Expr) -> pl.Expr:
+    # Built-in ids are "tox.<family>.<n>" / "jb.<family>.<n>"; a loaded set's are
+    # "<set>.<id>" (GPTFuzz: "gptfuzz.12"), whose family is the set.
+    builtin = ids.str.extract(r"^(?:tox|jb)\.([A-Za-z0-9_]+)\.\d+$", 1)
+    return pl.coalesce(builtin, ids.str.extract(r"^([^.]+)\.", 1), ids)
+
+
+def template_families(prefix: str = DEFAULT_PREFIX) -> list[pl.Expr]:
+    """Expressions for the ``toxicity_family`` and ``jailbreak_family`` of each row's variant.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"sc_toxicity_template_id": ["tox.insult.02", "mine.7"],
+    ...                    "sc_jailbreak_template_id": ["gptfuzz.12", None]})
+    >>> df.select(template_families()).rows()
+    [('insult', 'gptfuzz'), ('mine', None)]
+    """
+    return [
+        _family(pl.col(f"{prefix}toxicity_template_id")).alias("toxicity_family"),
+        _family(pl.col(f"{prefix}jailbreak_template_id")).alias("jailbreak_family"),
+    ]
+
+
+def _frame(scored: object, fn: str) -> pl.DataFrame:
+    frame = scored.collect() if isinstance(scored, pl.LazyFrame) else scored
+    if not isinstance(frame, pl.DataFrame):
+        raise InputError(f"{fn}: expected a polars frame, got {type(scored).__name__}")
+    return frame
+
+
+def _by(by: str | Sequence[str] | None, fn: str) -> list[str]:
+    if by is None:
+        return []
+    keys = [by] if isinstance(by, str) else list(by)
+    if not all(isinstance(k, str) for k in keys):
+        raise InputError(f"{fn}: by= must be a column name or a list of them, got {by!r}")
+    if len(set(keys)) != len(keys):
+        raise InputError(f"{fn}: by= names a column twice: {keys}")
+    return keys
+
+
+def _with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> pl.DataFrame:
+    derived = [k for k in keys if k in DERIVED_GROUPS and k not in frame.columns]
+    if derived:
+        needed = [f"{prefix}toxicity_template_id", f"{prefix}jailbreak_template_id"]
+        missing = [c for c in needed if c not in frame.columns]
+        if missing:
+            raise InputError(f"{fn}: by={derived} is derived from {missing}, which are missing")
+        frame = frame.with_columns(
+            e for e in template_families(prefix) if e.meta.output_name() in derived
+        )
+    missing = [k for k in keys if k not in frame.columns]
+    if missing:
+        raise InputError(
+            f"{fn}: by= names column(s) {missing} that the frame lacks (it has "
+            f"{frame.columns[:12]}{'...' if frame.width > 12 else ''}; "
+            f"derived groups: {list(DERIVED_GROUPS)})"
+        )
+    return frame
+
+
+def _check_scored(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
+    needed = [names["score"], names["labels"], names["error"]]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise InputError(
+            f"{fn}: missing column(s) {missing}; it reads a frame that safety_consistency "
+            "scored (pass prefix=/metric_name= if the run used others)"
+        )
+    if not frame.schema[names["score"]].is_numeric():
+        raise InputError(
+            f"{fn}: column {names['score']!r} has dtype {frame.schema[names['score']]}; "
+            "expected a number"
+        )
+
+
+def _mean_interval(
+    frame: pl.DataFrame,
+    keys: list[str],
+    value: str,
+    groups: pl.DataFrame,
+    *,
+    ci: float,
+    n_boot: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap interval of the mean of ``value`` per group (rows with a value resampled)."""
+    units = frame.select(*keys, pl.col(value).cast(pl.Float64).alias("v"), pl.lit(1.0).alias("one"))
+    found, group, q, n_groups = unit_arrays(units, keys, ["v", "one"], pl.col("v").is_not_null())
+
+    def stat(sums: np.ndarray) -> dict[str, np.ndarray]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {"mean": sums[..., 0] / sums[..., 1]}
+
+    interval = units_interval(group, q, n_groups, stat, ci=ci, n_boot=n_boot, seed=seed)
+    lo, hi = interval["mean"]
+    if not keys:
+        return lo, hi
+    # Align the groups that have values with every group of the table (nulls elsewhere).
+    at = {tuple(r): i for i, r in enumerate(found.iter_rows())}
+    pick = [at.get(tuple(r)) for r in groups.select(keys).iter_rows()]
+    nan = float("nan")
+    return (
+        np.array([lo[i] if i is not None else nan for i in pick]),
+        np.array([hi[i] if i is not None else nan for i in pick]),
+    )
+
+
+def score_table(
+    scored: pl.DataFrame | pl.LazyFrame,
+    *,
+    by: str | Sequence[str] | None = None,
+    ci: float | None = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    prefix: str = DEFAULT_PREFIX,
+    metric_name: str = "safety_consistency",
+) -> pl.DataFrame:
+    """Per group: rows, scored and errored rows, the mean score with a bootstrap interval, the
+    label mix of the comparisons, and what the run spent.
+
+    Parameters
+    ----------
+    scored
+        A frame :func:`~safecons.safety_consistency` returned (or that frame read back).
+    by
+        Column(s) to group by: the variant kind (``"sc_variant_kind"``), a task type, a turn,
+        any column of the frame, or ``"toxicity_family"`` / ``"jailbreak_family"`` (derived
+        from the template ids when the frame lacks them). Groups are sorted, nulls last.
+    ci
+        Coverage of the percentile bootstrap interval of the mean (None: no interval).
+    n_boot, seed
+        Bootstrap replicates and their seed (the same seed gives the same interval).
+    prefix, metric_name
+        The run's column prefix and score column.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``by`` columns, then ``rows``, ``scored``, ``errored`` (rows without a score, for any
+        reason, ``not_finished`` among them: left by a spent budget), ``mean`` (over scored
+        rows), ``mean_lo`` / ``mean_hi``, ``comparisons`` (judged comparisons), the shares
+        ``consistent``, ``slightly_inconsistent`` and ``contradictory`` of those, and the
+        spend: ``sut_attempts``, ``judge_attempts``, ``cache_hits``, ``tokens`` (null where no
+        server reported usage).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> from safecons.testing import StandInSUT
+    >>> scored = sc.demo_frame().pipe(sc.safety_consistency, sut=StandInSUT(),
+    ...                               judge=sc.OfflineJudge(), progress=False)
+    >>> table = sc.score_table(scored, by="sc_variant_kind")
+    >>> table.select("sc_variant_kind", "rows", "scored").rows()
+    [('dpi', 1, 1), ('toxicity', 11, 11)]
+    >>> lo, mean, hi = table["mean_lo"], table["mean"], table["mean_hi"]
+    >>> bool(((lo <= mean) & (mean <= hi)).all())
+    True
+    """
+    fn = "score_table"
+    frame = _frame(scored, fn)
+    names = column_names(prefix, metric_name)
+    _check_scored(frame, names, fn)
+    check_ci(ci, n_boot, seed, fn)
+    keys = _by(by, fn)
+    frame = _with_groups(frame, keys, prefix, fn)
+    score, labels, error = names["score"], names["labels"], names["error"]
+    judged = pl.col(labels).list.drop_nulls()
+
+    def share(label: str) -> pl.Expr:
+        hits = judged.list.eval(pl.element() == label).list.sum().sum()
+        total = judged.list.len().sum()
+        return pl.when(total > 0).then(hits / total).otherwise(None)
+
+    aggs: list[pl.Expr] = [
+        pl.len().alias("rows"),
+        pl.col(score).is_not_null().sum().alias("scored"),
+        pl.col(score).is_null().sum().alias("errored"),
+        pl.col(error)
+        .cast(pl.String)
+        .str.starts_with("not finished")
+        .fill_null(False)
+        .sum()
+        .alias("not_finished"),
+        pl.col(score).mean().alias("mean"),
+        judged.list.len().sum().alias("comparisons"),
+        share("Consistent").alias("consistent"),
+        share("Slightly Inconsistent").alias("slightly_inconsistent"),
+        share("Contradictory").alias("contradictory"),
+    ]
+    spend = names["spend"]
+    if spend in frame.columns:
+        field = pl.col(spend).struct.field
+        tokens = [
+            field(f"{k}_{t}_tokens") for k in ("sut", "judge") for t in ("prompt", "completion")
+        ]
+        reported = pl.any_horizontal(t.is_not_null() for t in tokens)
+        aggs += [
+            field("sut_attempts").sum().alias("sut_attempts"),
+            field("judge_attempts").sum().alias("judge_attempts"),
+            (field("sut_cache_hits") + field("judge_cache_hits")).sum().alias("cache_hits"),
+            pl.when(reported.any())
+            .then(pl.sum_horizontal(tokens).sum())
+            .otherwise(None)
+            .alias("tokens"),
+        ]
+    if keys:
+        table = frame.group_by(keys).agg(aggs).sort(keys, nulls_last=True)
+    else:
+        table = frame.select(aggs)
+    table = table.with_columns(
+        pl.col("rows", "scored", "errored", "not_finished", "comparisons").cast(pl.Int64)
+    )
+    if ci is not None:
+        lo, hi = _mean_interval(frame, keys, score, table, ci=ci, n_boot=n_boot, seed=seed)
+        table = table.with_columns(
+            pl.Series("mean_lo", lo, dtype=pl.Float64).fill_nan(None),
+            pl.Series("mean_hi", hi, dtype=pl.Float64).fill_nan(None),
+        )
+        order = table.columns
+        at = order.index("mean") + 1
+        table = table.select(*order[:at], "mean_lo", "mean_hi", *order[at:-2])
+    return table
+
+
+def compare_runs(
+    before: pl.DataFrame | pl.LazyFrame,
+    after: pl.DataFrame | pl.LazyFrame,
+    *,
+    on: str = "input_id",
+    by: str | Sequence[str] | None = None,
+    ci: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    prefix: str = DEFAULT_PREFIX,
+    metric_name: str = "safety_consistency",
+) -> pl.DataFrame:
+    """Is ``after`` more consistent than ``before``? Two systems scored on the same rows.
+
+    Rows are paired on ``on``; the difference is ``after - before`` over rows scored in both,
+    with a paired bootstrap interval (pairs resampled together, within each group), which is
+    far tighter than comparing two separate intervals when the rows differ in difficulty.
+
+    Parameters
+    ----------
+    before, after
+        Two scored frames of the same rows (e.g. the old and the new model).
+    on
+        The column that pairs rows (unique in each frame).
+    by
+        Column(s) of ``before`` to report per group (derived template families as in
+        :func:`score_table`).
+    ci, n_boot, seed
+        Coverage, replicates and seed of the paired bootstrap.
+    prefix, metric_name
+        The runs' column prefix and score column.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``by`` columns, ``paired`` (rows scored in both), ``only_before`` / ``only_after``
+        (scored in one run only: not in the difference), ``mean_before``, ``mean_after``,
+        ``difference``, ``difference_lo``, ``difference_hi``, and ``better`` / ``worse`` /
+        ``same`` (paired rows whose score rose, fell or stayed).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> old = pl.DataFrame({"input_id": [1, 2, 3], "safety_consistency": [0.25, 0.5, 0.75],
+    ...                     "sc_labels": [["Contradictory"]] * 3, "sc_error": [None] * 3})
+    >>> new = old.with_columns(pl.col("safety_consistency") + 0.25)
+    >>> sc.compare_runs(old, new).select("paired", "difference", "better").rows()
+    [(3, 0.25, 3)]
+    """
+    fn = "compare_runs"
+    a, b = _frame(before, fn), _frame(after, fn)
+    names = column_names(prefix, metric_name)
+    for frame in (a, b):
+        _check_scored(frame, names, fn)
+        if on not in frame.columns:
+            raise InputError(f"{fn}: on={on!r} is not a column of both frames")
+        if frame[on].n_unique() != frame.height:
+            raise InputError(f"{fn}: column {on!r} has duplicate values; expected one row per id")
+    check_ci(ci, n_boot, seed, fn)
+    keys = _by(by, fn)
+    a = _with_groups(a, keys, prefix, fn)
+    score = names["score"]
+    joined = a.select(*keys, on, pl.col(score).alias("x")).join(
+        b.select(on, pl.col(score).alias("y")), on=on, how="full", coalesce=True
+    )
+    # A row only in ``after`` has no group of ``before``: it counts in the null group.
+    both = pl.col("x").is_not_null() & pl.col("y").is_not_null()
+    aggs = [
+        both.sum().cast(pl.Int64).alias("paired"),
+        (pl.col("x").is_not_null() & pl.col("y").is_null())
+        .sum()
+        .cast(pl.Int64)
+        .alias("only_before"),
+        (pl.col("y").is_not_null() & pl.col("x").is_null())
+        .sum()
+        .cast(pl.Int64)
+        .alias("only_after"),
+        pl.col("x").filter(both).mean().alias("mean_before"),
+        pl.col("y").filter(both).mean().alias("mean_after"),
+        (pl.col("y") - pl.col("x")).filter(both).mean().alias("difference"),
+        (pl.col("y") > pl.col("x")).filter(both).sum().cast(pl.Int64).alias("better"),
+        (pl.col("y") < pl.col("x")).filter(both).sum().cast(pl.Int64).alias("worse"),
+        (pl.col("y") == pl.col("x")).filter(both).sum().cast(pl.Int64).alias("same"),
+    ]
+    if keys:
+        table = joined.group_by(keys).agg(aggs).sort(keys, nulls_last=True)
+    else:
+        table = joined.select(aggs)
+    table = table.with_columns(pl.col("only_before", "only_after").cast(pl.Int64))
+    diffs = joined.with_columns(d=pl.when(both).then(pl.col("y") - pl.col("x")))
+    lo, hi = _mean_interval(diffs, keys, "d", table, ci=ci, n_boot=n_boot, seed=seed)
+    at = table.columns.index("difference") + 1
+    table = table.with_columns(
+        pl.Series("difference_lo", lo, dtype=pl.Float64).fill_nan(None),
+        pl.Series("difference_hi", hi, dtype=pl.Float64).fill_nan(None),
+    )
+    order = table.columns
+    return table.select(*order[:at], "difference_lo", "difference_hi", *order[at:-2])

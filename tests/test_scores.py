@@ -1,0 +1,161 @@
+"""score_table and compare_runs: pure summaries of scored frames, with seeded intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import safecons as sc
+from safecons.testing import StandInSUT
+
+
+@pytest.fixture(scope="module")
+def scored() -> pl.DataFrame:
+    return sc.demo_frame().pipe(
+        sc.safety_consistency,
+        sut=StandInSUT(seed=3),
+        judge=sc.OfflineJudge(),
+        progress=False,
+        responses_per_query=4,
+        dpi_ratio=0.5,
+    )
+
+
+def frame(scores, labels=None, **cols):
+    n = len(scores)
+    return pl.DataFrame(
+        {
+            "input_id": list(range(n)),
+            "safety_consistency": pl.Series(scores, dtype=pl.Float64),
+            "sc_labels": labels if labels is not None else [["Consistent"]] * n,
+            "sc_error": [None if s is not None else "no judged comparison" for s in scores],
+            **cols,
+        }
+    )
+
+
+def test_the_table_agrees_with_the_run_summary(scored):
+    table = sc.score_table(scored)
+    summary = sc.run_summary(scored)
+    row = table.row(0, named=True)
+    assert (row["rows"], row["scored"], row["errored"]) == (
+        summary.n_rows,
+        summary.n_scored,
+        summary.n_errored,
+    )
+    assert row["mean"] == pytest.approx(summary.mean_score)
+    assert row["sut_attempts"] == summary.attempts["sut"]
+    assert row["judge_attempts"] == summary.attempts["judge"]
+    assert row["comparisons"] == scored["sc_labels"].list.len().sum()
+    shares = row["consistent"] + row["slightly_inconsistent"] + row["contradictory"]
+    assert shares == pytest.approx(1.0)
+    assert row["mean_lo"] <= row["mean"] <= row["mean_hi"]
+    assert row["tokens"] is None  # local callables report no usage
+
+
+def test_groups_include_derived_template_families(scored):
+    table = sc.score_table(scored, by=["sc_variant_kind", "toxicity_family"])
+    assert table["rows"].sum() == scored.height
+    assert set(table["toxicity_family"]) <= set(sc.TOXICITY_FAMILIES)
+    jb = sc.score_table(scored, by="jailbreak_family")
+    assert jb["jailbreak_family"].to_list()[-1] is None  # toxicity-only rows, sorted last
+    assert jb["rows"].sum() == scored.height
+
+
+def test_the_interval_is_seeded_and_honest():
+    rng = np.random.default_rng(1)
+    scores = rng.uniform(0, 1, 400).round(3).tolist()
+    df = frame(scores, group=["a", "b"] * 200)
+    first = sc.score_table(df, by="group", seed=5)
+    assert first.equals(sc.score_table(df, by="group", seed=5))
+    assert not first.equals(sc.score_table(df, by="group", seed=6))
+    # A percentile bootstrap of a mean of 200 uniforms: close to mean +- 1.96 sd / sqrt(n).
+    for row in first.iter_rows(named=True):
+        values = np.array(scores[0::2] if row["group"] == "a" else scores[1::2])
+        half = 1.96 * values.std(ddof=1) / np.sqrt(len(values))
+        assert row["mean_lo"] == pytest.approx(values.mean() - half, abs=0.01)
+        assert row["mean_hi"] == pytest.approx(values.mean() + half, abs=0.01)
+
+
+def test_constant_scores_have_a_point_interval_and_unscored_rows_count_as_errors():
+    df = frame([0.8, 0.8, None, 0.8])
+    row = sc.score_table(df).row(0, named=True)
+    assert (row["rows"], row["scored"], row["errored"]) == (4, 3, 1)
+    assert row["mean"] == row["mean_lo"] == row["mean_hi"] == pytest.approx(0.8)
+    none = sc.score_table(frame([None, None])).row(0, named=True)
+    assert none["mean"] is None and none["mean_lo"] is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.one_of(st.none(), st.floats(0, 1))),
+        min_size=1,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_the_table_does_not_depend_on_row_order(rows, rnd):
+    df = frame([s for _, s in rows], group=[g for g, _ in rows])
+    shuffled = df.sample(fraction=1.0, shuffle=True, seed=rnd.randint(0, 999))
+    a = sc.score_table(df, by="group", n_boot=200)
+    b = sc.score_table(shuffled, by="group", n_boot=200)
+    assert a.equals(b)
+    assert a["rows"].sum() == df.height
+
+
+def test_label_shares_count_comparisons_not_rows():
+    labels = [["Consistent", "Contradictory", None], ["Slightly Inconsistent"]]
+    row = sc.score_table(frame([0.5, 0.6], labels=labels), ci=None).row(0, named=True)
+    assert row["comparisons"] == 3  # the null (unjudged) entry is not a comparison
+    assert row["contradictory"] == pytest.approx(1 / 3)
+    assert "mean_lo" not in row
+
+
+def test_bad_input_is_named(scored):
+    with pytest.raises(sc.InputError, match="missing column"):
+        sc.score_table(pl.DataFrame({"x": [1]}))
+    with pytest.raises(sc.InputError, match="by= names column"):
+        sc.score_table(scored, by="nope")
+    with pytest.raises(sc.InputError, match="ci="):
+        sc.score_table(scored, ci=1.5)
+    with pytest.raises(sc.InputError, match="expected a polars frame"):
+        sc.score_table({"safety_consistency": [1]})  # type: ignore[arg-type]
+
+
+def test_a_paired_comparison():
+    before = frame([0.2, 0.5, 0.9, None, 0.4])
+    after = frame([0.4, 0.5, 1.0, 0.7, None])
+    row = sc.compare_runs(before, after).row(0, named=True)
+    assert (row["paired"], row["only_before"], row["only_after"]) == (3, 1, 1)
+    assert row["difference"] == pytest.approx((0.2 + 0.0 + 0.1) / 3)
+    assert (row["better"], row["worse"], row["same"]) == (2, 0, 1)
+    assert row["difference_lo"] <= row["difference"] <= row["difference_hi"]
+    assert row["mean_after"] - row["mean_before"] == pytest.approx(row["difference"])
+
+
+def test_pairing_makes_the_interval_tighter_than_two_separate_ones():
+    rng = np.random.default_rng(0)
+    difficulty = rng.uniform(0, 0.8, 300)
+    before = frame((difficulty + rng.normal(0, 0.02, 300)).clip(0, 1).tolist())
+    after = frame((difficulty + 0.05 + rng.normal(0, 0.02, 300)).clip(0, 1).tolist())
+    row = sc.compare_runs(before, after).row(0, named=True)
+    a, b = sc.score_table(before).row(0, named=True), sc.score_table(after).row(0, named=True)
+    paired_width = row["difference_hi"] - row["difference_lo"]
+    assert paired_width < 0.25 * ((a["mean_hi"] - a["mean_lo"]) + (b["mean_hi"] - b["mean_lo"]))
+    assert row["difference_lo"] > 0  # the improvement is seen
+
+
+def test_compare_by_group_and_errors():
+    before = frame([0.2, 0.5, 0.9, 0.4], task=["x", "x", "y", "y"])
+    after = frame([0.4, 0.5, 1.0, 0.3])
+    table = sc.compare_runs(before, after, by="task")
+    assert table["task"].to_list() == ["x", "y"]
+    assert table["paired"].to_list() == [2, 2]
+    with pytest.raises(sc.InputError, match="duplicate"):
+        sc.compare_runs(pl.concat([before, before]), after)
+    with pytest.raises(sc.InputError, match="on='row'"):
+        sc.compare_runs(before, after, on="row")
