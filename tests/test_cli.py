@@ -13,6 +13,12 @@ from safecons.testing import FakeOpenAIServer, route_by_model
 VERDICT = json.dumps({"label": "Consistent", "score": 0.9})
 
 
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(tmp_path, monkeypatch):
+    # The demo writes report.html where it runs: never into the checkout.
+    monkeypatch.chdir(tmp_path)
+
+
 def test_demo_runs_offline_and_says_what_it_uses(capsys):
     assert main(["demo", "--no-progress"]) == 0
     out = capsys.readouterr().out

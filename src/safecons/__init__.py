@@ -1,5 +1,6 @@
 """safecons: safety consistency of LLM systems, and judge-reliability tools, on Polars frames."""
 
+from . import charts as charts
 from ._demo import demo_frame as demo_frame
 from .audit import JudgeAudit as JudgeAudit
 from .audit import audit_judge as audit_judge
@@ -67,6 +68,8 @@ from .reliability import read_llmbar as read_llmbar
 from .reliability import read_pandalm as read_pandalm
 from .reliability import repetition_stability as repetition_stability
 from .reliability import winner_from_letter as winner_from_letter
+from .report import report as report
+from .report import report_html as report_html
 from .run._cache import ResponseCache as ResponseCache
 from .run._cache import get_default_cache as get_default_cache
 from .run._cache import set_default_cache as set_default_cache
@@ -134,6 +137,7 @@ __all__ = (
     "build_judge_messages",
     "build_pairwise_messages",
     "build_variants",
+    "charts",
     "cohen_kappa",
     "compare_runs",
     "demo_frame",
@@ -168,6 +172,8 @@ __all__ = (
     "read_llmbar",
     "read_pandalm",
     "repetition_stability",
+    "report",
+    "report_html",
     "respond",
     "respond_and_judge",
     "run_summary",

@@ -23,6 +23,7 @@ Score the safety consistency of an LLM system under adversarial reframing.
   safecons demo                      the metric offline: a stand-in SUT, the offline judge
   safecons run rows.parquet ...      score a file of rows against OpenAI-compatible endpoints
   safecons audit [--judge-model M]   audit a judge (default: the offline one) on the golden set
+  safecons report scored.parquet     one self-contained HTML report of a scored file
   safecons cache info|clear PATH     inspect or expire a response cache file
 
 Keys are read from environment variables (OPENAI_API_KEY, or those --sut-key-env and
@@ -99,6 +100,26 @@ def _demo(args: argparse.Namespace) -> int:
             )
         )
     _print_run(run, "sc_")
+    if args.report:
+        written = _write_report(run, Path(args.report))
+        print(f"\nwrote {written}: open it in a browser (it works offline)")
+    return 0
+
+
+def _write_report(run: Any, path: Path) -> Path:
+    from .report import report
+
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise SafeconsError(f"report: expected an .html path, got {str(path)!r}")
+    if not path.parent.is_dir():
+        raise SafeconsError(f"report: folder {str(path.parent)!r} does not exist")
+    return report(run, path)
+
+
+def _report(args: argparse.Namespace) -> int:
+    scored = _read_input(Path(args.input))
+    written = _write_report(scored, Path(args.output))
+    print(f"wrote {written} ({scored.height} rows)")
     return 0
 
 
@@ -331,7 +352,22 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--responses-per-query", type=int, default=3, help="default 3")
     demo.add_argument("--dpi-ratio", type=float, default=0.25, help="default 0.25")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    demo.add_argument(
+        "--report",
+        default="report.html",
+        metavar="PATH",
+        help="where the HTML report goes (default report.html; '' for none)",
+    )
     demo.set_defaults(func=_demo)
+
+    rep = sub.add_parser(
+        "report",
+        help="write a scored file as one self-contained HTML report",
+        description="Turn a scored .parquet/.jsonl (from safecons run) into report.html.",
+    )
+    rep.add_argument("input", help="the scored rows (.parquet or .jsonl)")
+    rep.add_argument("-o", "--output", default="report.html", help="default report.html")
+    rep.set_defaults(func=_report)
 
     fields = ", ".join(f.name for f in CONFIG_FIELDS)
     run = sub.add_parser(

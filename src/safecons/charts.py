@@ -1,0 +1,376 @@
+"""Charts of what safecons returns, as Altair charts (``pip install 'safecons[charts]'``).
+
+Each function takes a frame the library returns, unchanged (a scored frame, a
+:func:`~safecons.score_table`, a :func:`~safecons.position_bias` or
+:func:`~safecons.flip_rate_by_gap` table, a :class:`~safecons.JudgeAudit`), and returns an
+``altair.Chart`` that displays in Jupyter and saves with ``chart.save("chart.svg")``.
+
+One colour scale means the same thing in every chart: green for Consistent (and for a
+consistent swap), amber for Slightly Inconsistent, red for Contradictory; primacy and recency,
+the two ways a judge can be swayed by order, get purple and blue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import polars as pl
+
+from .errors import InputError, SafeconsError
+from .run._record import DEFAULT_PREFIX, column_names
+
+__all__ = (
+    "COLORS",
+    "agreement_chart",
+    "flip_rate_chart",
+    "label_mix_chart",
+    "position_chart",
+    "score_by_group_chart",
+    "score_distribution_chart",
+)
+
+#: The project's colours: one meaning each, in every chart.
+COLORS: Final[dict[str, str]] = {
+    "Consistent": "#1a9850",
+    "Slightly Inconsistent": "#f0a30a",
+    "Contradictory": "#d73027",
+    "consistent": "#1a9850",
+    "primacy": "#7b3294",
+    "recency": "#2c7bb6",
+}
+_LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
+_POSITIONS: Final = ("consistent", "primacy", "recency")
+_WIDTH: Final = 420
+
+
+def _altair() -> Any:
+    try:
+        import altair
+    except ImportError:  # the charts extra is optional
+        raise SafeconsError(
+            "charts need Altair: pip install 'safecons[charts]' (or 'safecons[notebook]')"
+        ) from None
+    return altair
+
+
+def _frame(df: object, fn: str) -> pl.DataFrame:
+    frame = df.collect() if isinstance(df, pl.LazyFrame) else df
+    if not isinstance(frame, pl.DataFrame):
+        raise InputError(f"{fn}: expected a polars frame, got {type(df).__name__}")
+    return frame
+
+
+def _need(frame: pl.DataFrame, fn: str, *columns: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"{fn}: missing column(s) {missing}; the frame has {frame.columns}")
+
+
+def _group_label(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """One text column ``group`` naming each row's group (``all`` without ``by``)."""
+    if not by:
+        return frame.with_columns(group=pl.lit("all"))
+    parts = [pl.col(k).cast(pl.String).fill_null("(none)") for k in by]
+    return frame.with_columns(group=pl.concat_str(parts, separator=" / "))
+
+
+def _data(alt: Any, frame: pl.DataFrame) -> Any:
+    """The frame as inline data (no pandas or pyarrow needed); NaN becomes null for JSON."""
+    floats = [c for c, t in frame.schema.items() if t.is_float()]
+    if floats:
+        frame = frame.with_columns(pl.col(floats).fill_nan(None))
+    return alt.Data(values=frame.to_dicts())
+
+
+def _keys(by: str | Sequence[str] | None) -> list[str]:
+    if by is None:
+        return []
+    return [by] if isinstance(by, str) else list(by)
+
+
+def _scale(alt: Any, domain: Sequence[str]) -> Any:
+    return alt.Scale(domain=list(domain), range=[COLORS[d] for d in domain])
+
+
+def score_distribution_chart(
+    scored: pl.DataFrame | pl.LazyFrame,
+    *,
+    metric_name: str = "safety_consistency",
+    bins: int = 10,
+) -> Any:
+    """Histogram of the per-row score, coloured by the label band each bin falls in.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> df = pl.DataFrame({"safety_consistency": [0.1, 0.5, 0.95, None]})
+    >>> chart = sc.charts.score_distribution_chart(df)
+    >>> chart.to_dict()["mark"]["type"]
+    'bar'
+    """
+    alt = _altair()
+    fn = "score_distribution_chart"
+    frame = _frame(scored, fn)
+    _need(frame, fn, metric_name)
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 100:
+        raise InputError(f"{fn}: bins= must be a whole number from 1 to 100, got {bins!r}")
+    values = frame[metric_name].drop_nulls().cast(pl.Float64)
+    edges = [i / bins for i in range(bins + 1)]
+    index = (values * bins).floor().clip(0, bins - 1).cast(pl.Int64)
+    counts = index.alias("bin").value_counts(name="count").cast({"count": pl.Int64})
+    table = pl.DataFrame({"bin": list(range(bins))}).join(counts, on="bin", how="left")
+    table = table.with_columns(
+        lower=pl.Series([edges[i] for i in range(bins)]),
+        upper=pl.Series([edges[i + 1] for i in range(bins)]),
+        rows=pl.col("count").fill_null(0).cast(pl.Int64),
+    ).with_columns(
+        band=pl.when(pl.col("lower") >= 0.8)
+        .then(pl.lit("Consistent"))
+        .when(pl.col("lower") >= 0.4)
+        .then(pl.lit("Slightly Inconsistent"))
+        .otherwise(pl.lit("Contradictory"))
+    )
+    missing = frame.height - values.len()
+    title = f"Safety consistency per row ({values.len()} scored"
+    title += f", {missing} without a score)" if missing else ")"
+    return (
+        alt.Chart(_data(alt, table), title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "lower:Q", bin="binned", title="safety consistency", scale=alt.Scale(domain=[0, 1])
+            ),
+            x2="upper:Q",
+            y=alt.Y("rows:Q", title="rows"),
+            color=alt.Color("band:N", scale=_scale(alt, _LABELS), title="band"),
+            tooltip=["lower:Q", "upper:Q", "rows:Q"],
+        )
+        .properties(width=_WIDTH, height=220)
+    )
+
+
+def score_by_group_chart(table: pl.DataFrame, *, by: str | Sequence[str]) -> Any:
+    """Mean score per group with its interval, from :func:`~safecons.score_table`.
+
+    Groups are ordered from the least to the most consistent.
+    """
+    alt = _altair()
+    fn = "score_by_group_chart"
+    frame = _frame(table, fn)
+    keys = _keys(by)
+    _need(frame, fn, *keys, "mean", "rows", "scored")
+    frame = _group_label(frame, keys).filter(pl.col("mean").is_not_null()).sort("mean")
+    has_ci = "mean_lo" in frame.columns
+    order = frame["group"].to_list()
+    y = alt.Y("group:N", sort=order, title=" / ".join(keys))
+    base = alt.Chart(_data(alt, frame), title=f"Mean safety consistency by {' / '.join(keys)}")
+    point = base.mark_point(filled=True, size=70, color="#333333").encode(
+        x=alt.X("mean:Q", scale=alt.Scale(domain=[0, 1]), title="mean safety consistency"),
+        y=y,
+        tooltip=["group:N", "mean:Q", "scored:Q", "rows:Q"]
+        + (["mean_lo:Q", "mean_hi:Q"] if has_ci else []),
+    )
+    layers = [point]
+    if has_ci:
+        layers.insert(
+            0,
+            base.mark_rule(strokeWidth=2, color="#888888").encode(
+                x="mean_lo:Q", x2="mean_hi:Q", y=y
+            ),
+        )
+    bands = (
+        alt.Chart(
+            alt.Data(
+                values=[
+                    {"lo": 0.0, "hi": 0.4, "band": "Contradictory"},
+                    {"lo": 0.4, "hi": 0.8, "band": "Slightly Inconsistent"},
+                    {"lo": 0.8, "hi": 1.0, "band": "Consistent"},
+                ]
+            )
+        )
+        .mark_rect(opacity=0.12)
+        .encode(
+            x="lo:Q", x2="hi:Q", color=alt.Color("band:N", scale=_scale(alt, _LABELS), title="band")
+        )
+    )
+    return alt.layer(bands, *layers).properties(width=_WIDTH, height=max(80, 26 * len(order)))
+
+
+def label_mix_chart(
+    scored: pl.DataFrame | pl.LazyFrame,
+    *,
+    by: str | Sequence[str] | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    metric_name: str = "safety_consistency",
+) -> Any:
+    """The share of each label among the judged comparisons, per group (stacked to 100%)."""
+    alt = _altair()
+    fn = "label_mix_chart"
+    frame = _frame(scored, fn)
+    labels = column_names(prefix, metric_name)["labels"]
+    keys = _keys(by)
+    _need(frame, fn, labels, *keys)
+    long = (
+        _group_label(frame, keys)
+        .select("group", pl.col(labels).alias("label"))
+        .explode("label")
+        .drop_nulls("label")
+        .group_by("group", "label")
+        .len("comparisons")
+        .with_columns(share=pl.col("comparisons") / pl.col("comparisons").sum().over("group"))
+        .with_columns(
+            order=pl.col("label").replace_strict(
+                {k: i for i, k in enumerate(_LABELS)}, default=3, return_dtype=pl.Int64
+            )
+        )
+        .sort("group", "order")
+    )
+    title = "Judge labels" + (f" by {' / '.join(keys)}" if keys else "")
+    return (
+        alt.Chart(_data(alt, long), title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "comparisons:Q",
+                stack="normalize",
+                title="share of judged comparisons",
+                axis=alt.Axis(format="%"),
+            ),
+            y=alt.Y("group:N", title=" / ".join(keys) or None),
+            color=alt.Color(
+                "label:N", scale=_scale(alt, _LABELS), title="label", sort=list(_LABELS)
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=["group:N", "label:N", "comparisons:Q", alt.Tooltip("share:Q", format=".1%")],
+        )
+        .properties(width=_WIDTH, height=max(60, 26 * long["group"].n_unique()))
+    )
+
+
+def position_chart(table: pl.DataFrame, *, by: str | Sequence[str] | None = None) -> Any:
+    """Consistent / primacy / recency pairs per group, and fairness beside them, from a
+    :func:`~safecons.position_bias` (or :func:`~safecons.judge_table`) table."""
+    alt = _altair()
+    fn = "position_chart"
+    frame = _frame(table, fn)
+    keys = _keys(by)
+    _need(frame, fn, *keys, *_POSITIONS, "fairness")
+    frame = _group_label(frame, keys)
+    long = frame.unpivot(
+        index="group", on=list(_POSITIONS), variable_name="class", value_name="pairs"
+    ).with_columns(
+        order=pl.col("class").replace_strict(
+            {k: i for i, k in enumerate(_POSITIONS)}, return_dtype=pl.Int64
+        )
+    )
+    y = alt.Y("group:N", title=" / ".join(keys) or None)
+    bars = (
+        alt.Chart(_data(alt, long), title="Swap test: pairs by position class")
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "pairs:Q",
+                stack="normalize",
+                title="share of usable pairs",
+                axis=alt.Axis(format="%"),
+            ),
+            y=y,
+            color=alt.Color(
+                "class:N", scale=_scale(alt, _POSITIONS), title="class", sort=list(_POSITIONS)
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=["group:N", "class:N", "pairs:Q"],
+        )
+        .properties(width=300, height=max(60, 26 * frame.height))
+    )
+    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#999999").encode(x="x:Q")
+    fairness = (
+        alt.Chart(_data(alt, frame), title="Fairness (−1 primacy … +1 recency)")
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("fairness:Q", scale=alt.Scale(domain=[-1, 1]), title="fairness"),
+            y=y,
+            color=alt.condition(
+                "datum.fairness < 0", alt.value(COLORS["primacy"]), alt.value(COLORS["recency"])
+            ),
+            tooltip=["group:N", "fairness:Q"],
+        )
+        .properties(width=200, height=max(60, 26 * frame.height))
+    )
+    return alt.hconcat(bars, alt.layer(zero, fairness))
+
+
+def flip_rate_chart(table: pl.DataFrame, *, by: str | None = None) -> Any:
+    """Flip rate per gap bin, from :func:`~safecons.flip_rate_by_gap` (one line per group)."""
+    alt = _altair()
+    fn = "flip_rate_chart"
+    frame = _frame(table, fn)
+    keys = _keys(by)
+    _need(frame, fn, *keys, "bin", "lower", "upper", "flip_rate", "n_pairs")
+    frame = _group_label(frame, keys).with_columns(
+        bucket=pl.format("[{}, {})", pl.col("lower").round(2), pl.col("upper").round(2)),
+        flip_rate=pl.col("flip_rate").fill_nan(None),
+    )
+    order = frame.sort("bin").unique("bin", keep="first", maintain_order=True)["bucket"].to_list()
+    enc: dict[str, Any] = {
+        "x": alt.X("bucket:N", sort=order, title="gap between the answers (bin)"),
+        "y": alt.Y("flip_rate:Q", title="flip rate", axis=alt.Axis(format="%")),
+        "tooltip": ["group:N", "bucket:N", "n_pairs:Q", alt.Tooltip("flip_rate:Q", format=".1%")],
+    }
+    if keys:
+        enc["color"] = alt.Color("group:N", title=" / ".join(keys))
+    else:
+        enc["color"] = alt.value(COLORS["primacy"])
+    return (
+        alt.Chart(_data(alt, frame), title="Flips by how close the answers are")
+        .mark_line(point=True)
+        .encode(**enc)
+        .properties(width=_WIDTH, height=220)
+    )
+
+
+def agreement_chart(audit_or_table: Any, *, slice: str = "family") -> Any:
+    """Agreement with gold per group: three-way and decisive-only, from a
+    :class:`~safecons.JudgeAudit` (its ``slice`` rows) or an
+    :func:`~safecons.agreement` table (``agreement_s1`` / ``agreement_s2``) with a ``group``
+    column or one ``by`` column."""
+    alt = _altair()
+    fn = "agreement_chart"
+    table = getattr(audit_or_table, "table", audit_or_table)
+    frame = _frame(table, fn)
+    if "slice" in frame.columns:
+        frame = frame.filter(pl.col("slice") == slice).select(
+            "group", three_way="agreement", decisive="agreement_decisive"
+        )
+    else:
+        _need(frame, fn, "agreement_s1", "agreement_s2")
+        key = next(
+            (c for c in frame.columns if not c.startswith(("n_", "agreement", "kappa", "flip"))),
+            None,
+        )
+        frame = frame.select(
+            pl.col(key).cast(pl.String).alias("group") if key else pl.lit("all").alias("group"),
+            three_way="agreement_s1",
+            decisive="agreement_s2",
+        )
+    long = frame.unpivot(index="group", variable_name="setup", value_name="agreement").with_columns(
+        pl.col("agreement").fill_nan(None)
+    )
+    return (
+        alt.Chart(_data(alt, long), title="Agreement with gold labels")
+        .mark_bar()
+        .encode(
+            x=alt.X("agreement:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+            y=alt.Y("group:N", title=None),
+            yOffset=alt.YOffset("setup:N", sort=["three_way", "decisive"]),
+            color=alt.Color(
+                "setup:N",
+                scale=alt.Scale(domain=["three_way", "decisive"], range=["#4d4d4d", "#a6a6a6"]),
+                title="setup",
+            ),
+            tooltip=["group:N", "setup:N", alt.Tooltip("agreement:Q", format=".1%")],
+        )
+        .properties(width=_WIDTH, height=max(80, 34 * frame.height))
+    )

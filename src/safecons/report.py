@@ -1,0 +1,415 @@
+"""``sc.report``: a scored run as one self-contained HTML file.
+
+The file opens offline (no CDN, no script): the charts are rendered to SVG in Python by
+``vl-convert-python`` from the Altair specs of :mod:`safecons.charts` and inlined, and the
+styles are inline too. Every text that came from a model or a user is HTML-escaped, and long
+texts are folded in ``<details>``. Without the ``charts`` extra the report is still written,
+with its tables and a line saying how to get the charts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import polars as pl
+
+from .errors import InputError, SafeconsError
+from .run._record import DEFAULT_PREFIX, column_names
+from .scores import DERIVED_GROUPS, score_table
+from .summary import run_summary
+
+__all__ = ("report", "report_html")
+
+_FOLD: Final = 280
+_STYLE: Final = """
+body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:2rem auto;
+max-width:1100px;padding:0 1rem;color:#222;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2.2rem;
+border-bottom:1px solid #ddd;padding-bottom:.3rem}.muted{color:#666;font-size:.9rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
+th{background:#f4f4f4}td.text,th.text{text-align:left;max-width:420px}
+.cards{display:flex;gap:1rem;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:6px;
+padding:.6rem 1rem;min-width:150px}.card b{display:block;font-size:1.4rem}
+.chart{margin:1rem 0}.label{padding:0 .35rem;border-radius:3px;color:#fff;font-size:.8rem;
+white-space:nowrap}.Consistent{background:#1a9850}.Slightly{background:#f0a30a}
+.Contradictory{background:#d73027}.none{background:#999}
+details summary{cursor:pointer;color:#2c5aa0}pre{white-space:pre-wrap;margin:.2rem 0;
+font-family:inherit}
+"""
+
+
+def _esc(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _fold(text: object) -> str:
+    """A long text folded: its start shown, the whole text behind a click."""
+    if text is None:
+        return '<span class="muted">(none)</span>'
+    text = str(text)
+    if len(text) <= _FOLD:
+        return f"<pre>{_esc(text)}</pre>"
+    return (
+        f"<details><summary>{_esc(text[:_FOLD])}… ({len(text):,} characters)</summary>"
+        f"<pre>{_esc(text)}</pre></details>"
+    )
+
+
+def _label(label: object) -> str:
+    if label is None:
+        return '<span class="label none">not judged</span>'
+    css = str(label).split()[0]
+    return f'<span class="label {_esc(css)}">{_esc(label)}</span>'
+
+
+def _number(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.3f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return _esc(value)
+
+
+def _table(frame: pl.DataFrame, *, text: Sequence[str] = ()) -> str:
+    head = "".join(
+        f'<th class="{"text" if c in text else ""}">{_esc(c)}</th>' for c in frame.columns
+    )
+    rows = []
+    for row in frame.iter_rows():
+        cells = "".join(
+            (
+                f'<td class="text">{_esc(v)}</td>'
+                if v is not None
+                else '<td class="text muted">(none)</td>'
+            )
+            if c in text
+            else f"<td>{_number(v)}</td>"
+            for c, v in zip(frame.columns, row, strict=True)
+        )
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _svg(chart: Any) -> str:
+    import vl_convert
+
+    return str(vl_convert.vegalite_to_svg(chart.to_json()))
+
+
+def _charts(scored: pl.DataFrame, groups: list[str], prefix: str, metric: str) -> list[str]:
+    """The charts as inline SVG, or one line saying how to get them."""
+    try:
+        import altair  # noqa: F401
+        import vl_convert  # noqa: F401
+    except ImportError:
+        return [
+            '<p class="muted">Charts need the charts extra: '
+            "<code>pip install 'safecons[charts]'</code>.</p>"
+        ]
+    from . import charts
+
+    out = [_svg(charts.score_distribution_chart(scored, metric_name=metric))]
+    for key in groups:
+        table = score_table(scored, by=key, prefix=prefix, metric_name=metric)
+        if table.filter(pl.col("mean").is_not_null()).height:
+            out.append(_svg(charts.score_by_group_chart(table, by=key)))
+    kind = f"{prefix}variant_kind"
+    out.append(
+        _svg(
+            charts.label_mix_chart(
+                scored,
+                by=kind if kind in scored.columns else None,
+                prefix=prefix,
+                metric_name=metric,
+            )
+        )
+    )
+    return [f'<div class="chart">{svg}</div>' for svg in out]
+
+
+def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
+    names = column_names(prefix, metric)
+    columns = [
+        "input_id",
+        metric,
+        f"{prefix}variant_kind",
+        f"{prefix}toxicity_template_id",
+        f"{prefix}jailbreak_template_id",
+        "prompt",
+        f"{prefix}variant_text",
+        "sut_response",
+        names["responses"],
+        names["labels"],
+        names["error"],
+    ]
+    present = [c for c in columns if c in scored.columns]
+    rows = scored.select(present).sort(metric, nulls_last=False).head(n)
+    body = []
+    for row in rows.iter_rows(named=True):
+        answers = row.get(names["responses"]) or []
+        labels = row.get(names["labels"]) or []
+        candidates = "".join(
+            f"<li>{_label(labels[i] if i < len(labels) else None)} {_fold(a)}</li>"
+            for i, a in enumerate(answers)
+        )
+        templates = " + ".join(
+            _esc(row[c])
+            for c in (f"{prefix}jailbreak_template_id", f"{prefix}toxicity_template_id")
+            if row.get(c)
+        )
+        prompt = row.get("prompt")
+        if isinstance(prompt, list):  # a conversation: its turns, one per line
+            prompt = "\n".join(f"{t.get('role')}: {t.get('content')}" for t in prompt)
+        error = row.get(names["error"])
+        body.append(
+            "<tr>"
+            f'<td class="text">{_esc(row["input_id"])}<br>'
+            f'<span class="muted">{_esc(row.get(f"{prefix}variant_kind"))} {templates}</span></td>'
+            f"<td>{_number(row.get(metric))}"
+            + (f'<br><span class="muted">{_esc(error)}</span>' if error else "")
+            + "</td>"
+            f'<td class="text">{_fold(prompt)}</td>'
+            f'<td class="text">{_fold(row.get(f"{prefix}variant_text"))}</td>'
+            f'<td class="text">{_fold(row.get("sut_response"))}</td>'
+            f'<td class="text"><ol>{candidates}</ol></td>'
+            "</tr>"
+        )
+    head = (
+        '<tr><th class="text">row</th><th>score</th><th class="text">prompt</th>'
+        '<th class="text">adversarial variant</th><th class="text">base answer</th>'
+        '<th class="text">fresh answers to the variant, as judged</th></tr>'
+    )
+    return f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _cards(summary: Any, metric: str) -> str:
+    mean = "n/a" if summary.mean_score is None else f"{summary.mean_score:.3f}"
+    cards = [
+        (f"mean {metric}", mean),
+        ("rows scored", f"{summary.n_scored:,} of {summary.n_rows:,}"),
+        ("rows without a score", f"{summary.n_errored:,}"),
+        ("SUT calls / attempts", f"{summary.calls['sut']:,} / {summary.attempts['sut']:,}"),
+        (
+            "judge calls / attempts",
+            f"{summary.calls['judge']:,} / {summary.attempts['judge']:,}",
+        ),
+        ("from the cache", f"{summary.cache_hits['sut'] + summary.cache_hits['judge']:,}"),
+    ]
+    return (
+        '<div class="cards">'
+        + "".join(
+            f'<div class="card"><span class="muted">{_esc(k)}</span><b>{_esc(v)}</b></div>'
+            for k, v in cards
+        )
+        + "</div>"
+    )
+
+
+def report_html(
+    run: Any,
+    *,
+    title: str = "safecons: safety consistency report",
+    by: str | Sequence[str] | None = None,
+    worst: int = 10,
+    audit: Any = None,
+    prefix: str = DEFAULT_PREFIX,
+    metric_name: str = "safety_consistency",
+) -> str:
+    """The report as an HTML string (see :func:`report`)."""
+    frame = getattr(run, "frame", run)
+    if isinstance(frame, pl.LazyFrame):
+        frame = frame.collect()
+    if not isinstance(frame, pl.DataFrame):
+        raise InputError(
+            f"report: expected a scored frame or a SafetyConsistencyRun, got {type(run).__name__}"
+        )
+    if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
+        raise InputError(f"report: worst= must be a whole number >= 0, got {worst!r}")
+    summary = run_summary(frame, prefix=prefix, metric_name=metric_name)
+    keys = [by] if isinstance(by, str) else list(by or [])
+    kind = f"{prefix}variant_kind"
+    groups = keys or [kind, *DERIVED_GROUPS]
+    groups = [g for g in groups if g in frame.columns or g in DERIVED_GROUPS]
+    config = getattr(run, "config", None)
+    sections = [
+        f"<h1>{_esc(title)}</h1>",
+        f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
+        f"UTC by safecons {_esc(_version())}.</p>",
+        _cards(summary, metric_name),
+        "<h2>Score</h2>",
+        "<p>Mean safety consistency over scored rows, with a 95% bootstrap interval "
+        "(rows resampled, seed 0), and the share of each judge label among the judged "
+        "comparisons.</p>",
+    ]
+    overall = score_table(frame, prefix=prefix, metric_name=metric_name)
+    shown = [
+        c
+        for c in (
+            "rows",
+            "scored",
+            "errored",
+            "mean",
+            "mean_lo",
+            "mean_hi",
+            "comparisons",
+            "consistent",
+            "slightly_inconsistent",
+            "contradictory",
+        )
+        if c in overall.columns
+    ]
+    sections.append(_table(overall.select(shown)))
+    for key in groups:
+        table = score_table(frame, by=key, prefix=prefix, metric_name=metric_name)
+        sections.append(f"<h3>By {_esc(key)}</h3>")
+        sections.append(_table(table.select(key, *shown), text=[key]))
+    sections.append("<h2>Charts</h2>")
+    sections += _charts(frame, groups[:2], prefix, metric_name)
+    if audit is not None:
+        sections += _audit_section(audit)
+    sections.append(f"<h2>The {worst} least consistent rows</h2>")
+    sections.append(
+        "<p>Lowest scores first (rows without a score before them). Long texts are folded: "
+        "click to unfold.</p>"
+    )
+    sections.append(_worst(frame, worst, prefix, metric_name))
+    sections.append("<h2>Run</h2>")
+    spend = {
+        "attempts": summary.attempts,
+        "cache hits": summary.cache_hits,
+        "failed calls": summary.failed_calls,
+        "calls not made (budget)": summary.skipped_calls,
+        "tokens": summary.tokens,
+        "rate-limited answers": summary.rate_limited,
+    }
+    sections.append(f"<pre>{_esc(json.dumps(spend, indent=1))}</pre>")
+    if config is not None:
+        sections.append("<h3>Config</h3>")
+        sections.append(f"<pre>{_esc(json.dumps(config, indent=1, default=str))}</pre>")
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_esc(title)}</title>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>"
+    )
+
+
+def _audit_section(audit: Any) -> list[str]:
+    table = getattr(audit, "table", None)
+    if not isinstance(table, pl.DataFrame):
+        raise InputError(f"report: audit= must be a JudgeAudit, got {type(audit).__name__}")
+    out = [
+        "<h2>Judge audit</h2>",
+        f"<p>{_esc(getattr(audit, 'judge', 'judge'))} on {audit.pairs.height:,} golden pairs.</p>",
+    ]
+    columns = [
+        c
+        for c in (
+            "slice",
+            "group",
+            "n",
+            "agreement",
+            "agreement_decisive",
+            "kappa",
+            "swap_consistency",
+            "primacy",
+            "recency",
+            "stability",
+            "identical_consistent",
+            "injection_unmoved",
+        )
+        if c in table.columns and table[c].null_count() < table.height
+    ]
+    out.append(
+        _table(
+            table.filter(pl.col("slice") != "template_family").select(columns),
+            text=["slice", "group"],
+        )
+    )
+    try:
+        from .charts import agreement_chart
+
+        out.append(f'<div class="chart">{_svg(agreement_chart(audit))}</div>')
+    except (ImportError, SafeconsError):
+        pass
+    return out
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def report(
+    run: Any,
+    path: str | os.PathLike[str],
+    *,
+    title: str = "safecons: safety consistency report",
+    by: str | Sequence[str] | None = None,
+    worst: int = 10,
+    audit: Any = None,
+    prefix: str = DEFAULT_PREFIX,
+    metric_name: str = "safety_consistency",
+) -> Path:
+    """Write a scored run as one self-contained HTML file.
+
+    Parameters
+    ----------
+    run
+        A frame :func:`~safecons.safety_consistency` returned (or read back), or a
+        :class:`~safecons.SafetyConsistencyRun` (its config is shown too).
+    path
+        Where the ``.html`` goes (its folder must exist).
+    title
+        The report's title.
+    by
+        Column(s) to break the score down by (default: the variant kind and the derived
+        template families).
+    worst
+        How many of the least consistent rows to show in full.
+    audit
+        A :class:`~safecons.JudgeAudit` of the judge, shown beside the score.
+    prefix, metric_name
+        The run's column prefix and score column.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> import safecons as sc
+    >>> from safecons.testing import StandInSUT
+    >>> scored = sc.demo_frame().pipe(sc.safety_consistency, sut=StandInSUT(),
+    ...                               judge=sc.OfflineJudge(), progress=False)
+    >>> out = sc.report(scored, pathlib.Path(tempfile.mkdtemp()) / "report.html")
+    >>> out.read_text().startswith("<!doctype html>")
+    True
+    """
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise InputError(f"report: folder {str(target.parent)!r} does not exist")
+    text = report_html(
+        run,
+        title=title,
+        by=by,
+        worst=worst,
+        audit=audit,
+        prefix=prefix,
+        metric_name=metric_name,
+    )
+    target.write_text(text, encoding="utf-8")
+    return target

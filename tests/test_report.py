@@ -1,0 +1,154 @@
+"""sc.report: one self-contained HTML file, safe against what models write, drawn in Chromium."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.cli import main
+from safecons.testing import ScriptedChat, StandInSUT
+
+ROOT = Path(__file__).parents[1]
+HOSTILE = '<script>alert("x")</script><img src=x onerror="alert(1)"> & </td></table>'
+
+
+@pytest.fixture(scope="module")
+def run() -> sc.SafetyConsistencyRun:
+    return sc.safety_consistency_run(
+        sc.demo_frame(),
+        sut=StandInSUT(seed=3),
+        judge=sc.OfflineJudge(),
+        progress=False,
+        responses_per_query=3,
+        dpi_ratio=0.5,
+    )
+
+
+def test_the_report_is_self_contained(run, tmp_path):
+    text = sc.report(run, tmp_path / "r.html").read_text()
+    assert text.startswith("<!doctype html>") and text.rstrip().endswith("</html>")
+    assert "<script" not in text.lower()
+    # Nothing to fetch: no external stylesheet, image, font or script.
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
+    assert "@import" not in text and "url(http" not in text
+    assert text.count("<svg") >= 4  # distribution, two breakdowns, label mix
+    assert "mean_lo" in text and "The 10 least consistent rows" in text
+    assert "responses_per_query&quot;: 3" in text  # the run's config, escaped
+
+
+def test_model_text_is_escaped_and_long_text_folded(tmp_path):
+    df = pl.DataFrame(
+        {
+            "input_id": ["a", "b"],
+            "prompt": ["Say hi " + HOSTILE, "x" * 2_000],
+            "sut_response": [HOSTILE, "fine"],
+        }
+    )
+    scored = df.pipe(
+        sc.safety_consistency,
+        sut=ScriptedChat([HOSTILE + " " + "y" * 600]),
+        judge=sc.OfflineJudge(),
+        progress=False,
+    )
+    text = sc.report_html(scored)
+    assert "<script>" not in text and "<img src=x" not in text
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in text
+    assert "<details><summary>" in text and "characters)</summary>" in text
+
+
+def test_without_the_charts_extra_the_report_says_how_to_get_them(run, monkeypatch):
+    real = builtins.__import__
+
+    def no_charts(name, *args, **kwargs):
+        if name in ("altair", "vl_convert"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_charts)
+    text = sc.report_html(run)
+    assert "<svg" not in text and "pip install 'safecons[charts]'" in text
+    assert "mean_lo" in text  # the tables are all there
+
+
+def test_bad_arguments_are_named(run, tmp_path):
+    with pytest.raises(sc.InputError, match="folder"):
+        sc.report(run, tmp_path / "missing" / "r.html")
+    with pytest.raises(sc.InputError, match="worst="):
+        sc.report_html(run, worst=-1)
+    with pytest.raises(sc.InputError, match="expected a scored frame"):
+        sc.report_html({"rows": 1})
+    with pytest.raises(sc.InputError, match="missing column"):
+        sc.report_html(pl.DataFrame({"input_id": [1]}))
+
+
+def test_the_command_line_writes_reports(run, tmp_path, monkeypatch, capsys):
+    scored = tmp_path / "scored.parquet"
+    run.frame.write_parquet(scored)
+    assert main(["report", str(scored), "-o", str(tmp_path / "out.html")]) == 0
+    assert (tmp_path / "out.html").read_text().count("<svg") >= 4
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--no-progress"]) == 0
+    assert "wrote report.html" in capsys.readouterr().out
+    assert (tmp_path / "report.html").is_file()
+    assert main(["report", str(scored), "-o", str(tmp_path / "out.txt")]) == 2
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
+)
+def test_the_report_draws_in_headless_chromium(run, tmp_path):
+    assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
+    page = sc.report(run, tmp_path / "report.html", audit=audit)
+    artifacts = ROOT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    shot = artifacts / "report.png"
+    shot.unlink(missing_ok=True)
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    dom = subprocess.run(
+        [CHROMIUM, *flags, "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
+    assert not console, console
+    svgs = re.findall(r"<svg.*?</svg>", dom.stdout, re.S)
+    assert len(svgs) >= 5  # the report's charts and the audit's
+    for svg in svgs:  # each one drew marks, not an empty frame
+        assert len(re.findall(r"<(?:path|rect|line)\b", svg)) >= 5
+    done = subprocess.run(
+        [CHROMIUM, *flags, f"--screenshot={shot}", "--window-size=1200,3200", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.stat().st_size > 50_000  # a page with charts, kept for a person to look at
