@@ -8,9 +8,10 @@
 Data (read from ../shared/data, never copied into the repository):
 - GPTFuzz ``train.csv``: 6,160 human-labelled answers of three chat models to template-wrapped
   harmful questions; label 1 = complied, 0 = refused or deflected. Grouped by question.
-- Benign helpful answers (complied): the answers of LLMBar's MT-Bench and FairEval items and of
-  PandaLM's test set, all helpful answers to benign questions. Grouped by item.
-- Over-refusals (refused): two refusals of each of those same benign questions, written by
+- Benign helpful answers (complied): the distinct answers of LLMBar's MT-Bench and FairEval
+  items and of PandaLM's test set, all helpful answers to benign questions. Grouped by the
+  question's text (``safecons.golden.benign_questions``): items repeat questions and answers.
+- Over-refusals (refused): two refusals of each of those benign questions, written by
   this script: one from fixed refusal phrasings (``OVER_REFUSALS`` below), one composed of an
   apology, a refusal, a reason and an offer (``REFUSAL_SUBJECTS``, ...), so the classifier
   learns that a refusal is a refusal whatever it refuses and however it is worded. Grouped
@@ -20,7 +21,7 @@ Features and model (scikit-learn): two TF-IDF blocks side by side, character 3- 
 within word boundaries (``char_wb``, the 60,000 most frequent) and word 1- and 2-grams (the
 40,000 most frequent), each with sublinear term frequency and its own L2 norm, and one more
 feature: whether the answer's first 200 characters hold a phrase of the common refusal-prefix
-list (adding it lifted grouped-CV accuracy on GPTFuzz from 0.9495 to 0.9528). Logistic
+list (without it, on the same folds: 0.9528 instead of 0.9536 on GPTFuzz answers). Logistic
 regression with balanced classes (C = 16), chosen on the grouped folds below among char-only,
 word-only and both, at C from 1 to 16. The model ships as ``src/safecons/data/posture.npz``
 (vocabularies, idf, coefficients, intercept: arrays, no pickle), and
@@ -165,38 +166,15 @@ def load() -> pl.DataFrame:
         rows.append(
             {"text": text, "label": int(label), "group": f"fuzz:{question}", "source": "gptfuzz"}
         )
-    benign: list[tuple[str, str, list[str]]] = []
-    for name in ("MT-Bench", "FairEval"):
-        items = json.loads((DATA / "llmbar" / name / "dataset.json").read_text())
-        benign += [
-            (f"{name}:{i}", it["input"], [it["output_1"], it["output_2"]])
-            for i, it in enumerate(items)
-        ]
-    for it in json.loads((DATA / "pandalm" / "testset-v1.json").read_text()):
-        question = (it["instruction"] + " " + (it["input"] or "")).strip()
-        benign.append((f"pandalm:{it['idx']}", question, [it["response1"], it["response2"]]))
+    from safecons.golden import benign_questions
+
     rng = np.random.default_rng(SEED)
-    for group, question, answers in benign:
+    for group, question, answers in benign_questions(DATA):
         for answer in answers:
-            if isinstance(answer, str) and answer.strip():
-                rows.append({"text": answer, "label": 1, "group": group, "source": "benign"})
+            rows.append({"text": answer, "label": 1, "group": group, "source": "benign"})
         phrasing = OVER_REFUSALS[int(rng.integers(len(OVER_REFUSALS)))]
-        rows.append(
-            {
-                "text": phrasing.format(q=_first_sentence(question)),
-                "label": 0,
-                "group": group,
-                "source": "over-refusal",
-            }
-        )
-        rows.append(
-            {
-                "text": composed_refusal(rng),
-                "label": 0,
-                "group": group,
-                "source": "over-refusal",
-            }
-        )
+        for text in (phrasing.format(q=_first_sentence(question)), composed_refusal(rng)):
+            rows.append({"text": text, "label": 0, "group": group, "source": "over-refusal"})
     return pl.DataFrame(rows)
 
 
@@ -301,11 +279,19 @@ def write_model(vec: FeatureUnion, clf: LogisticRegression, path: Path) -> None:
 
 
 def held_out_model(data: pl.DataFrame, path: Path) -> None:
-    """A model trained without the golden set's held-out groups, for an honest audit of the
-    offline judge on the golden set (the shipped model has seen every group)."""
-    from safecons.golden import held_out
+    """A model trained without the golden set's held-out groups, nor any text the golden set
+    holds (a stock refusal recurs across questions), for an honest audit of the offline judge
+    on the golden set (the shipped model has seen every group)."""
+    from safecons.golden import golden_set, held_out
 
-    kept = data.filter(~pl.col("group").map_elements(held_out, return_dtype=pl.Boolean))
+    golden = golden_set(DATA)
+    seen = {" ".join(t.split()) for t in (*golden["base"], *golden["candidate"])}
+    kept = data.filter(
+        ~pl.col("group").map_elements(held_out, return_dtype=pl.Boolean),
+        ~pl.col("text").map_elements(
+            lambda t: " ".join(t.split()) in seen, return_dtype=pl.Boolean
+        ),
+    )
     write_model(*fit(kept), path)
     print(f"wrote {path} (trained on {kept.height:,} of {data.height:,} examples)")
 

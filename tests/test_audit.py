@@ -191,3 +191,69 @@ def test_it_runs_inside_a_running_event_loop():
         return audit(sc.OfflineJudge(), repeats=1, probes=False)
 
     assert asyncio.run(inside()).pairs.height == GOLDEN.height
+
+
+def test_a_judge_whose_label_moves_on_every_swap_is_caught():
+    # Contradictory <-> Slightly Inconsistent keeps the seed's letters (both hold the base up
+    # as the safer answer), so the exact-label rate is what shows the flip.
+    def flips(messages, temperature):
+        first = shown(messages)[0][0]
+        return verdict("Contradictory" if first == "BASE" else "Slightly Inconsistent")
+
+    r = row(audit(flips, repeats=1, probes=False))
+    assert r["swap_consistency"] == 1.0
+    assert r["swap_label_unchanged"] == 0.0
+
+
+def test_a_judge_moved_by_padding_fails_the_padding_probe():
+    from safecons.reliability import PADDING_FILLER
+
+    def padded(messages, temperature):
+        if PADDING_FILLER in messages[-1]["content"]:
+            return verdict("Slightly Inconsistent")
+        return fair(messages, temperature)
+
+    r = row(audit(padded, repeats=1, swap=False))
+    assert r["padded_unmoved"] == 0.0 and r["injection_unmoved"] == 1.0
+
+
+def test_the_injection_probe_rotates_its_phrasings():
+    result = audit(fair, repeats=1, swap=False)
+    texts = result.calls.filter(condition="injected")
+    assert texts.height == GOLDEN.height
+    seen = set()
+    for pair_id in texts["input_id"]:
+        from safecons.audit import _style
+
+        seen.add(_style(pair_id))
+    assert seen == {0, 1, 2}
+
+
+def test_kappa_is_left_empty_where_a_group_has_one_gold_label():
+    golden = GOLDEN.with_columns(
+        family=pl.when(pl.col("gold") == "Consistent")
+        .then(pl.lit("safe"))
+        .otherwise(pl.lit("mixed"))
+    )
+    table = audit(fair, golden, repeats=1, swap=False, probes=False).table
+    kappa = dict(table.filter(slice="family").select("group", "kappa").iter_rows())
+    assert kappa["safe"] is None and kappa["mixed"] is not None
+
+
+def test_null_families_are_a_named_group_and_a_lazy_golden_set_is_read():
+    golden = GOLDEN.head(6).with_columns(
+        template_family=pl.Series([None, "a", None, "a", "b", "b"], dtype=pl.String)
+    )
+    table = audit(fair, golden.lazy(), repeats=1, swap=False, probes=False).table
+    none = table.filter(slice="template_family", group="(none)").row(0, named=True)
+    assert none["n"] == 2 and none["n_judged"] == 2
+    assert table.filter(slice="all")["stability"].item() is None  # one call per pair: no figure
+
+
+def test_flags_and_retries_are_checked():
+    with pytest.raises(sc.InputError, match="swap"):
+        audit(fair, swap="no")
+    with pytest.raises(sc.InputError, match="probes"):
+        audit(fair, probes=0)
+    with pytest.raises(sc.InputError, match="retries"):
+        audit(fair, retries=-1)

@@ -243,9 +243,8 @@ def test_audit_names_a_missing_data_folder(capsys, tmp_path):
 
 
 def test_audit_of_a_chat_judge_over_http_runs_the_swap_test(capsys):
-    from safecons.testing import FakeOpenAIServer
-
-    with FakeOpenAIServer() as server:
+    responder = route_by_model({"judge": lambda b: VERDICT})
+    with FakeOpenAIServer(responder=responder) as server:
         code = main(
             [
                 "audit",
@@ -262,3 +261,4 @@ def test_audit_of_a_chat_judge_over_http_runs_the_swap_test(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "swap_consistency" in out and "swap test: not run" not in out
+    assert "gave no verdict" not in out  # every call was judged

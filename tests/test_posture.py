@@ -70,3 +70,21 @@ def test_probabilities_are_in_range_and_do_not_depend_on_the_batch(texts):
     alone = np.array([clf.predict_proba([t])[0] for t in texts])
     assert ((together >= 0) & (together <= 1)).all()
     np.testing.assert_array_equal(together, alone)
+
+
+def test_an_empty_answer_is_no_compliance():
+    clf = sc.PostureClassifier()
+    assert clf.predict(["", "  \n\t"]) == ["refused", "refused"]
+    assert clf.probability("") == 0.0
+
+
+def test_the_word_cache_is_bounded_and_skips_long_words(monkeypatch):
+    from safecons.judges import _posture
+
+    clf = sc.PostureClassifier()
+    monkeypatch.setattr(_posture, "_WORD_CACHE_SIZE", 50)
+    words = [f"w{i}x" for i in range(400)] + ["y" * 500]
+    first = clf.predict_proba([" ".join(words)])
+    assert len(clf._char._words) <= 50
+    assert "y" * 500 not in clf._char._words
+    assert clf.predict_proba([" ".join(words)]) == pytest.approx(first, abs=1e-15)

@@ -137,7 +137,6 @@ __all__ = (
     "build_judge_messages",
     "build_pairwise_messages",
     "build_variants",
-    "charts",
     "cohen_kappa",
     "compare_runs",
     "demo_frame",

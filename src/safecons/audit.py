@@ -152,6 +152,8 @@ class _Call:
 
 
 def _check_golden(golden: object) -> pl.DataFrame:
+    if isinstance(golden, pl.LazyFrame):
+        golden = golden.collect()
     if not isinstance(golden, pl.DataFrame):
         raise InputError(
             f"golden: expected a polars DataFrame (e.g. safecons.golden_set()), got "
@@ -176,8 +178,11 @@ def _check_golden(golden: object) -> pl.DataFrame:
     bad = golden.filter(~pl.col("gold").is_in(list(GOLD_LABELS)))["gold"].unique().to_list()
     if bad:
         raise InputError(f"golden: column 'gold' has {bad}; expected one of {list(GOLD_LABELS)}")
-    extra = {c: pl.lit("all") for c in ("template_family", "family") if c not in golden.columns}
-    return golden.with_columns(**extra) if extra else golden
+    # A missing family column is one group; a null family is a group of its own, named.
+    return golden.with_columns(
+        pl.col(c).fill_null("(none)") if c in golden.columns else pl.lit("all").alias(c)
+        for c in ("template_family", "family")
+    )
 
 
 def _plan(golden: pl.DataFrame, repeats: int, swap: bool, probes: bool) -> list[_Call]:
@@ -219,6 +224,11 @@ async def audit_judge_async(
     golden = _check_golden(golden_set() if golden is None else golden)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 20:
         raise InputError(f"repeats: expected a whole number from 1 to 20, got {repeats!r}")
+    for name, flag in (("swap", swap), ("probes", probes)):
+        if not isinstance(flag, bool):
+            raise InputError(f"{name}: expected True or False, got {flag!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 5:
+        raise InputError(f"retries: expected a whole number from 0 to 5, got {retries!r}")
     options = RunOptions(
         concurrency_limit=concurrency_limit,
         retries={"judge": retries},
@@ -452,20 +462,36 @@ def _table(
                     "recency",
                 )
                 part = part.join(pos, on="group", how="left")
+        if ordered:
+            unchanged = frame.group_by(pl.col(slice_name).alias("group")).agg(
+                (pl.col("label_swapped") == pl.col("label"))
+                .filter(pl.col("label").is_not_null() & pl.col("label_swapped").is_not_null())
+                .mean()
+                .alias("swap_label_unchanged")
+            )
+            part = part.join(unchanged, on="group", how="left")
+        golds = frame.group_by(pl.col(slice_name).alias("group")).agg(
+            pl.col("gold").n_unique().alias("_golds")
+        )
+        # Where a group holds one gold label, kappa is 0 or undefined whatever the judge
+        # does (chance agreement equals observed agreement): left empty, not misread.
+        part = (
+            part.join(golds, on="group", how="left")
+            .with_columns(
+                kappa=pl.when(pl.col("_golds") >= 2).then(pl.col("kappa")).otherwise(None)
+            )
+            .drop("_golds")
+        )
         extra = _probe_figures(frame, slice_name, probes)
         part = part.join(extra, on="group", how="left")
         sizes = frame.group_by(pl.col(slice_name).alias("group")).agg(n=pl.len())
         part = part.join(sizes, on="group", how="left")
-        if slice_name == "gold":
-            # Inside one gold label kappa is 0 or undefined by construction (chance agreement
-            # equals observed agreement): left empty rather than misread.
-            part = part.with_columns(kappa=pl.lit(None, dtype=pl.Float64))
         parts.append(part.with_columns(slice=pl.lit(slice_name)))
     table = pl.concat(parts, how="diagonal_relaxed")
-    swap_cols = ["n_swapped", "swap_consistency", "primacy", "recency"]
+    swap_cols = ["n_swapped", "swap_consistency", "swap_label_unchanged", "primacy", "recency"]
     for column in swap_cols:
         if column not in table.columns:
-            dtype = pl.Float64 if column == "swap_consistency" else pl.Int64
+            dtype = pl.Int64 if column in ("n_swapped", "primacy", "recency") else pl.Float64
             table = table.with_columns(pl.lit(None, dtype=dtype).alias(column))
     order = [
         "slice",
@@ -484,7 +510,10 @@ def _table(
         "injection_unmoved",
         "injection_obeyed",
     ]
-    return table.select([c for c in order if c in table.columns])
+    table = table.select([c for c in order if c in table.columns])
+    # Empty means "not run" or "undefined here" (no usable pair, one answer per group).
+    floats = [c for c, t in table.schema.items() if t.is_float()]
+    return table.with_columns(pl.col(floats).fill_nan(None))
 
 
 def _probe_figures(frame: pl.DataFrame, by: str, probes: bool) -> pl.DataFrame:

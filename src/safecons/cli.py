@@ -249,12 +249,14 @@ _AUDIT_COLUMNS = (
     "agreement_decisive",
     "kappa",
     "swap_consistency",
+    "swap_label_unchanged",
     "primacy",
     "recency",
     "stability",
     "identical_consistent",
     "padded_unmoved",
     "injection_unmoved",
+    "injection_obeyed",
 )
 
 

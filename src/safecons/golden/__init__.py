@@ -8,7 +8,8 @@ data folder (GPTFuzz and LLMBar/PandaLM, never copied into the package). See
 
 from ._build import FAMILIES as FAMILIES
 from ._build import GOLDEN_SCHEMA as GOLDEN_SCHEMA
+from ._build import benign_questions as benign_questions
 from ._build import golden_set as golden_set
 from ._build import held_out as held_out
 
-__all__ = ("FAMILIES", "GOLDEN_SCHEMA", "golden_set", "held_out")
+__all__ = ("FAMILIES", "GOLDEN_SCHEMA", "benign_questions", "golden_set", "held_out")

@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, load_gptfuzz
 from ._hand_written import SCENARIOS
 
-__all__ = ("FAMILIES", "GOLDEN_SCHEMA", "golden_set", "held_out")
+__all__ = ("FAMILIES", "GOLDEN_SCHEMA", "benign_questions", "golden_set", "held_out")
 
 #: The golden set's columns and dtypes.
 GOLDEN_SCHEMA: Final[dict[str, pl.DataType]] = {
@@ -49,7 +49,7 @@ FAMILIES: Final[dict[str, str]] = {
 
 _FUZZ_PER_KIND: Final = 6
 _FUZZ_HARMFUL_BASE: Final = 3
-_BENIGN_ITEMS: Final = 90
+_BENIGN_ITEMS: Final = 90  # at most; the held-out questions number about 60
 _MAX_CHARS: Final = 6_000
 
 #: What a jailbreak-wrapped hand-written scenario asks for (the toxicity ones reframe the query).
@@ -104,9 +104,10 @@ _TOXIC: Final = (
 
 
 def held_out(group: str) -> bool:
-    """Whether a training group (``"fuzz:<question>"``, ``"MT-Bench:<i>"``, ``"FairEval:<i>"``,
-    ``"pandalm:<idx>"``) is held out for the golden set: one group in five, by a hash of its
-    name, so the golden set's data rows can be audited with a classifier that never saw them.
+    """Whether a training group (``"fuzz:<question>"``, or ``"benign:<hash>"`` from
+    :func:`benign_questions`) is held out for the golden set: one group in five, by a hash of
+    its name, so the golden set's data rows can be audited with a classifier that never saw
+    their questions.
 
     Examples
     --------
@@ -198,19 +199,37 @@ def _gptfuzz(folder: Path) -> Iterator[dict[str, str]]:
                 }
 
 
-def _benign_items(data: Path) -> list[tuple[str, str, str]]:
-    items: list[tuple[str, str, str]] = []
+def benign_questions(data_dir: str | os.PathLike[str]) -> list[tuple[str, str, list[str]]]:
+    """The benign questions of LLMBar (MT-Bench, FairEval) and PandaLM, each with its distinct
+    helpful answers: ``(group, question, answers)``, in a stable order.
+
+    Grouped by the question's text (case and spacing aside), not by item: PandaLM's 999 items
+    hold 170 questions and MT-Bench's 200 items 75, with answers repeated across items, so a
+    split by item would put the same text on both sides. The training script and the golden
+    set both split on these groups.
+    """
+    data = Path(data_dir)
+    items: list[tuple[str, object]] = []
     for name in ("MT-Bench", "FairEval"):
         rows = json.loads((data / "llmbar" / name / "dataset.json").read_text(encoding="utf-8"))
-        items += [(f"{name}:{i}", it["input"], it["output_1"]) for i, it in enumerate(rows)]
+        items += [(it["input"], a) for it in rows for a in (it["output_1"], it["output_2"])]
     for it in json.loads((data / "pandalm" / "testset-v1.json").read_text(encoding="utf-8")):
         question = (it["instruction"] + " " + (it["input"] or "")).strip()
-        items.append((f"pandalm:{it['idx']}", question, it["response1"]))
-    kept = [
-        (g, q, a)
-        for g, q, a in items
-        if held_out(g) and isinstance(a, str) and a.strip() and q.strip()
-    ]
+        items += [(question, it["response1"]), (question, it["response2"])]
+    grouped: dict[str, tuple[str, list[str]]] = {}
+    for question, answer in items:
+        if not isinstance(question, str) or not question.strip():
+            continue
+        key = " ".join(question.split()).casefold()
+        group = "benign:" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+        _, answers = grouped.setdefault(group, (question, []))
+        if isinstance(answer, str) and answer.strip() and answer not in answers:
+            answers.append(answer)
+    return [(g, q, a) for g, (q, a) in grouped.items() if a]
+
+
+def _benign_items(data: Path) -> list[tuple[str, str, str]]:
+    kept = [(g, q, a[0]) for g, q, a in benign_questions(data) if held_out(g)]
     return sorted(kept, key=lambda item: _draw("benign", item[0]))[:_BENIGN_ITEMS]
 
 
@@ -244,7 +263,7 @@ def _benign_base(data: Path) -> Iterator[dict[str, str]]:
                 "family": "benign_base",
                 "kind": kind,
                 "template_family": family,
-                "source": f"{group.split(':')[0]} answer (base), held-out item; candidate "
+                "source": "LLMBar/PandaLM answer (base) to a held-out question; candidate "
                 "written for safecons",
             }
 

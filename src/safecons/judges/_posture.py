@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from array import array
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -60,8 +61,11 @@ def refusal_opening(text: str) -> float:
 
 
 _EMPTY: Final = np.zeros(0, dtype=np.int64)
-#: Words whose in-vocabulary character n-grams are kept; past this the cache is emptied.
-_WORD_CACHE_SIZE: Final = 200_000
+#: Words whose in-vocabulary character n-grams are kept; past this the cache is emptied. A
+#: word longer than _CACHED_WORD_CHARS (a URL, a base64 blob) is never kept: with 8 bytes per
+#: position the cache stays under about 100 MB whatever it is fed.
+_WORD_CACHE_SIZE: Final = 100_000
+_CACHED_WORD_CHARS: Final = 40
 
 
 class _Block:
@@ -102,7 +106,7 @@ class _CharBlock(_Block):
     ) -> None:
         super().__init__(vocabulary, idf, coef)
         self.ngrams = ngrams
-        self._words: dict[str, list[int]] = {}
+        self._words: dict[str, array[int]] = {}
 
     def text_positions(self, lowered: str) -> np.ndarray:
         cache = self._words
@@ -112,10 +116,12 @@ class _CharBlock(_Block):
         for word in _WHITE_SPACES.sub(" ", lowered).split():
             known = cache.get(word)
             if known is None:
-                known = [i for i in map(get, _word_char_grams(word, lo, hi)) if i is not None]
-                if len(cache) >= _WORD_CACHE_SIZE:
-                    cache.clear()
-                cache[word] = known
+                grams = map(get, _word_char_grams(word, lo, hi))
+                known = array("q", [i for i in grams if i is not None])
+                if len(word) <= _CACHED_WORD_CHARS:
+                    if len(cache) >= _WORD_CACHE_SIZE:
+                        cache.clear()
+                    cache[word] = known
             found.extend(known)
         return np.array(found, dtype=np.int64) if found else _EMPTY
 
@@ -162,7 +168,10 @@ class PostureClassifier:
             self._intercept = float(arrays["intercept"][0])
 
     def decision(self, text: str) -> float:
-        """The model's log-odds that ``text`` complied."""
+        """The model's log-odds that ``text`` complied (minus infinity for an empty or
+        whitespace-only text: nothing was given, which is no compliance)."""
+        if not text.strip():
+            return -math.inf
         lowered = text.lower()
         return (
             self._char.score(self._char.text_positions(lowered))

@@ -49,6 +49,8 @@ def _load_json(path: Path, what: str) -> Any:
             return json.load(fh)
     except FileNotFoundError as exc:
         raise InputError(f"{what}: no file at {path}") from exc
+    except IsADirectoryError as exc:
+        raise InputError(f"{what}: {path} is a folder; expected the JSON file") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{what}: {path} is not valid JSON ({exc})") from exc
 
@@ -303,7 +305,7 @@ def read_pandalm(path: StrPath) -> pl.DataFrame:
     Parameters
     ----------
     path
-        The ``testset-v1.json`` file.
+        The ``testset-v1.json`` file, or the folder that holds it.
 
     Returns
     -------
@@ -330,6 +332,8 @@ def read_pandalm(path: StrPath) -> pl.DataFrame:
     """
     what = "read_pandalm"
     file = Path(path)
+    if file.is_dir():  # the folder that holds it, as the data README lays it out
+        file = file / "testset-v1.json"
     items = _load_json(file, what)
     if not isinstance(items, list):
         raise InputError(f"{what}: {file} should hold a list of items")
