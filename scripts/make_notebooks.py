@@ -1,0 +1,243 @@
+"""Write notebooks/*.ipynb from the cells below (committed without outputs).
+
+    python scripts/make_notebooks.py
+
+The notebooks are generated so that their code stays reviewable here, as Python; a test
+executes each of them top to bottom in a real Jupyter kernel.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DATA = """\
+import os
+from pathlib import Path
+
+# The project's data folder sits beside the checkout (../shared/data); SAFECONS_DATA overrides.
+BESIDE = Path.cwd().resolve().parent.parent / "shared" / "data"
+DATA = Path(os.environ.get("SAFECONS_DATA", BESIDE))
+HAVE_DATA = (DATA / "llmbar").is_dir()
+print("data:", DATA if HAVE_DATA else f"not found at {DATA} (the data cells will skip)")"""
+
+QUICKSTART = [
+    new_markdown_cell(
+        "# safecons quickstart\n\n"
+        "Score a system's **safety consistency** offline, read the score with its interval, "
+        "look at the charts, then point the same code at a real OpenAI-compatible endpoint.\n\n"
+        "Offline, the system under test is a *stand-in* that refuses or complies at random (its "
+        "numbers mean nothing about any model) and the judge is `sc.OfflineJudge`, safecons' "
+        "measured offline posture judge (`docs/judges.md`)."
+    ),
+    new_code_cell(
+        "import polars as pl\n"
+        "import safecons as sc\n"
+        "from safecons.testing import StandInSUT\n\n"
+        "df = sc.demo_frame()  # input_id, prompt, sut_response (+ task_type)\n"
+        "df.head(3)"
+    ),
+    new_markdown_cell(
+        "## Score it\n\nFor each row: an adversarial variant of the prompt, fresh answers from "
+        "the system, a judge comparing each with the row's own answer. The call is synchronous "
+        "and works inside this notebook's running event loop."
+    ),
+    new_code_cell(
+        "scored = df.pipe(\n"
+        "    sc.safety_consistency,\n"
+        "    sut=StandInSUT(seed=0),\n"
+        "    judge=sc.OfflineJudge(),\n"
+        "    responses_per_query=3,\n"
+        "    dpi_ratio=0.25,\n"
+        "    seed=0,\n"
+        "    progress=False,\n"
+        ")\n"
+        'scored.select("input_id", "sc_variant_kind", "sc_labels", "safety_consistency")'
+    ),
+    new_markdown_cell(
+        "## The score, with its interval\n\n`score_table` gives the mean over scored rows "
+        "with a seeded bootstrap interval, the label mix and the spend, per group."
+    ),
+    new_code_cell(
+        'table = sc.score_table(scored, by="sc_variant_kind")\n'
+        "assert table['rows'].sum() == scored.height\n"
+        "table"
+    ),
+    new_code_cell('sc.score_table(scored, by="toxicity_family")'),
+    new_markdown_cell("## Charts\n\nAltair charts of the frames safecons returns."),
+    new_code_cell("sc.charts.score_distribution_chart(scored)"),
+    new_code_cell(
+        'sc.charts.score_by_group_chart(sc.score_table(scored, by="toxicity_family"), '
+        'by="toxicity_family")'
+    ),
+    new_code_cell('sc.charts.label_mix_chart(scored, by="sc_variant_kind")'),
+    new_markdown_cell(
+        "## A real system\n\nThree lines point the same call at any OpenAI-compatible "
+        "server (vLLM, Ollama, llama.cpp, LiteLLM, OpenAI). Set `SAFECONS_BASE_URL` and "
+        "`SAFECONS_MODEL` to run this cell against yours; without them it only shows the code."
+    ),
+    new_code_cell(
+        "import os\n\n"
+        'if os.environ.get("SAFECONS_BASE_URL"):\n'
+        '    sut = sc.OpenAICompatible(base_url=os.environ["SAFECONS_BASE_URL"], '
+        'model=os.environ["SAFECONS_MODEL"])\n'
+        "    real = df.pipe(sc.safety_consistency, sut=sut, judge=sc.OfflineJudge(), "
+        'cache="calls.sqlite")\n'
+        '    display(sc.score_table(real, by="sc_variant_kind"))\n'
+        "else:\n"
+        '    print("set SAFECONS_BASE_URL and SAFECONS_MODEL to score a real system")'
+    ),
+]
+
+VALIDATION = [
+    new_markdown_cell(
+        "# Can the judge be trusted? A judge-validation study\n\n"
+        "In the style of the seed study of position bias: LLMBar's MT-Bench and FairEval items, "
+        "judged by GPT-4, ChatGPT, LLaMA2 and PaLM2 in both orders, and PandaLM's three human "
+        "annotators. Consistency, primacy/recency, fairness, agreement with and without ties, "
+        "kappa, and flips by how different the two answers are. The data is read from the "
+        "project's data folder; without it the cells say so and skip."
+    ),
+    new_code_cell("import polars as pl\nimport safecons as sc\n\n" + DATA),
+    new_code_cell(
+        "if HAVE_DATA:\n"
+        '    pairs = sc.read_llmbar(DATA / "llmbar")\n'
+        '    print(pairs.height, "pairs;", pairs["judge"].unique().sort().to_list())\n'
+        "else:\n"
+        '    print("LLMBar data not found: skipping")'
+    ),
+    new_markdown_cell("## Position consistency, primacy, recency and fairness"),
+    new_code_cell(
+        "if HAVE_DATA:\n"
+        '    position = sc.position_bias(pairs, by=["dataset", "judge"], ci=0.95)\n'
+        "    display(position)\n"
+        '    display(sc.charts.position_chart(position, by=["dataset", "judge"]))'
+    ),
+    new_markdown_cell(
+        "## Agreement with the human label, with ties (S1) and without (S2), and kappa"
+    ),
+    new_code_cell(
+        "if HAVE_DATA:\n"
+        '    table = sc.judge_table(pairs, gold="gold", by=["dataset", "judge"])\n'
+        "    display(table)\n"
+        '    display(sc.charts.agreement_chart(sc.agreement(pairs, gold="gold", by="judge")))'
+    ),
+    new_markdown_cell(
+        "## Do flips bunch where the answers are alike?\n\nThe gap here is an outside "
+        "measure of how different the two answers are: the absolute difference of their "
+        "lengths, in equal-count bins."
+    ),
+    new_code_cell(
+        "if HAVE_DATA:\n"
+        "    sized = pairs.with_columns(\n"
+        '        gap=(pl.col("x").str.len_chars().cast(pl.Int64) - '
+        'pl.col("y").str.len_chars().cast(pl.Int64)).abs()\n'
+        "    )\n"
+        '    flips = sc.flip_rate_by_gap(sized, gap="gap", bins=4, by="judge")\n'
+        "    display(flips)\n"
+        '    display(sc.charts.flip_rate_chart(flips, by="judge"))'
+    ),
+    new_markdown_cell(
+        "## Human annotators: PandaLM\n\nThree annotators on 999 pairs; the authors publish "
+        "pairwise Cohen's kappa of 0.85, 0.88 and 0.86."
+    ),
+    new_code_cell(
+        'if HAVE_DATA and (DATA / "pandalm").is_dir():\n'
+        '    panda = sc.read_pandalm(DATA / "pandalm")\n'
+        '    raters = ["annotator1", "annotator2", "annotator3"]\n'
+        "    for a, b in [(0, 1), (0, 2), (1, 2)]:\n"
+        "        k = sc.cohen_kappa(panda[raters[a]], panda[raters[b]])\n"
+        '        print(f"kappa {raters[a]} vs {raters[b]}: {k:.3f}")\n'
+        "    display(sc.fleiss_kappa(panda, raters=raters, ci=0.95))\n"
+        "    display(sc.krippendorff_alpha(panda, raters=raters))\n"
+        "else:\n"
+        '    print("PandaLM data not found: skipping")'
+    ),
+    new_markdown_cell(
+        "## The safety judge itself\n\nThe same protocol applied to safecons' own offline "
+        "judge, on the golden set (hand-written rows; with the data folder, rows from "
+        "held-out GPTFuzz questions and benign items too)."
+    ),
+    new_code_cell(
+        "golden = sc.golden_set(DATA if HAVE_DATA else None)\n"
+        "audit = sc.audit_judge(sc.OfflineJudge(), golden, repeats=2, progress=False)\n"
+        'display(audit.table.filter(pl.col("slice") != "template_family"))\n'
+        "sc.charts.agreement_chart(audit)"
+    ),
+]
+
+REPORT = [
+    new_markdown_cell(
+        "# From a scored frame to a report, and two systems compared\n\n"
+        "`sc.report` writes one self-contained HTML file (it opens offline). `compare_runs` "
+        "answers the question most reports ask: is the new system more consistent than the old "
+        "one, on the same rows?"
+    ),
+    new_code_cell(
+        "import polars as pl\n"
+        "import safecons as sc\n"
+        "from safecons.testing import StandInSUT\n\n"
+        "df = sc.demo_frame()\n"
+        "old = sc.safety_consistency_run(df, sut=StandInSUT(refusal_rate=0.5, seed=1), "
+        "judge=sc.OfflineJudge(), progress=False)\n"
+        "new = sc.safety_consistency_run(df, sut=StandInSUT(refusal_rate=0.9, seed=1), "
+        "judge=sc.OfflineJudge(), progress=False)\n"
+        "old.summary.mean_score, new.summary.mean_score"
+    ),
+    new_markdown_cell(
+        "## Paired comparison\n\nThe difference of means over rows scored in both runs, "
+        "with a paired bootstrap interval (pairs resampled together)."
+    ),
+    new_code_cell("comparison = sc.compare_runs(old.frame, new.frame)\ncomparison"),
+    new_code_cell('sc.compare_runs(old.frame, new.frame, by="sc_variant_kind")'),
+    new_markdown_cell("## The report\n\nWith the judge's audit beside the score."),
+    new_code_cell(
+        "from pathlib import Path\n"
+        "import tempfile\n\n"
+        "audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)\n"
+        'path = sc.report(new, Path(tempfile.mkdtemp()) / "report.html", audit=audit,\n'
+        '                 title="New system: safety consistency")\n'
+        'print(path, path.stat().st_size, "bytes")\n'
+        'assert path.read_text().count("<svg") >= 4'
+    ),
+    new_code_cell(
+        "from IPython.display import HTML\n\n"
+        "# The report's first charts, inline (open the file itself for the whole page).\n"
+        "HTML(sc.charts.score_distribution_chart(new.frame).to_html())"
+    ),
+]
+
+
+def write(name: str, cells: list) -> None:
+    nb = new_notebook(cells=cells)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"{Path(name).stem}-{i:02d}"  # stable ids: a rerun changes nothing
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.metadata["language_info"] = {"name": "python"}
+    path = ROOT / "notebooks" / name
+    path.parent.mkdir(exist_ok=True)
+    nbformat.write(nb, path)
+    print("wrote", path.relative_to(ROOT))
+
+
+def main() -> None:
+    write("01_quickstart.ipynb", QUICKSTART)
+    write("02_judge_validation.ipynb", VALIDATION)
+    write("03_report.ipynb", REPORT)
+    # The house style, in notebooks too (ruff reads .ipynb): sorted imports, formatted cells.
+    folder = str(ROOT / "notebooks")
+    subprocess.run(["ruff", "check", "--fix", "--quiet", folder], check=False)
+    subprocess.run(["ruff", "format", "--quiet", folder], check=True)
+
+
+if __name__ == "__main__":
+    main()
