@@ -40,7 +40,7 @@ def test_the_report_is_self_contained(run, tmp_path):
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
     assert "@import" not in text and "url(http" not in text
     assert text.count("<svg") >= 4  # distribution, two breakdowns, label mix
-    assert "mean_lo" in text and "The 10 least consistent rows" in text
+    assert "95% low" in text and "The 10 least consistent rows" in text
     assert "responses_per_query&quot;: 3" in text  # the run's config, escaped
 
 
@@ -75,7 +75,7 @@ def test_without_the_charts_extra_the_report_says_how_to_get_them(run, monkeypat
     monkeypatch.setattr(builtins, "__import__", no_charts)
     text = sc.report_html(run)
     assert "<svg" not in text and "pip install 'safecons[charts]'" in text
-    assert "mean_lo" in text  # the tables are all there
+    assert "95% high" in text  # the tables are all there
 
 
 def test_bad_arguments_are_named(run, tmp_path):

@@ -41,7 +41,7 @@ COLORS: Final[dict[str, str]] = {
 }
 _LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 _POSITIONS: Final = ("consistent", "primacy", "recency")
-_WIDTH: Final = 420
+_WIDTH: Final = 520
 
 
 def _altair() -> Any:
