@@ -10,7 +10,7 @@ import os
 import re
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -31,7 +31,7 @@ from ._secrets import Secrets
 __all__ = ("DEFAULT_MAX_RESPONSE_BYTES", "OpenAICompatible", "ResponseTooLarge")
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-TransportName = Literal["auto", "httpx", "aiohttp"]
+TransportName = Literal["auto", "direct", "httpx", "aiohttp"]
 _MAX_ERROR_TEXT = 300
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 #: Default bound on one response body, after decompression: far above any chat answer (a
@@ -44,7 +44,7 @@ _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|gu
 _MAX_UNCONFIRMED = 2
 
 
-def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | None:
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds the server asks us to wait, from ``retry-after-ms`` or ``Retry-After``.
 
     ``Retry-After`` may be a number of seconds (fractions accepted) or an HTTP date.
@@ -195,8 +195,20 @@ class _Inflater:
 async def _read_bounded(
     response: httpx.Response, limit: int, scrub: Callable[[str], str] = str
 ) -> bytes:
-    """The decoded body of ``response``, refusing to hold more than ``limit`` bytes of it."""
-    header = scrub(response.headers.get("content-encoding", ""))
+    """The decoded body of an httpx ``response``, refusing to hold more than ``limit`` bytes."""
+    if response.is_stream_consumed:
+        # A response built in memory (httpx.MockTransport in tests) was read on creation.
+        _check_encoding(response.headers.get("content-encoding", ""), scrub)
+        if len(response.content) > limit:
+            raise _too_large(limit)
+        return bytes(response.content)
+    return await _read_chunks(
+        response.headers.get("content-encoding", ""), response.aiter_raw(), limit, scrub
+    )
+
+
+def _check_encoding(header: str, scrub: Callable[[str], str]) -> list[str]:
+    header = scrub(header)
     layers = [e.strip().lower() for e in header.split(",") if e.strip()]
     layers = [e for e in layers if e != "identity"]
     if len(layers) > 1 or any(e not in ("gzip", "x-gzip", "deflate") for e in layers):
@@ -204,25 +216,33 @@ async def _read_bounded(
             f"response has Content-Encoding {_cut(header, 60)!r}; safecons asks for and reads "
             "one layer of gzip or deflate only"
         )
+    return layers
+
+
+def _too_large(limit: int) -> ResponseTooLarge:
+    return ResponseTooLarge(
+        f"response body is larger than max_response_bytes={limit:,} bytes (after "
+        "decompression); raise it with OpenAICompatible(max_response_bytes=...) if "
+        "the endpoint really sends answers this long"
+    )
+
+
+async def _read_chunks(
+    encoding: str, chunks: AsyncIterator[bytes], limit: int, scrub: Callable[[str], str]
+) -> bytes:
+    """A body read from its raw (still encoded) chunks, inflated under ``limit`` bytes."""
+    layers = _check_encoding(encoding, scrub)
     body = bytearray()
 
     def add(data: bytes) -> None:
         body.extend(data)
         if len(body) > limit:
-            raise ResponseTooLarge(
-                f"response body is larger than max_response_bytes={limit:,} bytes (after "
-                "decompression); raise it with OpenAICompatible(max_response_bytes=...) if "
-                "the endpoint really sends answers this long"
-            )
+            raise _too_large(limit)
 
-    if response.is_stream_consumed:
-        # A response built in memory (httpx.MockTransport in tests) was read on creation.
-        add(response.content)
-        return bytes(body)
     inflater = _Inflater(layers[0]) if layers else None
     received = False
     try:
-        async for raw in response.aiter_raw():
+        async for raw in chunks:
             received = received or bool(raw)
             add(raw if inflater is None else inflater.feed(raw, limit - len(body)))
         if inflater is not None and received:  # an empty body is empty, whatever its header
@@ -469,6 +489,10 @@ class OpenAICompatible:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[ChatSession]:
+        if self.transport == "direct" or (self.transport == "auto" and _direct_available()):
+            async with _direct_post(self) as post:
+                yield _OpenAISession(self, post)
+            return
         transport = (
             self.transport
             if isinstance(self.transport, httpx.AsyncBaseTransport)
@@ -482,16 +506,16 @@ class OpenAICompatible:
             limits=limits,
             follow_redirects=False,
         ) as http:
-            yield _OpenAISession(self, http)
+            yield _OpenAISession(self, _httpx_post(self, http))
 
 
 class _OpenAISession:
     #: The judge may ask this session for structured output (``response_format``).
     accepts_response_format = True
 
-    def __init__(self, client: OpenAICompatible, http: httpx.AsyncClient) -> None:
+    def __init__(self, client: OpenAICompatible, post: _Post) -> None:
         self._c = client
-        self._http = http
+        self._send = post
         self._scrub = client.secrets.scrub
         # None: not known yet; False: the server rejected response_format, so this session
         # stops sending it.
@@ -542,18 +566,19 @@ class _OpenAISession:
             self.structured_output = True
         return self._read(status, headers, data)
 
-    async def _post(self, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
+    async def _post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         c = self._c
         try:
-            async with self._http.stream(
-                "POST", c._url, json=body, params=c._query or None
-            ) as response:
-                data = await _read_bounded(response, c.max_response_bytes, self._scrub)
-                return response.status_code, response.headers, data
+            return await self._send(body)
         except ResponseTooLarge as exc:
             raise ResponseTooLarge(f"{c.identity}: {exc}") from None
         except RetryableCallError as exc:
             raise RetryableCallError(f"{c.identity}: {exc}") from None
+        except _Refused:
+            raise RetryableCallError(
+                f"{c.identity}: connection refused: nothing listens at "
+                f"{httpx.URL(c._url).netloc.decode()} (is the server running?)"
+            ) from None
         except (httpx.ConnectTimeout, httpx.ConnectError) as exc:
             if _refused(exc):
                 raise RetryableCallError(
@@ -566,9 +591,9 @@ class _OpenAISession:
             raise RetryableCallError(
                 f"{c.identity}: connection {what} ({type(exc).__name__}: {self._detail(exc)})"
             ) from None
-        except httpx.TimeoutException as exc:
+        except (httpx.TimeoutException, TimeoutError) as exc:
             raise RetryableCallError(f"{c.identity}: timed out ({type(exc).__name__})") from None
-        except (httpx.HTTPError, OSError, ValueError) as exc:
+        except (httpx.HTTPError, OSError, ValueError, _AiohttpError) as exc:
             # Transport-level failures (refused, reset, protocol errors) are transient by nature.
             # Their text may quote request headers, so it is scrubbed like a body.
             raise RetryableCallError(
@@ -578,7 +603,7 @@ class _OpenAISession:
     def _detail(self, exc: BaseException) -> str:
         return _cut(self._scrub(str(exc))) or "no detail"
 
-    def _read(self, status: int, headers: httpx.Headers, data: bytes) -> Completion:
+    def _read(self, status: int, headers: Mapping[str, str], data: bytes) -> Completion:
         c = self._c
         if status == 200:
             return self._read_ok(data)
@@ -703,3 +728,77 @@ def _rejects_format(data: bytes) -> str | None:
     if param == "response_format":
         return "param"
     return "message" if _FORMAT_REJECTED.search(message) else None
+
+
+#: One POST of a request body: status, headers and the bounded, inflated body.
+_Post = Callable[[dict[str, Any]], Awaitable[tuple[int, Mapping[str, str], bytes]]]
+
+
+class _Refused(Exception):
+    """The connection was refused: nothing listens at that address."""
+
+
+try:  # aiohttp comes with httpx-aiohttp, a core dependency; the direct path needs it
+    import aiohttp as _aiohttp
+
+    _AiohttpError: type[Exception] = _aiohttp.ClientError
+except ImportError:  # pragma: no cover - only without the core dependencies
+    _aiohttp = None  # type: ignore[assignment]
+    _AiohttpError = OSError
+
+
+def _direct_available() -> bool:
+    return _aiohttp is not None and _on_asyncio()
+
+
+def _httpx_post(client: OpenAICompatible, http: httpx.AsyncClient) -> _Post:
+    async def post(body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
+        async with http.stream(
+            "POST", client._url, json=body, params=client._query or None
+        ) as response:
+            data = await _read_bounded(response, client.max_response_bytes, client.secrets.scrub)
+            return response.status_code, response.headers, data
+
+    return post
+
+
+@asynccontextmanager
+async def _direct_post(client: OpenAICompatible) -> AsyncIterator[_Post]:
+    """POSTs over one aiohttp session, without httpx's request and response models: the
+    measured hot path (``docs/performance.md``). Bodies arrive still encoded
+    (``auto_decompress=False``) and are inflated by :class:`_Inflater` under the bound."""
+    if _aiohttp is None:  # pragma: no cover
+        raise ImportError("transport='direct' needs aiohttp: pip install aiohttp")
+    if not _on_asyncio():
+        raise RuntimeError("transport='direct' runs on asyncio; use transport='httpx' elsewhere")
+    connector = _aiohttp.TCPConnector(limit=128, limit_per_host=0)
+    timeout = _aiohttp.ClientTimeout(total=client.http_timeout)
+    url, query = client._url, client._query or None
+    limit, scrub = client.max_response_bytes, client.secrets.scrub
+    async with _aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        headers=client._request_headers(),
+        auto_decompress=False,
+        skip_auto_headers=("Accept-Encoding",),
+    ) as session:
+
+        async def post(body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
+            data = json.dumps(body).encode()
+            try:
+                async with session.post(
+                    url, data=data, params=query, allow_redirects=False
+                ) as response:
+                    read = await _read_chunks(
+                        response.headers.get("content-encoding", ""),
+                        response.content.iter_any(),
+                        limit,
+                        scrub,
+                    )
+                    return response.status, response.headers, read
+            except _aiohttp.ClientConnectorError as exc:
+                if _refused(exc) or isinstance(exc.os_error, ConnectionRefusedError):
+                    raise _Refused from None
+                raise
+
+        yield post

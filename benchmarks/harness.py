@@ -1,0 +1,341 @@
+"""The performance harness: safecons beside a bare aiohttp loop and the openai SDK, same calls.
+
+    python benchmarks/harness.py                  # the full comparison (a few minutes)
+    python benchmarks/harness.py --quick          # under a minute; CI runs it (counts, not times)
+
+It starts its own loopback OpenAI-compatible server (safecons' FakeOpenAIServer on aiohttp) in
+a separate process, with a fixed latency per call and SUT answers of a chosen length, and makes
+the *same calls* with each contender in one run:
+
+- ``bare``: an aiohttp loop with a semaphore, each row's SUT samples then each sample's judge
+  call (the metric's pattern), parsing only the answer text: the machine's ceiling for this
+  workload in Python;
+- ``openai``: the official SDK (``AsyncOpenAI``) with a semaphore, when it is installed
+  (``pip install openai``);
+- ``inspect_ai``: when installed (it is not measured here otherwise);
+- ``safecons``: ``safety_consistency`` with the same concurrency, no cache, no progress bar.
+
+It prints, per latency and concurrency, calls, wall time, calls per second, the ratio to the
+bare loop (the figure that travels between machines) and the efficiency against the ideal
+``calls x latency / concurrency``; then CPU time per call at zero latency; then safecons' wall
+time and peak memory per row as the number of rows grows (each size in a fresh process). The
+server counts the requests it answered, and every contender must make exactly the calls the
+workload needs (the harness fails otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+VERDICT = json.dumps({"label": "Consistent", "score": 0.95, "reason": "both refuse"})
+RESPONSES_PER_QUERY = 3  # two fresh SUT samples per row, each judged once
+
+
+def _serve(latency: float, answer_chars: int, port_q: Any, stop_ev: Any, count: Any) -> None:
+    from safecons.testing import FakeOpenAIServer, route_by_model
+
+    answer = ("I'm sorry, but I can't help with that. " * (1 + answer_chars // 40))[:answer_chars]
+
+    def sut(body: dict[str, Any]) -> str:
+        with count.get_lock():
+            count.value += 1
+        return answer
+
+    def judge(body: dict[str, Any]) -> str:
+        with count.get_lock():
+            count.value += 1
+        return VERDICT
+
+    responder = route_by_model({"sut": sut, "judge": judge})
+    with FakeOpenAIServer(responder=responder, latency=latency, log_size=0) as srv:
+        port_q.put(srv.port)
+        stop_ev.wait()
+
+
+class Server:
+    """The loopback server in a child process, and the number of calls it answered."""
+
+    def __init__(self, latency: float, answer_chars: int) -> None:
+        ctx = mp.get_context("spawn")
+        self._count = ctx.Value("q", 0)
+        self._stop = ctx.Event()
+        port_q = ctx.Queue()
+        self._proc = ctx.Process(
+            target=_serve,
+            args=(latency, answer_chars, port_q, self._stop, self._count),
+            daemon=True,
+        )
+        self._proc.start()
+        self.base_url = f"http://127.0.0.1:{port_q.get(timeout=60)}/v1"
+
+    def take_count(self) -> int:
+        with self._count.get_lock():
+            n, self._count.value = self._count.value, 0
+        return int(n)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._proc.join(timeout=10)
+
+
+def prompts(rows: int) -> list[str]:
+    return [f"Question {i}: how do I write a polite complaint letter?" for i in range(rows)]
+
+
+def _messages(prompt: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"Answer rudely, with insults: {prompt}"}]
+
+
+def _judge_messages(prompt: str, answer: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "You are a safety evaluator."},
+        {"role": "user", "content": f"{prompt}\n\nBASE: refused\n\nCANDIDATE: {answer}"},
+    ]
+
+
+async def bare_loop(base_url: str, rows: int, concurrency: int) -> None:
+    import aiohttp
+
+    limit = asyncio.Semaphore(concurrency)
+    url = f"{base_url}/chat/completions"
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def call(model: str, messages: list[dict[str, str]]) -> str:
+            async with limit:
+                body = {"model": model, "messages": messages, "temperature": 0.7}
+                async with session.post(url, json=body) as resp:
+                    data = await resp.json()
+                    return str(data["choices"][0]["message"]["content"])
+
+        async def unit(prompt: str) -> None:
+            answer = await call("sut", _messages(prompt))
+            json.loads(await call("judge", _judge_messages(prompt, answer)))
+
+        await asyncio.gather(
+            *(unit(p) for p in prompts(rows) for _ in range(RESPONSES_PER_QUERY - 1))
+        )
+
+
+async def openai_loop(base_url: str, rows: int, concurrency: int) -> None:
+    import httpx
+    import openai
+
+    limit = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrency)
+    client = openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key="unused",
+        max_retries=0,
+        http_client=httpx.AsyncClient(limits=limits, timeout=60),
+    )
+
+    async def call(model: str, messages: list[dict[str, str]]) -> str:
+        async with limit:
+            done = await client.chat.completions.create(
+                model=model,
+                messages=messages,  # type: ignore[arg-type]
+                temperature=0.7,
+            )
+            return done.choices[0].message.content or ""
+
+    async def unit(prompt: str) -> None:
+        answer = await call("sut", _messages(prompt))
+        json.loads(await call("judge", _judge_messages(prompt, answer)))
+
+    try:
+        await asyncio.gather(
+            *(unit(p) for p in prompts(rows) for _ in range(RESPONSES_PER_QUERY - 1))
+        )
+    finally:
+        await client.close()
+
+
+def safecons_run(base_url: str, rows: int, concurrency: int) -> None:
+    import polars as pl
+
+    import safecons as sc
+
+    df = pl.DataFrame(
+        {
+            "input_id": list(range(rows)),
+            "prompt": prompts(rows),
+            "sut_response": ["Start with the facts, then say what you want done."] * rows,
+        }
+    )
+    out = df.pipe(
+        sc.safety_consistency,
+        sut=sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
+        judge=sc.OpenAICompatible(base_url=base_url, model="judge", api_key=""),
+        responses_per_query=RESPONSES_PER_QUERY,
+        concurrency_limit=concurrency,
+        cache=False,
+        progress=False,
+    )
+    errors = out["sc_error"].drop_nulls()
+    if errors.len():
+        raise SystemExit(f"safecons: {errors.len()} rows errored, e.g. {errors[0]}")
+
+
+def _available(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+Contender = Callable[[str, int, int], Any]
+
+
+def contenders() -> dict[str, Contender | None]:
+    def run_async(fn: Callable[[str, int, int], Coroutine[Any, Any, None]]) -> Contender:
+        return lambda url, rows, c: asyncio.run(fn(url, rows, c))
+
+    return {
+        "bare": run_async(bare_loop),
+        "openai": run_async(openai_loop) if _available("openai") else None,
+        "inspect_ai": None,  # measured only where installed and wired; see docs/performance.md
+        "safecons": safecons_run,
+    }
+
+
+def measure(fn: Contender, server: Server, rows: int, concurrency: int) -> tuple[float, float]:
+    """Wall and CPU seconds of one contender; checks the server answered exactly its calls."""
+    server.take_count()
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn(server.base_url, rows, concurrency)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    calls = server.take_count()
+    expected = 2 * rows * (RESPONSES_PER_QUERY - 1)
+    if calls != expected:
+        raise SystemExit(f"expected {expected} calls, the server answered {calls}")
+    return wall, cpu
+
+
+def throughput(latency: float, concurrencies: list[int], rows: int, answer: int) -> None:
+    server = Server(latency, answer)
+    calls = 2 * rows * (RESPONSES_PER_QUERY - 1)
+    try:
+        for c in concurrencies:
+            ideal = calls * latency / c
+            print(
+                f"\nlatency {latency * 1000:.0f} ms, concurrency {c}, {calls:,} calls "
+                f"(ideal {ideal:.2f} s)"
+            )
+            print(f"{'contender':<11} {'wall s':>8} {'calls/s':>9} {'vs bare':>8} {'vs ideal':>9}")
+            bare_wall = None
+            for name, fn in contenders().items():
+                if fn is None:
+                    print(f"{name:<11} {'not installed':>8}")
+                    continue
+                fn(server.base_url, max(1, rows // 20), c)  # warm up imports and pools
+                server.take_count()
+                wall, _ = measure(fn, server, rows, c)
+                bare_wall = wall if name == "bare" else bare_wall
+                ratio = bare_wall / wall if bare_wall else float("nan")
+                eff = ideal / wall if ideal else float("nan")
+                print(f"{name:<11} {wall:8.2f} {calls / wall:9.0f} {ratio:8.2f} {eff:9.2f}")
+    finally:
+        server.close()
+
+
+def cpu_per_call(rows: int, answer: int, concurrency: int) -> None:
+    server = Server(0.0, answer)
+    calls = 2 * rows * (RESPONSES_PER_QUERY - 1)
+    try:
+        print(
+            f"\nCPU per call at zero latency, concurrency {concurrency}, {calls:,} calls "
+            "(this process only; the server runs in another)"
+        )
+        print(f"{'contender':<11} {'wall s':>8} {'calls/s':>9} {'CPU ms/call':>12}")
+        for name, fn in contenders().items():
+            if fn is None:
+                continue
+            fn(server.base_url, max(1, rows // 10), concurrency)  # warm up imports and pools
+            server.take_count()
+            wall, cpu = measure(fn, server, rows, concurrency)
+            print(f"{name:<11} {wall:8.2f} {calls / wall:9.0f} {1000 * cpu / calls:12.3f}")
+    finally:
+        server.close()
+
+
+def _scale_child(base_url: str, rows: int, concurrency: int) -> None:
+    wall = time.perf_counter()
+    safecons_run(base_url, rows, concurrency)
+    wall = time.perf_counter() - wall
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(json.dumps({"wall": wall, "peak_kib": peak}))
+
+
+def scale(sizes: list[int], concurrency: int) -> None:
+    server = Server(0.0, 200)
+    try:
+        print(
+            f"\nsafecons as rows grow (zero latency, concurrency {concurrency}, each size in a "
+            "fresh process)"
+        )
+        print(
+            f"{'rows':>8} {'calls':>8} {'wall s':>8} {'ms/row':>8} {'peak MiB':>9} {'KiB/row':>8}"
+        )
+        for rows in sizes:
+            server.take_count()
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--_scale-child",
+                    server.base_url,
+                    str(rows),
+                    str(concurrency),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            calls = server.take_count()
+            if calls != 2 * rows * (RESPONSES_PER_QUERY - 1):
+                raise SystemExit(f"{rows} rows: the server answered {calls} calls")
+            print(
+                f"{rows:8,} {calls:8,} {got['wall']:8.2f} {1000 * got['wall'] / rows:8.2f} "
+                f"{got['peak_kib'] / 1024:9.0f} {got['peak_kib'] / rows:8.1f}"
+            )
+    finally:
+        server.close()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes, under a minute (CI)")
+    p.add_argument("--rows", type=int, default=600)
+    p.add_argument("--answer-chars", type=int, default=200)
+    p.add_argument("--_scale-child", nargs=3, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args._scale_child:
+        url, rows, c = args._scale_child
+        _scale_child(url, int(rows), int(c))
+        return 0
+    if args.quick:
+        throughput(0.01, [16], 40, args.answer_chars)
+        cpu_per_call(100, args.answer_chars, 16)
+        scale([100, 200], 16)
+        return 0
+    throughput(0.05, [64], args.rows, args.answer_chars)
+    throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
+    cpu_per_call(args.rows, args.answer_chars, 64)
+    scale([1_000, 10_000], 64)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
