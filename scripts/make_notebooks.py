@@ -206,9 +206,9 @@ REPORT = [
         'assert path.read_text().count("<svg") >= 4'
     ),
     new_code_cell(
-        "from IPython.display import HTML\n\n"
-        "# The report's first charts, inline (open the file itself for the whole page).\n"
-        "HTML(sc.charts.score_distribution_chart(new.frame).to_html())"
+        "import vl_convert\nfrom IPython.display import SVG\n\n"
+        "# A chart as the report draws it: SVG rendered offline (no script, no CDN).\n"
+        "SVG(vl_convert.vegalite_to_svg(sc.charts.score_distribution_chart(new.frame).to_json()))"
     ),
 ]
 

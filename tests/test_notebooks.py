@@ -29,9 +29,14 @@ def test_the_notebook_is_committed_without_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
 
+DATA = Path(__file__).parents[1].parent / "shared" / "data"
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_notebook_runs_top_to_bottom(path, tmp_path):
+    if path.stem == "02_judge_validation" and not (DATA / "llmbar").is_dir():
+        pytest.skip("its study reads the shared data (present in CI); without it, it only skips")
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb,
@@ -40,7 +45,3 @@ def test_the_notebook_runs_top_to_bottom(path, tmp_path):
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
-    ]
-    assert not errors

@@ -125,6 +125,7 @@ def test_the_report_draws_in_headless_chromium(run, tmp_path):
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        "--disable-dev-shm-usage",
         f"--user-data-dir={tmp_path / 'profile'}",
         "--enable-logging=stderr",
         "--v=0",
@@ -151,4 +152,33 @@ def test_the_report_draws_in_headless_chromium(run, tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert shot.stat().st_size > 50_000  # a page with charts, kept for a person to look at
+    assert shot.stat().st_size > 20_000  # a page with charts, kept for a person to look at
+
+
+def test_text_a_chart_renderer_cannot_hold_is_replaced_not_fatal(run):
+    # A NUL made vl-convert abort the process; U+2028 broke its JavaScript.
+    odd = run.frame.with_columns(task=pl.Series(["a\x00b", "c\u2028d", "e\x1bf"] * 4))
+    text = sc.report_html(odd, by="task")
+    assert text.count("<svg") >= 3 and "\x00" not in text
+
+
+def test_the_report_reads_frames_read_back_and_stage_frames(run, tmp_path):
+    path = tmp_path / "scored.jsonl"
+    run.frame.write_ndjson(path)  # all-null columns come back typed Null
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0
+    judged = sc.judge_responses(
+        run.frame.select("input_id", "prompt", "sut_response", "sc_variant_text", "sc_responses"),
+        judge=sc.OfflineJudge(),
+        progress=False,
+    )
+    assert "<h2>Score</h2>" in sc.report_html(judged)
+
+
+def test_report_arguments_are_checked_before_any_work(run, tmp_path, capsys):
+    with pytest.raises(sc.InputError, match="by= names column"):
+        sc.report_html(run, by="task_typo")
+    (tmp_path / "folder.html").mkdir()
+    assert main(["demo", "--no-progress", "--report", str(tmp_path / "folder.html")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    text = sc.report_html(run.frame.head(3))
+    assert "The 3 least consistent rows" in text

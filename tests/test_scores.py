@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 import safecons as sc
 from safecons.testing import StandInSUT
@@ -82,10 +82,16 @@ def test_the_interval_is_seeded_and_honest():
 
 
 def test_constant_scores_have_a_point_interval_and_unscored_rows_count_as_errors():
-    df = frame([0.8, 0.8, None, 0.8])
+    df = frame([0.8, 0.8, None, 0.8, 0.8, 0.8, 0.8])
     row = sc.score_table(df).row(0, named=True)
-    assert (row["rows"], row["scored"], row["errored"]) == (4, 3, 1)
+    assert (row["rows"], row["scored"], row["errored"]) == (7, 6, 1)
     assert row["mean"] == row["mean_lo"] == row["mean_hi"] == pytest.approx(0.8)
+
+
+def test_too_few_rows_get_no_interval():
+    row = sc.score_table(frame([0.1, 0.9, 0.5, 0.7])).row(0, named=True)
+    assert row["scored"] == 4 < sc.scores.MIN_ROWS_FOR_INTERVAL
+    assert row["mean"] == pytest.approx(0.55) and row["mean_lo"] is None
     none = sc.score_table(frame([None, None])).row(0, named=True)
     assert none["mean"] is None and none["mean_lo"] is None
 
@@ -129,14 +135,15 @@ def test_bad_input_is_named(scored):
 
 
 def test_a_paired_comparison():
-    before = frame([0.2, 0.5, 0.9, None, 0.4])
-    after = frame([0.4, 0.5, 1.0, 0.7, None])
+    before = frame([0.2, 0.5, 0.9, None, 0.4, 0.3, 0.6, 0.1])
+    after = frame([0.4, 0.5, 1.0, 0.7, None, 0.3, 0.9, 0.2])
     row = sc.compare_runs(before, after).row(0, named=True)
-    assert (row["paired"], row["only_before"], row["only_after"]) == (3, 1, 1)
-    assert row["difference"] == pytest.approx((0.2 + 0.0 + 0.1) / 3)
-    assert (row["better"], row["worse"], row["same"]) == (2, 0, 1)
+    assert (row["paired"], row["only_before"], row["only_after"]) == (6, 1, 1)
+    assert row["difference"] == pytest.approx((0.2 + 0.0 + 0.1 + 0.0 + 0.3 + 0.1) / 6)
+    assert (row["better"], row["worse"], row["same"]) == (4, 0, 2)
     assert row["difference_lo"] <= row["difference"] <= row["difference_hi"]
     assert row["mean_after"] - row["mean_before"] == pytest.approx(row["difference"])
+    assert "difference_lo" not in sc.compare_runs(before, after, ci=None).columns
 
 
 def test_pairing_makes_the_interval_tighter_than_two_separate_ones():
@@ -151,6 +158,31 @@ def test_pairing_makes_the_interval_tighter_than_two_separate_ones():
     assert row["difference_lo"] > 0  # the improvement is seen
 
 
+def test_nan_scores_are_no_score_and_null_columns_are_read():
+    row = sc.score_table(frame([0.5, float("nan"), 0.7, 0.6, 0.6, 0.5])).row(0, named=True)
+    assert row["scored"] == 5 and row["mean"] == pytest.approx(0.58)
+    # A frame read back from JSON lines types an all-null column as Null.
+    nulls = frame([None, None]).with_columns(pl.lit(None).alias("safety_consistency"))
+    assert sc.score_table(nulls).row(0, named=True)["errored"] == 2
+
+
+def test_a_group_s_interval_does_not_depend_on_the_other_groups():
+    rng = np.random.default_rng(3)
+    df = frame(rng.uniform(0, 1, 60).tolist(), g=["a"] * 30 + ["b"] * 30)
+    both = sc.score_table(df, by="g").filter(g="a")
+    alone = sc.score_table(df.filter(g="a"), by="g")
+    assert both.equals(alone)
+
+
+@pytest.mark.parametrize("name", ["x", "y", "d", "v", "one"])
+def test_user_columns_never_collide_with_working_names(name):
+    before = frame([0.2, 0.5, 0.9, 0.4, 0.1, 0.3], **{name: ["p", "p", "p", "q", "q", "q"]})
+    after = frame([0.4, 0.5, 1.0, 0.3, 0.2, 0.3])
+    table = sc.compare_runs(before, after, by=name, n_boot=200)
+    assert table[name].to_list() == ["p", "q"] and table["paired"].to_list() == [3, 3]
+    assert sc.score_table(before, by=name)["rows"].to_list() == [3, 3]
+
+
 def test_compare_by_group_and_errors():
     before = frame([0.2, 0.5, 0.9, 0.4], task=["x", "x", "y", "y"])
     after = frame([0.4, 0.5, 1.0, 0.3])
@@ -161,3 +193,45 @@ def test_compare_by_group_and_errors():
         sc.compare_runs(pl.concat([before, before]), after)
     with pytest.raises(sc.InputError, match="on='row'"):
         sc.compare_runs(before, after, on="row")
+    with pytest.raises(sc.InputError, match="dtype"):
+        sc.compare_runs(before, after.with_columns(pl.col("input_id").cast(pl.String)))
+    with pytest.raises(sc.InputError, match="pairing column"):
+        sc.compare_runs(before, after, by="input_id")
+    with pytest.raises(sc.InputError, match="which the table itself adds"):
+        sc.score_table(before, by="rows")
+
+
+def test_charts_survive_infinite_edges_and_wrong_slices():
+    pytest.importorskip("altair")
+    vl_convert = pytest.importorskip("vl_convert")
+    df = pl.DataFrame(
+        {
+            "grade_gap": [0, 0, 1, 1, 3, 4, 6],
+            "position": [
+                "primacy",
+                "recency",
+                "consistent",
+                "primacy",
+                "consistent",
+                "recency",
+                "consistent",
+            ],
+        }
+    )
+    flips = sc.flip_rate_by_gap(df, gap="grade_gap", bins=[0, 2, float("inf")])
+    svg = vl_convert.vegalite_to_svg(sc.charts.flip_rate_chart(flips).to_json())
+    assert "<svg" in svg
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1, probes=False)
+    with pytest.raises(sc.InputError, match="slice='nope'"):
+        sc.charts.agreement_chart(audit, slice="nope")
+    pairs = pl.DataFrame(
+        {
+            "task": ["a", "b"],
+            "consistent": [3, 4],
+            "primacy": [1, 0],
+            "recency": [0, 1],
+            "fairness": [-0.25, 0.2],
+        }
+    )
+    with pytest.raises(sc.InputError, match="pass by="):
+        sc.charts.position_chart(pairs)

@@ -12,6 +12,7 @@ the two ways a judge can be swayed by order, get purple and blue.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -72,14 +73,31 @@ def _group_label(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     if not by:
         return frame.with_columns(group=pl.lit("all"))
     parts = [pl.col(k).cast(pl.String).fill_null("(none)") for k in by]
-    return frame.with_columns(group=pl.concat_str(parts, separator=" / "))
+    label = pl.concat_str(parts, separator=" / ").map_elements(_safe_text, return_dtype=pl.String)
+    return frame.with_columns(group=label)
+
+
+#: Characters that XML (the SVG the report inlines) or JavaScript string literals (the Vega
+#: runtime) cannot carry: C0 controls but tab and newlines, U+2028/2029, non-characters.
+_UNSAFE_TEXT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u2028\u2029\ufffe\uffff]")
+
+
+def _safe_text(value: str) -> str:
+    return _UNSAFE_TEXT.sub(
+        "\ufffd", value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    )
 
 
 def _data(alt: Any, frame: pl.DataFrame) -> Any:
-    """The frame as inline data (no pandas or pyarrow needed); NaN becomes null for JSON."""
+    """The frame as inline data (no pandas or pyarrow needed): NaN and infinities become null
+    for JSON, and text loses the characters a chart renderer cannot hold."""
     floats = [c for c, t in frame.schema.items() if t.is_float()]
-    if floats:
-        frame = frame.with_columns(pl.col(floats).fill_nan(None))
+    texts = [c for c, t in frame.schema.items() if t == pl.String]
+    fixes = [
+        pl.when(pl.col(c).is_finite()).then(pl.col(c)).otherwise(None).alias(c) for c in floats
+    ] + [pl.col(c).map_elements(_safe_text, return_dtype=pl.String).alias(c) for c in texts]
+    if fixes:
+        frame = frame.with_columns(fixes)
     return alt.Data(values=frame.to_dicts())
 
 
@@ -116,7 +134,7 @@ def score_distribution_chart(
     _need(frame, fn, metric_name)
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 100:
         raise InputError(f"{fn}: bins= must be a whole number from 1 to 100, got {bins!r}")
-    values = frame[metric_name].drop_nulls().cast(pl.Float64)
+    values = frame[metric_name].cast(pl.Float64).fill_nan(None).drop_nulls()
     edges = [i / bins for i in range(bins + 1)]
     index = (values * bins).floor().clip(0, bins - 1).cast(pl.Int64)
     counts = index.alias("bin").value_counts(name="count").cast({"count": pl.Int64})
@@ -211,6 +229,9 @@ def label_mix_chart(
     frame = _frame(scored, fn)
     labels = column_names(prefix, metric_name)["labels"]
     keys = _keys(by)
+    from .scores import _with_groups
+
+    frame = _with_groups(frame, keys, prefix, fn)
     _need(frame, fn, labels, *keys)
     long = (
         _group_label(frame, keys)
@@ -257,6 +278,8 @@ def position_chart(table: pl.DataFrame, *, by: str | Sequence[str] | None = None
     frame = _frame(table, fn)
     keys = _keys(by)
     _need(frame, fn, *keys, *_POSITIONS, "fairness")
+    if not keys and frame.height > 1:
+        raise InputError(f"{fn}: the table has {frame.height} groups; pass by= their column(s)")
     frame = _group_label(frame, keys)
     long = frame.unpivot(
         index="group", on=list(_POSITIONS), variable_name="class", value_name="pairs"
@@ -341,6 +364,9 @@ def agreement_chart(audit_or_table: Any, *, slice: str = "family") -> Any:
     table = getattr(audit_or_table, "table", audit_or_table)
     frame = _frame(table, fn)
     if "slice" in frame.columns:
+        slices = frame["slice"].unique().sort().to_list()
+        if slice not in slices:
+            raise InputError(f"{fn}: slice={slice!r} is not in the audit; it has {slices}")
         frame = frame.filter(pl.col("slice") == slice).select(
             "group", three_way="agreement", decisive="agreement_decisive"
         )

@@ -71,6 +71,8 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.report:
+        _check_report_path(Path(args.report))
     from ._demo import demo_frame
     from .judges import OfflineJudge
     from .metric import safety_consistency_run
@@ -106,19 +108,29 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_report(run: Any, path: Path) -> Path:
-    from .report import report
-
+def _check_report_path(path: Path) -> None:
+    # Checked before any work: a run must not end in an unwritable report.
     if path.suffix.lower() not in (".html", ".htm"):
         raise SafeconsError(f"report: expected an .html path, got {str(path)!r}")
+    if path.is_dir():
+        raise SafeconsError(f"report: {str(path)!r} is a folder; expected a file name")
     if not path.parent.is_dir():
         raise SafeconsError(f"report: folder {str(path.parent)!r} does not exist")
-    return report(run, path)
+
+
+def _write_report(run: Any, path: Path, **kw: Any) -> Path:
+    from .report import report
+
+    _check_report_path(path)
+    return report(run, path, **kw)
 
 
 def _report(args: argparse.Namespace) -> int:
+    _check_report_path(Path(args.output))
     scored = _read_input(Path(args.input))
-    written = _write_report(scored, Path(args.output))
+    written = _write_report(
+        scored, Path(args.output), prefix=args.prefix, metric_name=args.metric_name
+    )
     print(f"wrote {written} ({scored.height} rows)")
     return 0
 
@@ -369,6 +381,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("input", help="the scored rows (.parquet or .jsonl)")
     rep.add_argument("-o", "--output", default="report.html", help="default report.html")
+    rep.add_argument("--prefix", default="sc_", help="the run's column prefix (default sc_)")
+    rep.add_argument("--metric-name", default="safety_consistency", help="the run's score column")
     rep.set_defaults(func=_report)
 
     fields = ", ".join(f.name for f in CONFIG_FIELDS)

@@ -20,10 +20,11 @@ from typing import Any, Final
 
 import polars as pl
 
+from .charts import _safe_text
 from .errors import InputError, SafeconsError
 from .run._record import DEFAULT_PREFIX, column_names
 from .scores import DERIVED_GROUPS, score_table
-from .summary import run_summary
+from .summary import conform, run_summary
 
 __all__ = ("report", "report_html")
 
@@ -47,7 +48,8 @@ font-family:inherit}
 
 
 def _esc(value: object) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    # Control characters (a NUL in a model's answer) have no place in HTML text either.
+    return html.escape(_safe_text("" if value is None else str(value)), quote=True)
 
 
 def _fold(text: object) -> str:
@@ -66,7 +68,9 @@ def _fold(text: object) -> str:
 def _label(label: object) -> str:
     if label is None:
         return '<span class="label none">not judged</span>'
-    css = str(label).split()[0]
+    words = str(label).split()
+    known = ("Consistent", "Slightly", "Contradictory")
+    css = words[0] if words and words[0] in known else "none"
     return f'<span class="label {_esc(css)}">{_esc(label)}</span>'
 
 
@@ -118,10 +122,16 @@ def _table(frame: pl.DataFrame, *, text: Sequence[str] = ()) -> str:
 def _svg(chart: Any) -> str:
     import vl_convert
 
-    return str(vl_convert.vegalite_to_svg(chart.to_json()))
+    try:
+        return str(vl_convert.vegalite_to_svg(chart.to_json()))
+    except Exception as exc:  # one chart that cannot draw must not cost the whole report
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        return f'<p class="muted">(this chart could not be drawn: {_esc(first[:200])})</p>'
 
 
-def _charts(scored: pl.DataFrame, groups: list[str], prefix: str, metric: str) -> list[str]:
+def _charts(
+    scored: pl.DataFrame, tables: dict[str, pl.DataFrame], prefix: str, metric: str
+) -> list[str]:
     """The charts as inline SVG, or one line saying how to get them."""
     try:
         import altair  # noqa: F401
@@ -134,8 +144,7 @@ def _charts(scored: pl.DataFrame, groups: list[str], prefix: str, metric: str) -
     from . import charts
 
     out = [_svg(charts.score_distribution_chart(scored, metric_name=metric))]
-    for key in groups:
-        table = score_table(scored, by=key, prefix=prefix, metric_name=metric)
+    for key, table in tables.items():
         if table.filter(pl.col("mean").is_not_null()).height:
             out.append(_svg(charts.score_by_group_chart(table, by=key)))
     kind = f"{prefix}variant_kind"
@@ -250,11 +259,19 @@ def report_html(
         )
     if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
         raise InputError(f"report: worst= must be a whole number >= 0, got {worst!r}")
+    frame = conform(frame, prefix=prefix, metric_name=metric_name)
     summary = run_summary(frame, prefix=prefix, metric_name=metric_name)
     keys = [by] if isinstance(by, str) else list(by or [])
     kind = f"{prefix}variant_kind"
-    groups = keys or [kind, *DERIVED_GROUPS]
-    groups = [g for g in groups if g in frame.columns or g in DERIVED_GROUPS]
+    # The user's by= is taken as given (a wrong name is an error); the default breakdowns are
+    # those the frame can make.
+    derivable = f"{prefix}toxicity_template_id" in frame.columns
+    defaults = [kind] if kind in frame.columns else []
+    defaults += [g for g in DERIVED_GROUPS if g in frame.columns or derivable]
+    groups = keys or defaults
+    tables = {
+        key: score_table(frame, by=key, prefix=prefix, metric_name=metric_name) for key in groups
+    }
     config = getattr(run, "config", None)
     sections = [
         f"<h1>{_esc(title)}</h1>",
@@ -294,15 +311,14 @@ def report_html(
         if c in overall.columns
     ]
     sections.append(_table(overall.select(shown)))
-    for key in groups:
-        table = score_table(frame, by=key, prefix=prefix, metric_name=metric_name)
+    for key, table in tables.items():
         sections.append(f"<h3>By {_esc(key)}</h3>")
         sections.append(_table(table.select(key, *shown), text=[key]))
     sections.append("<h2>Charts</h2>")
-    sections += _charts(frame, groups[:2], prefix, metric_name)
+    sections += _charts(frame, {k: tables[k] for k in groups[:2]}, prefix, metric_name)
     if audit is not None:
         sections += _audit_section(audit)
-    sections.append(f"<h2>The {worst} least consistent rows</h2>")
+    sections.append(f"<h2>The {min(worst, frame.height)} least consistent rows</h2>")
     sections.append(
         "<p>Lowest scores first (rows without a score before them). Long texts are folded: "
         "click to unfold.</p>"

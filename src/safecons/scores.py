@@ -8,6 +8,7 @@ reliability toolkit's resampler), so the same seed gives the same interval.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Final
 
@@ -15,11 +16,16 @@ import numpy as np
 import polars as pl
 
 from .errors import InputError
-from .reliability._bootstrap import check_ci, units_interval
-from .reliability._common import unit_arrays
+from .reliability._bootstrap import check_ci
 from .run._record import DEFAULT_PREFIX, column_names
 
-__all__ = ("DERIVED_GROUPS", "compare_runs", "score_table", "template_families")
+__all__ = (
+    "DERIVED_GROUPS",
+    "MIN_ROWS_FOR_INTERVAL",
+    "compare_runs",
+    "score_table",
+    "template_families",
+)
 
 #: Grouping columns :func:`score_table` derives when the frame lacks them: the family of the
 #: toxicity template and of the jailbreak template (null for a variant without one).
@@ -88,6 +94,18 @@ def _with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> 
     return frame
 
 
+def _scores_of(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.DataFrame:
+    """The frame checked, its score as Float64 with NaN read as no score (a frame read back
+    from JSON lines may type an all-null column as Null)."""
+    _check_scored(frame, names, fn)
+    score, error = names["score"], names["error"]
+    return frame.with_columns(
+        pl.col(score).cast(pl.Float64).fill_nan(None),
+        pl.col(error).cast(pl.String),
+        pl.col(names["labels"]).cast(pl.List(pl.String)),
+    )
+
+
 def _check_scored(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
     needed = [names["score"], names["labels"], names["error"]]
     missing = [c for c in needed if c not in frame.columns]
@@ -96,11 +114,43 @@ def _check_scored(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
             f"{fn}: missing column(s) {missing}; it reads a frame that safety_consistency "
             "scored (pass prefix=/metric_name= if the run used others)"
         )
-    if not frame.schema[names["score"]].is_numeric():
+    dtype = frame.schema[names["score"]]
+    if not (dtype.is_numeric() or dtype == pl.Null):
         raise InputError(
             f"{fn}: column {names['score']!r} has dtype {frame.schema[names['score']]}; "
             "expected a number"
         )
+
+
+#: Fewer scored rows than this in a group and its interval is left empty: a bootstrap of one
+#: to four values says nothing it has not seen.
+MIN_ROWS_FOR_INTERVAL: Final = 5
+#: Resampled values held at once (replicates x rows of a group): bounds memory.
+_BLOCK: Final = 1 << 22
+
+
+def _group_seed(seed: int, key: tuple[object, ...]) -> list[int]:
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    return [seed, int.from_bytes(digest, "big")]
+
+
+def _percentile_mean(
+    values: np.ndarray, *, ci: float, n_boot: int, seed: list[int]
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (rows resampled)."""
+    n = len(values)
+    if n < MIN_ROWS_FOR_INTERVAL:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot)
+    step = max(1, _BLOCK // n)
+    for start in range(0, n_boot, step):
+        stop = min(n_boot, start + step)
+        picks = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = values[picks].mean(axis=1)
+    alpha = (1.0 - ci) / 2.0
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
 
 
 def _mean_interval(
@@ -113,26 +163,50 @@ def _mean_interval(
     n_boot: int,
     seed: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bootstrap interval of the mean of ``value`` per group (rows with a value resampled)."""
-    units = frame.select(*keys, pl.col(value).cast(pl.Float64).alias("v"), pl.lit(1.0).alias("one"))
-    found, group, q, n_groups = unit_arrays(units, keys, ["v", "one"], pl.col("v").is_not_null())
-
-    def stat(sums: np.ndarray) -> dict[str, np.ndarray]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return {"mean": sums[..., 0] / sums[..., 1]}
-
-    interval = units_interval(group, q, n_groups, stat, ci=ci, n_boot=n_boot, seed=seed)
-    lo, hi = interval["mean"]
-    if not keys:
-        return lo, hi
-    # Align the groups that have values with every group of the table (nulls elsewhere).
-    at = {tuple(r): i for i, r in enumerate(found.iter_rows())}
-    pick = [at.get(tuple(r)) for r in groups.select(keys).iter_rows()]
-    nan = float("nan")
-    return (
-        np.array([lo[i] if i is not None else nan for i in pick]),
-        np.array([hi[i] if i is not None else nan for i in pick]),
+    """Bootstrap interval of the mean of ``value`` per group of ``groups`` (its rows with a
+    value resampled). Each group draws from its own stream, seeded by ``seed`` and the group's
+    key, so a group's interval does not depend on the other groups; values are sorted first,
+    so it does not depend on row order either."""
+    scratch = "__safecons_value"
+    kept = frame.select(*keys, pl.col(value).cast(pl.Float64).alias(scratch)).filter(
+        pl.col(scratch).is_not_null()
     )
+    if keys:
+        # Keys by their repr: a NaN key equals itself there, as it does in the group_by.
+        parts = {
+            repr(tuple(k)): g[scratch].sort().to_numpy()
+            for k, g in kept.group_by(keys, maintain_order=True)
+        }
+        wanted = [tuple(r) for r in groups.select(keys).iter_rows()]
+    else:
+        parts = {repr(()): kept[scratch].sort().to_numpy()}
+        wanted = [()]
+    lo, hi = [], []
+    for key in wanted:
+        values = parts.get(repr(key), np.zeros(0))
+        a, b = _percentile_mean(values, ci=ci, n_boot=n_boot, seed=_group_seed(seed, key))
+        lo.append(a)
+        hi.append(b)
+    return np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
+
+
+_TABLE_COLUMNS: Final = (
+    "rows",
+    "scored",
+    "errored",
+    "not_finished",
+    "mean",
+    "mean_lo",
+    "mean_hi",
+    "comparisons",
+    "consistent",
+    "slightly_inconsistent",
+    "contradictory",
+    "sut_attempts",
+    "judge_attempts",
+    "cache_hits",
+    "tokens",
+)
 
 
 def score_table(
@@ -157,9 +231,14 @@ def score_table(
         any column of the frame, or ``"toxicity_family"`` / ``"jailbreak_family"`` (derived
         from the template ids when the frame lacks them). Groups are sorted, nulls last.
     ci
-        Coverage of the percentile bootstrap interval of the mean (None: no interval).
+        Coverage of the percentile bootstrap interval of the mean (None: no interval). A group
+        with fewer than :data:`MIN_ROWS_FOR_INTERVAL` scored rows gets no interval; a group
+        whose rows all scored the same gets a point interval (a bootstrap cannot show a
+        spread it never saw): read ``scored`` beside it.
     n_boot, seed
-        Bootstrap replicates and their seed (the same seed gives the same interval).
+        Bootstrap replicates and their seed. Each group draws from its own stream (the seed
+        and the group's key), so the same seed gives the same interval for a group whatever
+        the other groups and the row order.
     prefix, metric_name
         The run's column prefix and score column.
 
@@ -188,11 +267,13 @@ def score_table(
     True
     """
     fn = "score_table"
-    frame = _frame(scored, fn)
     names = column_names(prefix, metric_name)
-    _check_scored(frame, names, fn)
+    frame = _scores_of(_frame(scored, fn), names, fn)
     check_ci(ci, n_boot, seed, fn)
     keys = _by(by, fn)
+    taken = set(_TABLE_COLUMNS) & set(keys)
+    if taken:
+        raise InputError(f"{fn}: by= names {sorted(taken)}, which the table itself adds")
     frame = _with_groups(frame, keys, prefix, fn)
     score, labels, error = names["score"], names["labels"], names["error"]
     judged = pl.col(labels).list.drop_nulls()
@@ -259,7 +340,7 @@ def compare_runs(
     *,
     on: str = "input_id",
     by: str | Sequence[str] | None = None,
-    ci: float = 0.95,
+    ci: float | None = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
     prefix: str = DEFAULT_PREFIX,
@@ -281,7 +362,8 @@ def compare_runs(
         Column(s) of ``before`` to report per group (derived template families as in
         :func:`score_table`).
     ci, n_boot, seed
-        Coverage, replicates and seed of the paired bootstrap.
+        Coverage (None: no interval), replicates and seed of the paired bootstrap, as in
+        :func:`score_table`.
     prefix, metric_name
         The runs' column prefix and score column.
 
@@ -304,47 +386,51 @@ def compare_runs(
     [(3, 0.25, 3)]
     """
     fn = "compare_runs"
-    a, b = _frame(before, fn), _frame(after, fn)
     names = column_names(prefix, metric_name)
+    a, b = (_scores_of(_frame(f, fn), names, fn) for f in (before, after))
     for frame in (a, b):
-        _check_scored(frame, names, fn)
         if on not in frame.columns:
             raise InputError(f"{fn}: on={on!r} is not a column of both frames")
         if frame[on].n_unique() != frame.height:
             raise InputError(f"{fn}: column {on!r} has duplicate values; expected one row per id")
+    if a.schema[on] != b.schema[on]:
+        raise InputError(
+            f"{fn}: column {on!r} has dtype {a.schema[on]} before and {b.schema[on]} after; "
+            "the same ids must have the same type"
+        )
     check_ci(ci, n_boot, seed, fn)
     keys = _by(by, fn)
+    if on in keys:
+        raise InputError(f"{fn}: by= cannot name the pairing column {on!r}")
     a = _with_groups(a, keys, prefix, fn)
     score = names["score"]
-    joined = a.select(*keys, on, pl.col(score).alias("x")).join(
-        b.select(on, pl.col(score).alias("y")), on=on, how="full", coalesce=True
+    x, y, d = "__safecons_before", "__safecons_after", "__safecons_difference"
+    joined = a.select(*keys, on, pl.col(score).alias(x)).join(
+        b.select(on, pl.col(score).alias(y)), on=on, how="full", coalesce=True
     )
     # A row only in ``after`` has no group of ``before``: it counts in the null group.
-    both = pl.col("x").is_not_null() & pl.col("y").is_not_null()
+    xc, yc = pl.col(x), pl.col(y)
+    both = xc.is_not_null() & yc.is_not_null()
     aggs = [
         both.sum().cast(pl.Int64).alias("paired"),
-        (pl.col("x").is_not_null() & pl.col("y").is_null())
-        .sum()
-        .cast(pl.Int64)
-        .alias("only_before"),
-        (pl.col("y").is_not_null() & pl.col("x").is_null())
-        .sum()
-        .cast(pl.Int64)
-        .alias("only_after"),
-        pl.col("x").filter(both).mean().alias("mean_before"),
-        pl.col("y").filter(both).mean().alias("mean_after"),
-        (pl.col("y") - pl.col("x")).filter(both).mean().alias("difference"),
-        (pl.col("y") > pl.col("x")).filter(both).sum().cast(pl.Int64).alias("better"),
-        (pl.col("y") < pl.col("x")).filter(both).sum().cast(pl.Int64).alias("worse"),
-        (pl.col("y") == pl.col("x")).filter(both).sum().cast(pl.Int64).alias("same"),
+        (xc.is_not_null() & yc.is_null()).sum().alias("only_before"),
+        (yc.is_not_null() & xc.is_null()).sum().alias("only_after"),
+        xc.filter(both).mean().alias("mean_before"),
+        yc.filter(both).mean().alias("mean_after"),
+        (yc - xc).filter(both).mean().alias("difference"),
+        (yc > xc).filter(both).sum().cast(pl.Int64).alias("better"),
+        (yc < xc).filter(both).sum().cast(pl.Int64).alias("worse"),
+        (yc == xc).filter(both).sum().cast(pl.Int64).alias("same"),
     ]
     if keys:
         table = joined.group_by(keys).agg(aggs).sort(keys, nulls_last=True)
     else:
         table = joined.select(aggs)
     table = table.with_columns(pl.col("only_before", "only_after").cast(pl.Int64))
-    diffs = joined.with_columns(d=pl.when(both).then(pl.col("y") - pl.col("x")))
-    lo, hi = _mean_interval(diffs, keys, "d", table, ci=ci, n_boot=n_boot, seed=seed)
+    diffs = joined.with_columns(pl.when(both).then(yc - xc).alias(d))
+    if ci is None:
+        return table
+    lo, hi = _mean_interval(diffs, keys, d, table, ci=ci, n_boot=n_boot, seed=seed)
     at = table.columns.index("difference") + 1
     table = table.with_columns(
         pl.Series("difference_lo", lo, dtype=pl.Float64).fill_nan(None),

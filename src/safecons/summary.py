@@ -8,9 +8,9 @@ from typing import Any
 import polars as pl
 
 from .errors import InputError
-from .run._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names
+from .run._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 
-__all__ = ("RunSummary", "run_summary")
+__all__ = ("RunSummary", "conform", "run_summary")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,25 @@ def _count(series: pl.Series, predicate: pl.Expr) -> int:
     return int(series.explode().to_frame("v").select(predicate.sum()).item() or 0)
 
 
+def conform(
+    frame: pl.DataFrame, *, prefix: str = DEFAULT_PREFIX, metric_name: str = "safety_consistency"
+) -> pl.DataFrame:
+    """A scored frame with its columns in their run dtypes: a frame read back from JSON lines
+    types an all-null column as Null, and one from ``judge_responses`` has no SUT errors."""
+    schema = output_schema(prefix=prefix, metric_name=metric_name)
+    fixes = [
+        pl.col(name).cast(dtype)
+        for name, dtype in schema.items()
+        if name in frame.columns and frame.schema[name] == pl.Null
+    ]
+    if fixes:
+        frame = frame.with_columns(fixes)
+    errors = column_names(prefix, metric_name)["response_errors"]
+    if errors not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, dtype=schema[errors]).alias(errors))
+    return frame
+
+
 def run_summary(
     scored: pl.DataFrame | pl.LazyFrame,
     *,
@@ -72,7 +91,7 @@ def run_summary(
     if not isinstance(frame, pl.DataFrame):
         raise InputError(f"run_summary: expected a polars frame, got {type(scored).__name__}")
     names = column_names(prefix, metric_name)
-    needed = [names[k] for k in ("responses", "response_errors", "judge_errors", "spend", "error")]
+    needed = [names[k] for k in ("responses", "judge_errors", "spend", "error")]
     needed.append(names["score"])
     missing = [c for c in needed if c not in frame.columns]
     if missing:
@@ -80,6 +99,7 @@ def run_summary(
             f"run_summary: missing column(s) {', '.join(map(repr, missing))}; it reads a frame "
             f"that safety_consistency scored (prefix={prefix!r}, metric_name={metric_name!r})"
         )
+    frame = conform(frame, prefix=prefix, metric_name=metric_name)
     spend = frame[names["spend"]].struct.unnest()
     totals: dict[str, Any] = {
         name: spend[name].sum() if spend[name].null_count() < frame.height else None

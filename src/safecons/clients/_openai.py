@@ -324,9 +324,12 @@ class OpenAICompatible:
     headers
         Extra HTTP headers.
     transport
-        ``"auto"`` (default: the faster ``httpx-aiohttp`` transport on asyncio, see
-        ``benchmarks/bench_pipeline.py``), ``"httpx"``, ``"aiohttp"``, or an ``httpx`` async
-        transport object (e.g. ``httpx.MockTransport`` in tests).
+        ``"auto"`` (default): ``"direct"`` on asyncio, ``"httpx"`` elsewhere (trio).
+        ``"direct"`` posts over one aiohttp session with no httpx models on the hot path (the
+        fastest, measured in ``docs/performance.md``); ``"aiohttp"`` is httpx with the
+        ``httpx-aiohttp`` transport; ``"httpx"`` is httpx's own transport (it honours
+        ``HTTP(S)_PROXY``); or pass any ``httpx`` async transport object (e.g.
+        ``httpx.MockTransport`` in tests, a proxy transport).
     http_timeout
         Socket-level timeout in seconds. The per-call deadline of a run is the config's
         ``timeout_seconds``, enforced by the runner on top of this.
