@@ -333,7 +333,7 @@ def main() -> int:
     throughput(0.05, [64], args.rows, args.answer_chars)
     throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
     cpu_per_call(args.rows, args.answer_chars, 64)
-    scale([1_000, 10_000], 64)
+    scale([1_000, 10_000, 100_000], 64)
     return 0
 
 

@@ -204,6 +204,8 @@ def _key(input_id: object) -> bytes:
     # integer width (Int32 or Int64 column) does not matter.
     if isinstance(input_id, str):
         return b"str:" + input_id.encode("utf-8", "surrogatepass")
+    if type(input_id) is int:  # the common case, without the slow protocol check below
+        return b"int:" + str(input_id).encode()
     if isinstance(input_id, bool) or not isinstance(input_id, SupportsIndex):
         raise InputError(f"input_id must be an integer or a string, got {type(input_id).__name__}")
     return b"int:" + str(operator.index(input_id)).encode()

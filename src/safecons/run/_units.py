@@ -71,7 +71,8 @@ async def judge_sample(
         ask,
         retries=retries,
         kind="judge",
-        cache_key=None if comparison.call is None else comparison.call.key,
+        # No cache, no key: hashing every request would be work for nothing.
+        cache_key=None if comparison.call is None or runner.cache is None else comparison.call.key,
         endpoint=session.endpoint,
         encode=encode_judgment,
         decode=session.decode,
@@ -185,7 +186,7 @@ async def run_frame(
                 ask,
                 retries=options.retries["sut"],
                 kind="sut",
-                cache_key=call.key,
+                cache_key=call.key if runner.cache is not None else None,
                 endpoint=endpoint.identity,
                 encode=encode_completion,
                 decode=decode_completion,
