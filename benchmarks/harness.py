@@ -13,7 +13,9 @@ the *same calls* with each contender in one run:
 - ``openai``: the official SDK (``AsyncOpenAI``) with a semaphore, when it is installed
   (``pip install openai``);
 - ``inspect_ai``: when installed (it is not measured here otherwise);
-- ``safecons``: ``safety_consistency`` with the same concurrency, no cache, no progress bar.
+- ``safecons``: ``safety_consistency`` with the same concurrency, no cache, no progress bar;
+  ``sc+httpx`` is the same run with ``transport="aiohttp"`` (httpx's models over the
+  httpx-aiohttp transport), the path the default replaced.
 
 It prints, per latency and concurrency, calls, wall time, calls per second, the ratio to the
 bare loop (the figure that travels between machines) and the efficiency against the ideal
@@ -160,7 +162,7 @@ async def openai_loop(base_url: str, rows: int, concurrency: int) -> None:
         await client.close()
 
 
-def safecons_run(base_url: str, rows: int, concurrency: int) -> None:
+def safecons_run(base_url: str, rows: int, concurrency: int, transport: str = "auto") -> None:
     import polars as pl
 
     import safecons as sc
@@ -174,8 +176,18 @@ def safecons_run(base_url: str, rows: int, concurrency: int) -> None:
     )
     out = df.pipe(
         sc.safety_consistency,
-        sut=sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
-        judge=sc.OpenAICompatible(base_url=base_url, model="judge", api_key=""),
+        sut=sc.OpenAICompatible(
+            base_url=base_url,
+            model="sut",
+            api_key="",
+            transport=transport,  # type: ignore[arg-type]
+        ),
+        judge=sc.OpenAICompatible(
+            base_url=base_url,
+            model="judge",
+            api_key="",
+            transport=transport,  # type: ignore[arg-type]
+        ),
         responses_per_query=RESPONSES_PER_QUERY,
         concurrency_limit=concurrency,
         cache=False,
@@ -206,6 +218,9 @@ def contenders() -> dict[str, Contender | None]:
         "openai": run_async(openai_loop) if _available("openai") else None,
         "inspect_ai": None,  # measured only where installed and wired; see docs/performance.md
         "safecons": safecons_run,
+        # The same run over httpx's models (the httpx-aiohttp transport): why "direct" is the
+        # default.
+        "sc+httpx": lambda url, rows, c: safecons_run(url, rows, c, transport="aiohttp"),
     }
 
 
