@@ -229,7 +229,10 @@ def score_table(
     by
         Column(s) to group by: the variant kind (``"sc_variant_kind"``), a task type, a turn,
         any column of the frame, or ``"toxicity_family"`` / ``"jailbreak_family"`` (derived
-        from the template ids when the frame lacks them). Groups are sorted, nulls last.
+        from the template ids when the frame lacks them: a built-in id ``tox.<family>.<n>`` or
+        ``jb.<family>.<n>`` gives its family, a loaded set's id ``<set>.<id>`` the set's name,
+        any other id is a group of its own; for a custom set's own families, add them as a
+        column and group by it). Groups are sorted, nulls last.
     ci
         Coverage of the percentile bootstrap interval of the mean (None: no interval). A group
         with fewer than :data:`MIN_ROWS_FOR_INTERVAL` scored rows gets no interval; a group
