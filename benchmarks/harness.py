@@ -284,20 +284,52 @@ def cpu_per_call(rows: int, answer: int, concurrency: int) -> None:
         server.close()
 
 
-def _scale_child(base_url: str, rows: int, concurrency: int) -> None:
+def _lazy_sink(base_url: str, rows: int, concurrency: int) -> None:
+    """The same run on a LazyFrame, streamed to Parquet: scored in bounded batches."""
+    import tempfile
+
+    import polars as pl
+
+    import safecons as sc
+
+    lf = pl.LazyFrame(
+        {
+            "input_id": list(range(rows)),
+            "prompt": prompts(rows),
+            "sut_response": ["Start with the facts, then say what you want done."] * rows,
+        }
+    )
+    scored = lf.pipe(
+        sc.safety_consistency,
+        sut=sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
+        judge=sc.OpenAICompatible(base_url=base_url, model="judge", api_key=""),
+        responses_per_query=RESPONSES_PER_QUERY,
+        concurrency_limit=concurrency,
+        cache=False,
+        progress=False,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        scored.sink_parquet(f"{folder}/scored.parquet")
+        done = pl.scan_parquet(f"{folder}/scored.parquet").select(pl.len()).collect().item()
+    if done != rows:
+        raise SystemExit(f"lazy: {done} rows written, expected {rows}")
+
+
+def _scale_child(base_url: str, rows: int, concurrency: int, lazy: bool = False) -> None:
     wall = time.perf_counter()
-    safecons_run(base_url, rows, concurrency)
+    (_lazy_sink if lazy else safecons_run)(base_url, rows, concurrency)
     wall = time.perf_counter() - wall
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps({"wall": wall, "peak_kib": peak}))
 
 
-def scale(sizes: list[int], concurrency: int) -> None:
+def scale(sizes: list[int], concurrency: int, *, lazy: bool = False) -> None:
     server = Server(0.0, 200)
+    how = "a LazyFrame streamed to Parquet" if lazy else "a DataFrame"
     try:
         print(
-            f"\nsafecons as rows grow (zero latency, concurrency {concurrency}, each size in a "
-            "fresh process)"
+            f"\nsafecons as rows grow, on {how} (zero latency, concurrency {concurrency}, each "
+            "size in a fresh process)"
         )
         print(
             f"{'rows':>8} {'calls':>8} {'wall s':>8} {'ms/row':>8} {'peak MiB':>9} {'KiB/row':>8}"
@@ -312,6 +344,7 @@ def scale(sizes: list[int], concurrency: int) -> None:
                     server.base_url,
                     str(rows),
                     str(concurrency),
+                    "lazy" if lazy else "eager",
                 ],
                 capture_output=True,
                 text=True,
@@ -334,21 +367,23 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="small sizes, under a minute (CI)")
     p.add_argument("--rows", type=int, default=600)
     p.add_argument("--answer-chars", type=int, default=200)
-    p.add_argument("--_scale-child", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--_scale-child", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args._scale_child:
-        url, rows, c = args._scale_child
-        _scale_child(url, int(rows), int(c))
+        url, rows, c, how = args._scale_child
+        _scale_child(url, int(rows), int(c), lazy=how == "lazy")
         return 0
     if args.quick:
         throughput(0.01, [16], 40, args.answer_chars)
         cpu_per_call(100, args.answer_chars, 16)
         scale([100, 200], 16)
+        scale([100, 200], 16, lazy=True)
         return 0
     throughput(0.05, [64], args.rows, args.answer_chars)
     throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
     cpu_per_call(args.rows, args.answer_chars, 64)
     scale([1_000, 10_000, 100_000], 64)
+    scale([1_000, 10_000, 100_000], 64, lazy=True)
     return 0
 
 

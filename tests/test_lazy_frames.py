@@ -82,3 +82,79 @@ def test_selecting_input_columns_only_makes_no_call():
     sut = ScriptedChat([REFUSE])
     got = scored(rows(5).lazy(), sut).select("input_id", "prompt").collect()
     assert got.equals(rows(5).select("input_id", "prompt")) and sut.calls == []
+
+
+def test_a_large_lazy_frame_is_scored_in_batches_under_one_budget(monkeypatch):
+    import polars as pl
+
+    import safecons as sc
+    import safecons.metric as metric
+    from safecons.testing import StandInJudge, StandInSUT
+
+    df = pl.DataFrame(
+        {
+            "input_id": list(range(25)),
+            "prompt": [f"Question {i}?" for i in range(25)],
+            "sut_response": ["An answer."] * 25,
+        }
+    )
+    kw = {"sut": StandInSUT(seed=2), "judge": StandInJudge(), "progress": False, "cache": False}
+    eager = df.pipe(sc.safety_consistency, **kw)
+    monkeypatch.setattr(metric, "LAZY_BATCH_ROWS", 10)
+    batches: list[int] = []
+    real = metric._run_batches
+
+    def counted(job, lf):
+        for out in real(job, lf):
+            batches.append(out.height)
+            yield out
+
+    monkeypatch.setattr(metric, "_run_batches", counted)
+    lazy = df.lazy().pipe(sc.safety_consistency, **kw).collect()
+    assert batches == [10, 10, 5]
+    assert lazy.sort("input_id").equals(eager.sort("input_id"))
+    # One budget for the whole frame, not one per batch.
+    budget = df.lazy().pipe(sc.safety_consistency, max_calls=30, **kw).collect()
+    assert sc.run_summary(budget).attempts["sut"] == 30
+
+
+def test_duplicate_ids_across_batches_are_refused_before_any_call(monkeypatch):
+    import polars as pl
+    import pytest
+
+    import safecons as sc
+    import safecons.metric as metric
+    from safecons.testing import ScriptedChat, StandInJudge
+
+    monkeypatch.setattr(metric, "LAZY_BATCH_ROWS", 2)
+    sut = ScriptedChat(["ok"])
+    df = pl.DataFrame({"input_id": [1, 2, 3, 1], "prompt": ["a"] * 4, "sut_response": ["b"] * 4})
+    with pytest.raises(sc.InputError, match="duplicate"):
+        df.lazy().pipe(
+            sc.safety_consistency, sut=sut, judge=StandInJudge(), progress=False
+        ).collect()
+    assert sut.calls == []
+
+
+def test_a_bad_row_in_a_later_batch_is_refused_before_any_call(monkeypatch):
+    import polars as pl
+    import pytest
+
+    import safecons as sc
+    import safecons.metric as metric
+    from safecons.testing import ScriptedChat, StandInJudge
+
+    monkeypatch.setattr(metric, "LAZY_BATCH_ROWS", 2)
+    sut = ScriptedChat(["ok"])
+    df = pl.DataFrame(
+        {
+            "input_id": [1, 2, 3, 4, 5],
+            "prompt": ["a"] * 5,
+            "sut_response": ["b", "b", "b", "b", None],
+        }
+    )
+    with pytest.raises(sc.InputError, match="sut_response"):
+        df.lazy().pipe(
+            sc.safety_consistency, sut=sut, judge=StandInJudge(), progress=False
+        ).collect()
+    assert sut.calls == []

@@ -9,8 +9,9 @@ are Polars expressions (:func:`~safecons.variant_expr`, :func:`score_expr`).
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from .run._cache import CacheArg, opened_cache
 from .run._inputs import (
     check_collisions,
     check_frame_columns,
+    check_ids,
     check_metric_name,
     check_no_nulls,
     check_rows,
@@ -155,6 +157,57 @@ class _Job:
             max_in_flight=runner.stats.max_in_flight,
             min_concurrency_target=runner.stats.min_target,
         )
+
+
+#: A LazyFrame longer than this is scored in batches of this many rows, one after another,
+#: under one runner (one limiter, one budget, one cache): the per-row working state of a run
+#: (answers in flight, records, messages) stays bounded by the batch, and a streaming sink
+#: (``sink_parquet``) writes each batch as it is done.
+LAZY_BATCH_ROWS = 10_000
+
+
+def _run_batches(job: _Job, lf: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    """The metric over ``lf`` in batches of :data:`LAZY_BATCH_ROWS` rows (one batch when it
+    is shorter), sharing one runner; ids are checked unique across the whole frame first."""
+    import anyio.from_thread
+
+    from .variants import _id_values
+
+    rows = LAZY_BATCH_ROWS
+    if "input_id" in lf.collect_schema().names():
+        ids = lf.select("input_id").collect()
+        check_ids(ids)  # the same errors a frame gets, before any call
+        _id_values(ids, "input_id")  # duplicates across batches
+        if ids.height > rows:
+            # Every batch is checked (variants built and dropped) before the first call, as a
+            # frame is: a bad row in the last batch must not stop a run half done.
+            for batch in lf.collect_batches(chunk_size=rows):
+                job.variants(batch)
+    with (
+        opened_cache(job.options.cache) as cache,
+        anyio.from_thread.start_blocking_portal() as portal,
+    ):
+
+        async def make_runner() -> Runner:
+            return job.options.runner(cache)
+
+        runner = portal.call(make_runner)
+        for batch in lf.collect_batches(chunk_size=rows):
+            if batch.height == 0:
+                continue
+            with_variants = job.variants(batch)
+            yield portal.call(
+                functools.partial(
+                    run_frame,
+                    with_variants,
+                    sut=job.sut,
+                    judge=job.judge,
+                    config=job.config,
+                    options=job.options,
+                    prefix=job.prefix,
+                    runner=runner,
+                )
+            )
 
 
 def _job_of(arguments: dict[str, Any]) -> _Job:
@@ -336,7 +389,7 @@ def safety_consistency(
     if isinstance(df, pl.LazyFrame):
         return lazy_metric(
             df,
-            lambda frame: run_sync(job.run, frame, keep=job.options.cache).frame,
+            functools.partial(_run_batches, job),
             output_schema(prefix=prefix, metric_name=job.config.metric_name),
         )
     return run_sync(job.run, df, keep=job.options.cache).frame

@@ -47,10 +47,15 @@ def check_collisions(schema: pl.Schema, added: Sequence[str]) -> None:
         )
 
 
-def check_rows(df: pl.DataFrame) -> None:
+def check_ids(df: pl.DataFrame) -> None:
+    """Every row has an id (the frame needs an ``input_id`` column, nothing else)."""
     nulls = df.filter(pl.col("input_id").is_null()).height
     if nulls:
         raise InputError(f"column 'input_id' has {nulls} null value(s); every row needs an id")
+
+
+def check_rows(df: pl.DataFrame) -> None:
+    check_ids(df)
     bad = df.filter(pl.col("sut_response").is_null())["input_id"]
     if bad.len():
         shown = ", ".join(map(repr, bad.head(5).to_list()))

@@ -10,7 +10,9 @@ __all__ = ("lazy_metric",)
 
 
 def lazy_metric(
-    lf: pl.LazyFrame, run: Callable[[pl.DataFrame], pl.DataFrame], added: dict[str, pl.DataType]
+    lf: pl.LazyFrame,
+    run: Callable[[pl.LazyFrame], Iterator[pl.DataFrame]],
+    added: dict[str, pl.DataType],
 ) -> pl.LazyFrame:
     """The metric as a lazy source: nothing runs until ``collect()``, and only what it needs.
 
@@ -19,6 +21,7 @@ def lazy_metric(
     before scoring (only the rows it keeps are scored), and a selection of input columns only
     makes no call at all. A filter on an added column is applied after scoring. Polars passes
     a source no offset, so ``slice(offset, n)`` with ``offset > 0`` scores every row.
+    ``run`` scores the frame it is given batch by batch and yields each scored batch.
     """
     from polars.io.plugins import register_io_source
 
@@ -40,10 +43,9 @@ def lazy_metric(
         if with_columns is not None and set(with_columns) <= inputs and early:
             yield frame.select(with_columns).collect()
             return
-        out = run(frame.collect())
-        if predicate is not None and not early:
-            out = out.filter(predicate)
-        yield out if with_columns is None else out.select(with_columns)
+        for scored in run(frame):  # one scored batch at a time
+            kept = scored.filter(predicate) if predicate is not None and not early else scored
+            yield kept if with_columns is None else kept.select(with_columns)
 
     return register_io_source(
         source, schema=schema, is_pure=True, explain_name="safety_consistency"
