@@ -19,7 +19,7 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -106,6 +106,32 @@ def main() -> None:
 
     t, _ = best_of(1, lambda: rel.position_bias(df, by=by, ci=0.95, n_boot=2000))
     print(f"position_bias(..., ci=0.95, n_boot=2000)          {t:7.3f} s")
+
+    try:
+        import pandas as pd
+    except ImportError:
+        print("pandas group-by: pandas is not installed (pip install pandas)")
+    else:
+        cols = [*by, "verdict", "gold"]
+        pdf = pd.DataFrame({c: df[c].to_numpy() for c in cols})
+
+        def pandas_agreement() -> Any:
+            # The same kappas with pandas: cell counts per group, then Cohen's formula.
+            usable_pd = pdf[pdf["verdict"] != "error"]
+            cells = usable_pd.groupby(cols, observed=True).size()
+            out = {}
+            for key, part in cells.groupby(level=[0, 1]):
+                table = part.droplevel([0, 1]).unstack(fill_value=0)
+                labels = sorted(set(table.index) | set(table.columns))
+                table = table.reindex(index=labels, columns=labels, fill_value=0).to_numpy()
+                n = table.sum()
+                p_o = np.trace(table) / n
+                p_e = (table.sum(axis=1) @ table.sum(axis=0)) / n**2
+                out[key] = (p_o - p_e) / (1 - p_e)
+            return out
+
+        t, _ = best_of(args.repeat, pandas_agreement)
+        print(f"pandas group-by, the same kappas                 {t:7.3f} s")
 
     if args.skip_sklearn:
         return
