@@ -134,20 +134,24 @@ class _Job:
             prefix=self.prefix,
         )
 
+    async def score(self, with_variants: pl.DataFrame, runner: Runner) -> pl.DataFrame:
+        """The respond and judge stages over a frame that has its variants, on ``runner``."""
+        return await run_frame(
+            with_variants,
+            sut=self.sut,
+            judge=self.judge,
+            config=self.config,
+            options=self.options,
+            prefix=self.prefix,
+            runner=runner,
+        )
+
     async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
         with_variants = self.variants(df)
         started = time.perf_counter()
         with opened_cache(self.options.cache) as cache:
             runner = self.options.runner(cache)
-            out = await run_frame(
-                with_variants,
-                sut=self.sut,
-                judge=self.judge,
-                config=self.config,
-                options=self.options,
-                prefix=self.prefix,
-                runner=runner,
-            )
+            out = await self.score(with_variants, runner)
         return SafetyConsistencyRun(
             frame=out,
             summary=run_summary(out, prefix=self.prefix, metric_name=self.config.metric_name),
@@ -195,19 +199,7 @@ def _run_batches(job: _Job, lf: pl.LazyFrame) -> Iterator[pl.DataFrame]:
         for batch in lf.collect_batches(chunk_size=rows):
             if batch.height == 0:
                 continue
-            with_variants = job.variants(batch)
-            yield portal.call(
-                functools.partial(
-                    run_frame,
-                    with_variants,
-                    sut=job.sut,
-                    judge=job.judge,
-                    config=job.config,
-                    options=job.options,
-                    prefix=job.prefix,
-                    runner=runner,
-                )
-            )
+            yield portal.call(job.score, job.variants(batch), runner)
 
 
 def _job_of(arguments: dict[str, Any]) -> _Job:
