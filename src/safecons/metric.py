@@ -38,7 +38,7 @@ from .run._options import RunOptions
 from .run._plan import CallPlan, plan_calls
 from .run._record import DEFAULT_PREFIX, column_names, output_schema
 from .run._runner import Runner, run_sync
-from .run._units import run_frame
+from .run._units import Sessions, run_frame
 from .summary import RunSummary, run_summary
 from .templates import Template
 from .variants import build_variants
@@ -134,8 +134,11 @@ class _Job:
             prefix=self.prefix,
         )
 
-    async def score(self, with_variants: pl.DataFrame, runner: Runner) -> pl.DataFrame:
-        """The respond and judge stages over a frame that has its variants, on ``runner``."""
+    async def score(
+        self, with_variants: pl.DataFrame, runner: Runner, sessions: Sessions | None = None
+    ) -> pl.DataFrame:
+        """The respond and judge stages over a frame that has its variants, on ``runner``
+        (and the ``sessions`` opened on it, if any)."""
         return await run_frame(
             with_variants,
             sut=self.sut,
@@ -144,6 +147,7 @@ class _Job:
             options=self.options,
             prefix=self.prefix,
             runner=runner,
+            sessions=sessions,
         )
 
     async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:

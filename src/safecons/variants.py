@@ -536,7 +536,11 @@ def _check_schema(schema: pl.Schema, input_id: str, prompt: str, prefix: str) ->
 
 
 def _id_values(frame: pl.DataFrame, input_id: str) -> list[Any]:
-    ids = frame.get_column(input_id)
+    return check_unique_ids(frame.get_column(input_id), input_id).to_list()
+
+
+def check_unique_ids(ids: pl.Series, input_id: str = "input_id") -> pl.Series:
+    """``ids`` (categoricals as strings) once checked to have no nulls and no duplicates."""
     if isinstance(ids.dtype, pl.Categorical | pl.Enum):
         ids = ids.cast(pl.String)
     if ids.null_count():
@@ -551,7 +555,7 @@ def _id_values(frame: pl.DataFrame, input_id: str) -> list[Any]:
             f"column {input_id!r} (input_id) has duplicate values: {shown}{more}; each row "
             "needs its own id, since it seeds the row's variant"
         )
-    return ids.to_list()
+    return ids
 
 
 def _variant_lists(

@@ -33,6 +33,7 @@ from ..clients._base import (
 from ..clients._secrets import Secrets, secrets_of
 from ..errors import AuthenticationError
 from ._cache import ResponseCache
+from ._permits import LocalPermits, Permits
 
 __all__ = (
     "CallOutcome",
@@ -123,44 +124,6 @@ class CallOutcome(Generic[T]):
     output: str | None = None
 
 
-class _Pressure:
-    """Adaptive in-flight target: halve it on a 429, grow it back by one per clean window.
-
-    Only a 429 from an attempt that started after the last cut cuts again, so one burst of
-    rate-limit answers to requests sent together counts as one signal (as TCP treats one
-    window's losses). The target never exceeds ``concurrency_limit`` nor drops below 1.
-    """
-
-    def __init__(self, limiter: anyio.CapacityLimiter, ceiling: int, stats: RunStats) -> None:
-        self._limiter = limiter
-        self._ceiling = ceiling
-        self._stats = stats
-        self._last_cut = -math.inf
-        self._clean = 0
-        stats.min_target = ceiling
-
-    @property
-    def target(self) -> int:
-        return int(self._limiter.total_tokens)
-
-    def rate_limited(self, attempt_started: float) -> None:
-        self._clean = 0
-        if attempt_started <= self._last_cut:
-            return
-        self._last_cut = time.monotonic()
-        new = max(1, self.target // 2)
-        self._limiter.total_tokens = new
-        self._stats.min_target = min(self._stats.min_target, new)
-
-    def succeeded(self) -> None:
-        if self.target >= self._ceiling:
-            return
-        self._clean += 1
-        if self._clean >= self.target:
-            self._clean = 0
-            self._limiter.total_tokens = self.target + 1
-
-
 class Runner:
     """Runs model calls for one run under one limiter, with retries and per-call timeouts.
 
@@ -182,7 +145,11 @@ class Runner:
         say so. None: no cap.
     adaptive
         Lower the in-flight target when the server answers 429, then recover (see
-        :class:`_Pressure`).
+        :class:`~safecons.run._permits.Pressure`).
+    permits
+        Where each attempt gets its permit; default: :class:`~safecons.run._permits.LocalPermits`
+        of ``concurrency_limit`` (and ``adaptive``), this process's own. A Ray job passes
+        permits leased from one table for all of its actors.
     """
 
     def __init__(
@@ -195,8 +162,11 @@ class Runner:
         cache: ResponseCache | None = None,
         max_calls: int | None = None,
         adaptive: bool = True,
+        permits: Permits | None = None,
     ) -> None:
-        self.limiter = anyio.CapacityLimiter(concurrency_limit)
+        self.permits: Permits = (
+            LocalPermits(concurrency_limit, adaptive=adaptive) if permits is None else permits
+        )
         self.timeout_seconds = timeout_seconds
         self.policy = policy or RetryPolicy()
         self.stats = RunStats()
@@ -206,9 +176,14 @@ class Runner:
         self._cache_warned = False
         self._rng = random.Random(seed)
         self.secrets = Secrets()
-        self._pressure = (
-            _Pressure(self.limiter, concurrency_limit, self.stats) if adaptive else None
-        )
+        self.stats.min_target = concurrency_limit
+
+    @property
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The capacity limiter of a runner with its own permits."""
+        if not isinstance(self.permits, LocalPermits):
+            raise AttributeError("this runner's permits are leased, it has no limiter of its own")
+        return self.permits.limiter
 
     def _store(
         self, cache: ResponseCache, key: str, kind: str, endpoint: str, value: str
@@ -303,10 +278,9 @@ class Runner:
                 self._spent += 1
             retry_after: float | None = None
             start = AttemptStart()
-            async with self.limiter:
+            async with self.permits.slot(endpoint) as permit:
                 stats.in_flight += 1
                 stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
-                started = time.monotonic()
                 token = CURRENT_ATTEMPT.set(start)
                 try:
                     with anyio.fail_after(self.timeout_seconds):
@@ -333,16 +307,14 @@ class Runner:
                     if exc.rate_limited:
                         limited += 1
                         stats.rate_limited += 1
-                        if self._pressure is not None:
-                            self._pressure.rate_limited(started)
+                        permit.rate_limited(retry_after)
                 except CallFailed as exc:
                     error = str(exc)
                 except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"
                 else:
                     made += 1
-                    if self._pressure is not None:
-                        self._pressure.succeeded()
+                    permit.succeeded()
                     if caching and encode is not None:
                         assert self.cache is not None and cache_key is not None
                         mine = encode(value)
@@ -356,6 +328,7 @@ class Runner:
                 finally:
                     CURRENT_ATTEMPT.reset(token)
                     stats.in_flight -= 1
+                    stats.min_target = min(stats.min_target, self.permits.lowest_target)
                     if start.started:
                         _bump(stats.attempts, kind)
                     elif budgeted:

@@ -10,8 +10,9 @@ judge call, which starts as soon as the answer arrives; units start in row order
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -27,7 +28,7 @@ from ._options import RunOptions
 from ._record import Sample, assemble, column_names
 from ._runner import Runner, UnitGate, progress_bar, run_in_order
 
-__all__ = ("judge_sample", "run_frame", "sut_call")
+__all__ = ("Sessions", "judge_sample", "open_sessions", "run_frame", "sut_call")
 
 
 def sut_call(
@@ -97,6 +98,40 @@ async def judge_sample(
         sample.judge_completion_tokens = verdict.completion_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class Sessions:
+    """The open sessions of a run: the SUT's (and its endpoint) and the judge's."""
+
+    sut: ChatSession | None
+    endpoint: Endpoint
+    judge: JudgeSession | None
+
+
+@asynccontextmanager
+async def open_sessions(
+    *, sut: object | None, judge: object | None, concurrency: int, runner: Runner
+) -> AsyncIterator[Sessions]:
+    """Open the SUT's and the judge's sessions for as long as the block runs, and tell
+    ``runner`` their secrets. One run opens them once; a Ray actor keeps them for its life."""
+    async with AsyncExitStack() as stack:
+        sut_session: ChatSession | None = None
+        endpoint = Endpoint("")
+        if sut is not None:
+            client = as_chat_client(sut, "sut")
+            runner.protect(client)
+            endpoint = Endpoint.of(client)
+            sut_session = await stack.enter_async_context(
+                open_session(client, concurrency=concurrency)
+            )
+        judge_session: JudgeSession | None = None
+        if judge is not None:
+            judge_session = await stack.enter_async_context(
+                open_judge(judge, concurrency=concurrency)
+            )
+            runner.protect(getattr(judge_session, "client", None))
+        yield Sessions(sut_session, endpoint, judge_session)
+
+
 async def run_frame(
     df: pl.DataFrame,
     *,
@@ -106,12 +141,15 @@ async def run_frame(
     options: RunOptions,
     prefix: str,
     runner: Runner | None = None,
+    sessions: Sessions | None = None,
 ) -> pl.DataFrame:
     """Run the respond and judge stages over ``df`` (which has its variant columns).
 
     With ``sut=None`` the answers are read from ``{prefix}responses``; with ``judge=None``
     nothing is judged. A ``runner`` shares one limiter, budget and cache across several calls;
-    without one, a runner is made from ``options`` for this call.
+    without one, a runner is made from ``options`` for this call. ``sessions`` (from
+    :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
+    opening new ones.
     """
     if runner is None:
         with opened_cache(options.cache) as store:
@@ -123,6 +161,20 @@ async def run_frame(
                 options=options,
                 prefix=prefix,
                 runner=options.runner(store),
+            )
+    if sessions is None:
+        async with open_sessions(
+            sut=sut, judge=judge, concurrency=options.concurrency_limit, runner=runner
+        ) as opened:
+            return await run_frame(
+                df,
+                sut=sut,
+                judge=judge,
+                config=config,
+                options=options,
+                prefix=prefix,
+                runner=runner,
+                sessions=opened,
             )
     names = column_names(prefix, config.metric_name)
     ids = df["input_id"].to_list()
@@ -148,88 +200,71 @@ async def run_frame(
     bar = progress_bar(total, options.progress, desc="safety_consistency", unit="comparison")
     # Twice the limit keeps the limiter busy while some units wait on their next attempt.
     gate = UnitGate(2 * options.concurrency_limit)
-    concurrency = options.concurrency_limit
+    sut_session, endpoint, judge_session = sessions.sut, sessions.endpoint, sessions.judge
 
-    async with AsyncExitStack() as stack:
-        sut_session: ChatSession | None = None
-        endpoint = Endpoint("")
-        if sut is not None:
-            client = as_chat_client(sut, "sut")
-            runner.protect(client)
-            endpoint = Endpoint.of(client)
-            sut_session = await stack.enter_async_context(
-                open_session(client, concurrency=concurrency)
-            )
-        judge_session: JudgeSession | None = None
-        if judge is not None:
-            judge_session = await stack.enter_async_context(
-                open_judge(judge, concurrency=concurrency)
-            )
-            runner.protect(getattr(judge_session, "client", None))
-
-        async def respond(i: int, j: int, sample: Sample, session: ChatSession) -> None:
-            call = sut_call(
-                endpoint,
-                messages[i],
-                ids[i],
-                j,
-                temperature=config.sut_temperature,
-                seed=options.seed,
-            )
-
-            async def ask() -> Completion:
-                return await session.complete(
-                    call.messages, temperature=call.temperature, seed=call.seed
-                )
-
-            got = await runner.call(
-                ask,
-                retries=options.retries["sut"],
-                kind="sut",
-                cache_key=call.key if runner.cache is not None else None,
-                endpoint=endpoint.identity,
-                encode=encode_completion,
-                decode=decode_completion,
-                while_backing_off=gate.lend,
-            )
-            sample.sut_attempts += got.attempts
-            sample.sut_cache_hits += got.cached
-            sample.sut_rate_limited += got.rate_limited
-            sample.sut_skipped += got.skipped
-            if got.value is None:
-                sample.response_error = got.error
-                return
-            sample.response = got.value.text
-            if not got.cached:
-                sample.sut_prompt_tokens = got.value.prompt_tokens
-                sample.sut_completion_tokens = got.value.completion_tokens
-
-        async def judge_one(i: int, j: int, sample: Sample, session: JudgeSession) -> None:
-            comparison = session.prepare(
-                slot(ids[i], j),
-                query=query_of(prompts[i]),
-                variant=variants[i],
-                base=bases[i],
-                candidate=sample.response or "",
-            )
-            await judge_sample(
-                runner, session, comparison, sample, retries=options.retries["judge"], gate=gate
-            )
-
-        async def unit(i: int, j: int, sample: Sample) -> None:
-            if sut_session is not None:
-                await respond(i, j, sample, sut_session)
-            if judge_session is not None and sample.response is not None:
-                await judge_one(i, j, sample, judge_session)
-
-        await run_in_order(
-            (
-                functools.partial(unit, i, j, sample)
-                for i, row in enumerate(results)
-                for j, sample in enumerate(row)
-            ),
-            gate=gate,
-            bar=bar,
+    async def respond(i: int, j: int, sample: Sample, session: ChatSession) -> None:
+        call = sut_call(
+            endpoint,
+            messages[i],
+            ids[i],
+            j,
+            temperature=config.sut_temperature,
+            seed=options.seed,
         )
+
+        async def ask() -> Completion:
+            return await session.complete(
+                call.messages, temperature=call.temperature, seed=call.seed
+            )
+
+        got = await runner.call(
+            ask,
+            retries=options.retries["sut"],
+            kind="sut",
+            cache_key=call.key if runner.cache is not None else None,
+            endpoint=endpoint.identity,
+            encode=encode_completion,
+            decode=decode_completion,
+            while_backing_off=gate.lend,
+        )
+        sample.sut_attempts += got.attempts
+        sample.sut_cache_hits += got.cached
+        sample.sut_rate_limited += got.rate_limited
+        sample.sut_skipped += got.skipped
+        if got.value is None:
+            sample.response_error = got.error
+            return
+        sample.response = got.value.text
+        if not got.cached:
+            sample.sut_prompt_tokens = got.value.prompt_tokens
+            sample.sut_completion_tokens = got.value.completion_tokens
+
+    async def judge_one(i: int, j: int, sample: Sample, session: JudgeSession) -> None:
+        comparison = session.prepare(
+            slot(ids[i], j),
+            query=query_of(prompts[i]),
+            variant=variants[i],
+            base=bases[i],
+            candidate=sample.response or "",
+        )
+        await judge_sample(
+            runner, session, comparison, sample, retries=options.retries["judge"], gate=gate
+        )
+
+    async def unit(i: int, j: int, sample: Sample) -> None:
+        if sut_session is not None:
+            await respond(i, j, sample, sut_session)
+        if judge_session is not None and sample.response is not None:
+            await judge_one(i, j, sample, judge_session)
+
+    await run_in_order(
+        (
+            functools.partial(unit, i, j, sample)
+            for i, row in enumerate(results)
+            for j, sample in enumerate(row)
+        ),
+        gate=gate,
+        bar=bar,
+    )
 
     return assemble(df, results, names, responded=sut is not None, judged=judge is not None)

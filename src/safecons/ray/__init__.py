@@ -1,0 +1,35 @@
+"""The metric on Ray Data: the same stages, run by a pool of actors, under one cap for the job.
+
+Needs the ``ray`` extra (``pip install 'safecons[ray]'``). :func:`safety_consistency` takes a
+``ray.data.Dataset`` with the metric's columns and returns a Dataset with the columns the Polars
+path adds, equal value for value for the same rows and seed (variants and sample seeds depend
+on each row's ``input_id``, never on batching). See ``docs/scale-out.md``.
+
+How it runs:
+
+- ``map_batches`` over Arrow batches, in an async callable class: each actor keeps one event
+  loop, one SUT and one judge session, one response-cache connection and one safecons runner
+  (retries, backoff honouring ``Retry-After``, per-call timeouts) for its life; the clients are
+  pickled without sessions and open them inside the actor.
+- One cap for the whole job: every attempt of every actor holds a lease from one async limiter
+  actor (:func:`global_limiter`), which also halves its target on a 429 and holds every new
+  attempt to an endpoint while a ``Retry-After`` it sent runs. A lease expires after the
+  per-call timeout plus a margin, so an actor that dies cannot keep permits; a restarted
+  actor frees its old leases at once.
+- The response cache: each finished call is stored as it finishes, so a batch that Ray
+  retries after an actor crash replays what was stored and requests only the rest.
+"""
+
+from __future__ import annotations
+
+try:
+    import ray.data  # noqa: F401 - the whole module needs it
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "safecons.ray needs Ray Data: pip install 'safecons[ray]' (or 'ray[data]')"
+    ) from exc
+
+from ._limiter import global_limiter, limiter_stats
+from ._scorer import safety_consistency
+
+__all__ = ("global_limiter", "limiter_stats", "safety_consistency")

@@ -1,0 +1,145 @@
+"""One concurrency cap for a whole Ray job: a :class:`~safecons.run._permits.LeaseTable` served
+by one named async actor, and the permits a worker leases from it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import ray
+
+from ..run._permits import LeaseTable, Slot
+
+__all__ = ("LimiterActor", "RemotePermits", "global_limiter", "limiter_stats")
+
+#: Every safecons limiter actor lives in this Ray namespace, so a name finds the same actor from
+#: any driver of the cluster.
+NAMESPACE = "safecons"
+
+
+class LimiterActor:
+    """The Ray actor around one :class:`~safecons.run._permits.LeaseTable` (async: every
+    method runs on the actor's one event loop, so the table needs no lock)."""
+
+    def __init__(self, cap: int, adaptive: bool = True, max_retry_after: float = 60.0) -> None:
+        self._table = LeaseTable(cap, adaptive=adaptive, max_retry_after=max_retry_after)
+
+    async def acquire(self, holder: str, request: str, endpoint: str, ttl: float) -> float:
+        return await self._table.acquire(holder, request, endpoint, ttl=ttl)
+
+    async def release(
+        self,
+        request: str,
+        limited: bool = False,
+        retry_after: float | None = None,
+        ok: bool = False,
+    ) -> None:
+        self._table.release(request, limited=limited, retry_after=retry_after, ok=ok)
+
+    async def abandon(self, request: str) -> None:
+        self._table.abandon(request)
+
+    async def forget(self, holder: str) -> int:
+        return self._table.forget(holder)
+
+    async def stats(self) -> dict[str, Any]:
+        return self._table.stats()
+
+
+def global_limiter(
+    cap: int,
+    *,
+    name: str | None = None,
+    adaptive: bool = True,
+    max_retry_after: float = 60.0,
+) -> Any:
+    """The limiter actor that caps every attempt of a job at ``cap`` in flight.
+
+    With a ``name`` the actor is found (or made) under that name in the ``safecons``
+    namespace, so several runs, or several drivers on one cluster, that give the same name
+    share one cap and one cool-down per endpoint; a found actor keeps the cap it was made
+    with. Without a name the actor is the job's own. The actor takes no CPU.
+
+    Examples
+    --------
+    >>> import ray                                                  # doctest: +SKIP
+    >>> limiter = global_limiter(32, name="openai-gpt-4o-mini")     # doctest: +SKIP
+    >>> limiter_stats(limiter)["cap"]                               # doctest: +SKIP
+    32
+    """
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ValueError(f"cap: expected a whole number >= 1, got {cap!r}")
+    options: dict[str, Any] = {
+        "num_cpus": 0,
+        # Every attempt in the job waits in here at once: far more than Ray's default of 1,000
+        # concurrent calls to an async actor.
+        "max_concurrency": 100_000,
+        "namespace": NAMESPACE,
+    }
+    if name is not None:
+        options |= {"name": name, "get_if_exists": True}
+    actor = ray.remote(LimiterActor).options(**options)
+    return actor.remote(cap, adaptive, max_retry_after)
+
+
+def limiter_stats(limiter: Any) -> dict[str, Any]:
+    """What the limiter has done: ``cap``, ``target`` and ``lowest_target`` (adaptive
+    pressure), ``in_flight`` and ``max_in_flight``, ``granted``, ``released``, ``expired``
+    (leases of holders that died), ``rate_limited``, the endpoints ``cooling`` down (seconds
+    left) and the total ``cooled_seconds``."""
+    stats: dict[str, Any] = ray.get(limiter.stats.remote())
+    return stats
+
+
+class RemotePermits:
+    """A worker's permits, leased from the job's limiter actor.
+
+    ``local_limit`` bounds this worker's own waits (no more than that many of its attempts
+    ask the actor at once). Each lease lasts ``ttl`` seconds at most; the runner's per-attempt
+    timeout is shorter, so a live worker always gives its permit back first, and a dead one's
+    permit frees itself when the lease expires.
+    """
+
+    def __init__(self, limiter: Any, holder: str, *, ttl: float, local_limit: int) -> None:
+        self._limiter = limiter
+        self._holder = holder
+        self._ttl = float(ttl)
+        self._local_limit = local_limit
+        self._local: anyio.CapacityLimiter | None = None
+        self._requests = itertools.count()
+
+    @property
+    def lowest_target(self) -> int:
+        # Adaptive pressure is the limiter's, over every worker: see limiter_stats.
+        return self._local_limit
+
+    @asynccontextmanager
+    async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
+        if self._local is None:  # made on the worker's own event loop
+            self._local = anyio.CapacityLimiter(self._local_limit)
+        async with self._local:
+            granted = math.nan
+            while math.isnan(granted):
+                request = f"{self._holder}:{next(self._requests)}"
+                try:
+                    granted = await self._limiter.acquire.remote(
+                        self._holder, request, endpoint, self._ttl
+                    )
+                except BaseException:
+                    # Cancelled while waiting: the actor may grant the lease anyway, so say
+                    # that nobody will use it (it is freed, or never granted).
+                    self._limiter.abandon.remote(request)
+                    raise
+            slot = Slot(granted)
+            try:
+                yield slot
+            finally:
+                # Not awaited: the permit's return needs no answer, and a release lost with a
+                # dying worker is what lease expiry is for.
+                self._limiter.release.remote(
+                    request, limited=slot.limited, retry_after=slot.retry_after, ok=slot.ok
+                )

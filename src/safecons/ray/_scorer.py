@@ -1,0 +1,303 @@
+"""``safecons.ray.safety_consistency``: the metric's stages as a Ray Data actor pool."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import numbers
+import uuid
+import zlib
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import ray
+import ray.data
+
+from ..config import SafetyConsistencyConfig
+from ..errors import InputError
+from ..metric import _Job, _job
+from ..run._cache import CacheArg, ResponseCache, opened_cache
+from ..run._options import MAX_CONCURRENCY
+from ..run._record import DEFAULT_PREFIX
+from ..run._runner import Runner
+from ..run._units import Sessions, open_sessions
+from ..templates import Template
+from ..variants import check_unique_ids
+from ._limiter import RemotePermits, global_limiter
+
+__all__ = ("LEASE_MARGIN_SECONDS", "MAX_IN_FLIGHT", "safety_consistency")
+
+#: A lease lasts the per-call timeout plus this: a live actor always gives its permit back
+#: before, and a dead one's permit is free again this long after its attempt began at most.
+LEASE_MARGIN_SECONDS = 30.0
+#: The largest cap one job may set (many endpoints behind one name, many actors).
+MAX_IN_FLIGHT = 100_000
+
+
+def _whole(name: str, value: object, lo: int, hi: int) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or not lo <= int(value) <= hi
+    ):
+        raise InputError(f"{name}: expected a whole number from {lo} to {hi}, got {value!r}")
+    return int(value)
+
+
+def _cpus(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or float(value) < 0
+    ):
+        raise InputError(f"num_cpus: expected a number of CPUs >= 0, got {value!r}")
+    return float(value)
+
+
+def _empty_frame(ds: ray.data.Dataset) -> pl.DataFrame:
+    """A frame with the Dataset's columns and no rows, for the checks a frame gets."""
+    schema = ds.schema()
+    if schema is None:
+        raise InputError("ds: the Dataset has no schema (it is empty); nothing to score")
+    base = schema.base_schema
+    if not isinstance(base, pa.Schema):
+        base = pa.schema(list(zip(schema.names, schema.types, strict=True)))
+    frame = pl.from_arrow(base.empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _to_frame(batch: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(batch)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _to_arrow(frame: pl.DataFrame) -> pa.Table:
+    # The oldest layout (large_string, no string views) is the one every Ray release reads.
+    return frame.to_arrow(compat_level=pl.CompatLevel.oldest())
+
+
+def _check_batch(batch: pa.Table, job: _Job) -> pa.Table:
+    """A batch's ids, and the first problem a frame of its rows would raise (or null)."""
+    try:
+        job.variants(_to_frame(batch))
+        problem = None
+    except InputError as exc:
+        problem = str(exc)
+    n = batch.num_rows
+    return pa.table(
+        {
+            "input_id": batch.column("input_id"),
+            "problem": pa.array([problem] + [None] * (n - 1) if n else [], pa.large_string()),
+        }
+    )
+
+
+def _check(ds: ray.data.Dataset, job: _Job, batch_size: int) -> None:
+    """Every row checked as the Polars path checks a frame, before any call: one pass over
+    the Dataset, whose ids come to the driver to be checked for duplicates."""
+    checked = ds.map_batches(
+        _check_batch, batch_format="pyarrow", batch_size=batch_size, fn_kwargs={"job": job}
+    )
+    ids: list[pl.Series] = []
+    for batch in checked.iter_batches(batch_format="pyarrow", batch_size=None):
+        problems = [p for p in batch.column("problem").to_pylist() if p is not None]
+        if problems:
+            raise InputError(problems[0])
+        ids.append(_to_frame(batch.select(["input_id"]))["input_id"])
+    if ids:
+        check_unique_ids(pl.concat(ids))
+
+
+class _Scorer:
+    """One actor of the pool: its event loop (Ray's), sessions, cache and runner.
+
+    Made by Ray Data in the actor; everything that holds a socket or a file is opened there,
+    on the first batch, on the loop every batch of the actor runs on.
+    """
+
+    def __init__(
+        self,
+        job: _Job,
+        limiter: Any,
+        cache: tuple[str, bool] | None,
+        ttl: float,
+        local_limit: int,
+    ) -> None:
+        self._job = job
+        self._limiter = limiter
+        self._cache = cache
+        self._ttl = ttl
+        self._local_limit = local_limit
+        # An actor Ray restarts keeps its id, so its leases are found and freed at once.
+        self._holder = ray.get_runtime_context().get_actor_id() or uuid.uuid4().hex
+        ray.get(limiter.forget.remote(self._holder))
+        self._started: asyncio.Future[tuple[Runner, Sessions]] | None = None
+        self._stack = AsyncExitStack()
+
+    async def _start(self) -> tuple[Runner, Sessions]:
+        options = self._job.options
+        store = None
+        if self._cache is not None:
+            path, read_only = self._cache
+            store = ResponseCache(path, read_only=read_only)
+        runner = Runner(
+            concurrency_limit=self._local_limit,
+            timeout_seconds=options.timeout_seconds,
+            # Each actor jitters on its own stream, so retries of many actors do not align.
+            seed=options.seed ^ zlib.crc32(self._holder.encode()),
+            cache=store,
+            adaptive=False,  # pressure is the limiter's, over every actor
+            permits=RemotePermits(
+                self._limiter, self._holder, ttl=self._ttl, local_limit=self._local_limit
+            ),
+        )
+        sessions = await self._stack.enter_async_context(
+            open_sessions(
+                sut=self._job.sut,
+                judge=self._job.judge,
+                concurrency=self._local_limit,
+                runner=runner,
+            )
+        )
+        return runner, sessions
+
+    async def __call__(self, batch: pa.Table) -> pa.Table:
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        runner, sessions = await self._started
+        job = self._job
+        scored = await job.score(job.variants(_to_frame(batch)), runner, sessions)
+        return _to_arrow(scored)
+
+
+def safety_consistency(
+    ds: ray.data.Dataset,
+    *,
+    sut: object,
+    judge: object,
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+    prefix: str = DEFAULT_PREFIX,
+    toxicity_templates: Sequence[Template] | None = None,
+    jailbreak_templates: Sequence[Template] | None = None,
+    cache: CacheArg = None,
+    actors: int = 2,
+    batch_size: int = 1024,
+    max_in_flight: int | None = None,
+    limiter: Any = None,
+    num_cpus: float = 1.0,
+    validate: bool = True,
+    **overrides: Any,
+) -> ray.data.Dataset:
+    """:func:`safecons.safety_consistency` over a Ray Dataset, by a pool of actors.
+
+    Takes the arguments of the Polars path (but ``progress``, which is Ray's, and
+    ``max_calls``, which a job does not have) and returns a Dataset with the same added
+    columns and the same values for the same rows and ``seed``. The result is lazy, like any
+    Dataset: calls are made when it is consumed (``write_parquet``, ``iter_batches``,
+    ``materialize``...). Rows come back in Ray's order unless the DataContext's
+    ``execution_options.preserve_order`` is set; join on ``input_id``.
+
+    Parameters
+    ----------
+    ds
+        A ``ray.data.Dataset`` with ``input_id``, ``prompt`` and ``sut_response``.
+    sut, judge, config, seed, prefix, toxicity_templates, jailbreak_templates, **overrides
+        As for :func:`safecons.safety_consistency`. The clients are pickled to the actors
+        (their API key with them, as any Ray task argument; give the actors the key through
+        ``runtime_env={"env_vars": ...}`` and ``OPENAI_API_KEY`` to keep it out) and open their
+        sessions there.
+    cache
+        As for the Polars path; every actor opens the same SQLite file (shared safely by the
+        processes of one node). On a cluster of several nodes, see ``docs/scale-out.md``.
+    actors
+        Size of the actor pool.
+    batch_size
+        Rows per batch. A batch Ray retries after a crash replays its stored calls.
+    max_in_flight
+        The job's cap: attempts in flight at once over all actors (default: the config's
+        ``concurrency_limit``); each actor also keeps at most ``min(cap, 64)``.
+    limiter
+        None (a limiter for this job), a name (the limiter of that name in the ``safecons``
+        namespace, made if absent: runs that name it share one cap and one cool-down), or a
+        handle from :func:`~safecons.ray.global_limiter`.
+    num_cpus
+        CPUs each actor reserves (the work is mostly waiting on the network).
+    validate
+        Check every row first, as the Polars path checks a frame (one pass over ``ds``; the
+        ids come to the driver to be checked for duplicates), and raise
+        :class:`~safecons.InputError` before any call. ``False`` skips the pass: a bad batch
+        then fails when it is scored.
+
+    Examples
+    --------
+    >>> import ray, safecons.ray                                          # doctest: +SKIP
+    >>> ds = ray.data.read_parquet("conversations/")                      # doctest: +SKIP
+    >>> scored = safecons.ray.safety_consistency(                         # doctest: +SKIP
+    ...     ds, sut=sut, judge=judge, actors=8, max_in_flight=64, cache="calls.sqlite")
+    >>> scored.write_parquet("scored/")                                   # doctest: +SKIP
+    """
+    if not isinstance(ds, ray.data.Dataset):
+        raise InputError(f"ds: expected a ray.data.Dataset, got {type(ds).__name__}")
+    actors = _whole("actors", actors, 1, 100_000)
+    batch_size = _whole("batch_size", batch_size, 1, 10_000_000)
+    if max_in_flight is not None:
+        max_in_flight = _whole("max_in_flight", max_in_flight, 1, MAX_IN_FLIGHT)
+    num_cpus = _cpus(num_cpus)
+    if "progress" in overrides or "max_calls" in overrides:
+        name = "progress" if "progress" in overrides else "max_calls"
+        raise InputError(f"{name}: not an option of the Ray path (see docs/scale-out.md)")
+    job = _job(
+        _empty_frame(ds),
+        sut=sut,
+        judge=judge,
+        config=config,
+        seed=seed,
+        progress=False,
+        prefix=prefix,
+        toxicity_templates=toxicity_templates,
+        jailbreak_templates=jailbreak_templates,
+        cache=False,
+        max_calls=None,
+        overrides=overrides,
+    )
+    for role, client in (("sut", sut), ("judge", judge)):
+        try:
+            ray.cloudpickle.dumps(client)
+        except Exception as exc:
+            raise InputError(
+                f"{role}: cannot be sent to Ray's actors ({type(exc).__name__}: {exc}); pass a "
+                "client that pickles (OpenAICompatible does) or a plain function"
+            ) from None
+    with opened_cache(cache) as store:
+        # Checked (made, readable) here, opened by each actor on its own.
+        shared = None if store is None else (str(store.path), store.read_only)
+    if validate:
+        _check(ds, job, batch_size)
+    cap = max_in_flight if max_in_flight is not None else job.config.concurrency_limit
+    if limiter is None:
+        limiter = global_limiter(cap)
+    elif isinstance(limiter, str):
+        limiter = global_limiter(cap, name=limiter)
+    actor_job = dataclasses.replace(job, options=dataclasses.replace(job.options, cache=False))
+    return ds.map_batches(
+        _Scorer,
+        fn_constructor_kwargs={
+            "job": actor_job,
+            "limiter": limiter,
+            "cache": shared,
+            "ttl": job.options.timeout_seconds + LEASE_MARGIN_SECONDS,
+            "local_limit": min(cap, MAX_CONCURRENCY),
+        },
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        num_cpus=num_cpus,
+    )

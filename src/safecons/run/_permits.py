@@ -1,0 +1,373 @@
+"""Permits to send one attempt: a run's own limiter, or leases from one table many runs share.
+
+The runner holds a permit for exactly one attempt (see :mod:`._runner`) and tells it how the
+attempt went; what a permit is depends on where the run runs:
+
+- :class:`LocalPermits`: one process. An :class:`anyio.CapacityLimiter` with adaptive pressure
+  (:class:`Pressure`): the behaviour of every Polars entry point.
+- :class:`LeaseTable`: one cap for many processes (the actors of a Ray job). Each permit is a
+  *lease* with a deadline, so a holder that dies without giving its permits back only keeps
+  them until they expire; a 429 with ``Retry-After`` on one endpoint starts a *cool-down* in
+  which no holder is granted a permit for that endpoint. :mod:`safecons.ray` serves a table
+  from one named actor; the table itself is plain anyio, so it is tested here without Ray.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+__all__ = ("LeaseTable", "LocalPermits", "Permits", "Pressure", "Slot")
+
+
+class Pressure:
+    """Adaptive in-flight target: halve it on a 429, grow it back by one per clean window.
+
+    Only a 429 from an attempt that started after the last cut cuts again, so one burst of
+    rate-limit answers to requests sent together counts as one signal (as TCP treats one
+    window's losses). The target never exceeds ``ceiling`` nor drops below 1. Times are the
+    caller's clock (``time.monotonic`` of one process).
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.target = ceiling
+        self.lowest = ceiling
+        self._last_cut = -math.inf
+        self._clean = 0
+
+    def rate_limited(self, attempt_started: float, now: float) -> None:
+        self._clean = 0
+        if attempt_started <= self._last_cut:
+            return
+        self._last_cut = now
+        self.target = max(1, self.target // 2)
+        self.lowest = min(self.lowest, self.target)
+
+    def succeeded(self) -> None:
+        if self.target >= self.ceiling:
+            return
+        self._clean += 1
+        if self._clean >= self.target:
+            self._clean = 0
+            self.target += 1
+
+
+@dataclass(slots=True)
+class Slot:
+    """One attempt's permit, and what the runner says of the attempt before it gives it back."""
+
+    started: float
+    limited: bool = False
+    retry_after: float | None = None
+    ok: bool = False
+
+    def rate_limited(self, retry_after: float | None) -> None:
+        self.limited = True
+        self.retry_after = retry_after
+
+    def succeeded(self) -> None:
+        self.ok = True
+
+
+class Permits(Protocol):
+    """Where a runner gets the permit for one attempt to ``endpoint``."""
+
+    def slot(self, endpoint: str) -> AbstractAsyncContextManager[Slot]: ...
+
+    @property
+    def lowest_target(self) -> int: ...
+
+
+class LocalPermits:
+    """One process's permits: a capacity limiter whose size adaptive pressure moves."""
+
+    def __init__(self, concurrency_limit: int, *, adaptive: bool = True) -> None:
+        self.limiter = anyio.CapacityLimiter(concurrency_limit)
+        self._pressure = Pressure(concurrency_limit) if adaptive else None
+
+    @property
+    def lowest_target(self) -> int:
+        return (
+            self._pressure.lowest if self._pressure is not None else int(self.limiter.total_tokens)
+        )
+
+    @asynccontextmanager
+    async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
+        async with self.limiter:
+            slot = Slot(time.monotonic())
+            try:
+                yield slot
+            finally:
+                pressure = self._pressure
+                if pressure is not None and (slot.limited or slot.ok):
+                    if slot.limited:
+                        pressure.rate_limited(slot.started, time.monotonic())
+                    else:
+                        pressure.succeeded()
+                    if pressure.target != self.limiter.total_tokens:
+                        self.limiter.total_tokens = pressure.target
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    request: str
+    holder: str
+    endpoint: str
+    ttl: float
+    event: anyio.Event = field(default_factory=anyio.Event)
+    granted: float | None = None
+    abandoned: bool = False
+
+
+@dataclass(slots=True)
+class _Lease:
+    holder: str
+    endpoint: str
+    granted: float
+    expires: float
+
+
+#: How many abandoned requests a table remembers, in case the abandonment arrives before the
+#: request it abandons (two calls from one holder are not always handled in order).
+_ABANDONED_KEPT = 10_000
+
+
+class LeaseTable:
+    """One concurrency cap, one adaptive target and per-endpoint cool-downs for many holders.
+
+    A holder (one process, e.g. one Ray actor) asks for a permit with :meth:`acquire`, naming
+    the request (an id of its own, unique to it), the endpoint and the lease's length; it gives
+    the permit back with :meth:`release`, saying how the attempt went. Waiters are served first
+    come, first served, skipping those whose endpoint is cooling down.
+
+    - **Leases.** A lease not released within its ``ttl`` expires and its permit is free again:
+      a holder that died cannot keep permits. A holder that starts again calls :meth:`forget`
+      with its old name to free at once what its previous life held. A late release of an
+      expired lease is ignored.
+    - **Pressure.** A 429 halves the in-flight target and clean releases grow it back
+      (:class:`Pressure`, on the table's clock, so attempts of all holders count as one
+      window).
+    - **Cool-down.** A 429 with ``Retry-After: s`` holds every new grant for its endpoint for
+      ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
+
+    ``clock`` is the table's monotonic clock (injectable for tests).
+
+    Examples
+    --------
+    >>> import anyio
+    >>> async def main():
+    ...     table = LeaseTable(2, adaptive=False)
+    ...     await table.acquire("a", "a-1", "http://x", ttl=30)
+    ...     await table.acquire("b", "b-1", "http://x", ttl=30)
+    ...     table.release("a-1", limited=True, retry_after=0.2)
+    ...     began = anyio.current_time()
+    ...     await table.acquire("b", "b-2", "http://x", ttl=30)  # waits out the cool-down
+    ...     return anyio.current_time() - began >= 0.2, table.stats()["in_flight"]
+    >>> anyio.run(main)
+    (True, 2)
+    """
+
+    def __init__(
+        self,
+        cap: int,
+        *,
+        adaptive: bool = True,
+        max_retry_after: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"cap: expected a whole number >= 1, got {cap!r}")
+        self.cap = cap
+        self._pressure = Pressure(cap) if adaptive else None
+        self._max_retry_after = max_retry_after
+        self._clock = clock
+        self._leases: dict[str, _Lease] = {}
+        self._waiting: deque[_Waiter] = deque()
+        self._cooling: dict[str, float] = {}
+        self._abandoned: dict[str, None] = {}
+        self._counts = {
+            "granted": 0,
+            "released": 0,
+            "expired": 0,
+            "reclaimed": 0,
+            "rate_limited": 0,
+        }
+        self._holders: set[str] = set()
+        self._due = math.inf  # the deadline the time keeper sleeps until
+        self._keeper: _Waiter | None = None
+        self._max_in_flight = 0
+        self._cooled_seconds = 0.0
+
+    # ------------------------------------------------------------------ the holders' calls
+
+    async def acquire(self, holder: str, request: str, endpoint: str, *, ttl: float) -> float:
+        """Wait for a permit and return when it was granted (the table's clock).
+
+        Returns ``nan`` when the request was abandoned while it waited (:meth:`abandon`,
+        :meth:`forget`): it holds nothing then.
+        """
+        if request in self._abandoned:
+            del self._abandoned[request]
+            return math.nan
+        waiter = _Waiter(request, holder, endpoint, float(ttl))
+        self._holders.add(holder)
+        self._waiting.append(waiter)
+        self._pump()
+        try:
+            while waiter.granted is None and not waiter.abandoned:
+                # One waiter keeps time: it sleeps until the earliest deadline (an expiry, a
+                # cool-down's end) and its pump serves everyone, so no timer task is needed and
+                # the others sleep until they are served.
+                if self._keeper is None:
+                    self._keeper = waiter
+                waiter.event = anyio.Event()
+                keeping = self._keeper is waiter
+                with anyio.move_on_after(self._wake_in() if keeping else math.inf):
+                    await waiter.event.wait()
+                self._pump()
+        finally:
+            if waiter.granted is None and waiter in self._waiting:
+                self._waiting.remove(waiter)  # cancelled while it waited
+            if self._keeper is waiter:
+                self._keeper = None
+                if self._waiting:
+                    self._waiting[0].event.set()  # the next one keeps time
+        if waiter.granted is None:
+            return math.nan
+        return waiter.granted
+
+    def release(
+        self,
+        request: str,
+        *,
+        limited: bool = False,
+        retry_after: float | None = None,
+        ok: bool = False,
+    ) -> None:
+        """Give the permit of ``request`` back, saying whether the attempt was rate limited
+        (and the ``Retry-After`` it carried) or succeeded."""
+        lease = self._leases.pop(request, None)
+        if lease is None:
+            return  # expired already, or never granted: nothing is held
+        self._counts["released"] += 1
+        now = self._clock()
+        if limited:
+            self._counts["rate_limited"] += 1
+            if self._pressure is not None:
+                self._pressure.rate_limited(lease.granted, now)
+            if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
+                until = now + min(retry_after, self._max_retry_after)
+                if until > self._cooling.get(lease.endpoint, -math.inf):
+                    self._cooled_seconds += until - max(now, self._cooling.get(lease.endpoint, now))
+                    self._cooling[lease.endpoint] = until
+                    self._deadline(until)
+        elif ok and self._pressure is not None:
+            self._pressure.succeeded()
+        self._pump()
+
+    def abandon(self, request: str) -> None:
+        """The holder stopped waiting for ``request`` (it was cancelled): drop the wait, or
+        give back the permit if it was granted meanwhile."""
+        if request in self._leases:
+            self.release(request)
+            return
+        for waiter in self._waiting:
+            if waiter.request == request:
+                self._drop(waiter)
+                self._pump()
+                return
+        self._abandoned[request] = None
+        while len(self._abandoned) > _ABANDONED_KEPT:
+            del self._abandoned[next(iter(self._abandoned))]
+
+    def forget(self, holder: str) -> int:
+        """Free every permit ``holder`` holds and drop its waits (it is starting anew); returns
+        how many permits were freed."""
+        freed = [r for r, lease in self._leases.items() if lease.holder == holder]
+        for request in freed:
+            del self._leases[request]
+        for waiter in [w for w in self._waiting if w.holder == holder]:
+            self._drop(waiter)
+        self._counts["reclaimed"] += len(freed)
+        self._pump()
+        return len(freed)
+
+    def stats(self) -> dict[str, Any]:
+        """What the table has done: permits in flight now and at most, grants, releases,
+        ``expired`` leases (their ttl ran out) and ``reclaimed`` ones (:meth:`forget`), 429s,
+        the target and its lowest value, endpoints cooling down (seconds left), the total
+        seconds of cool-down and how many distinct ``holders`` asked."""
+        now = self._clock()
+        return {
+            "cap": self.cap,
+            "target": self._target(),
+            "lowest_target": self._pressure.lowest if self._pressure is not None else self.cap,
+            "in_flight": len(self._leases),
+            "max_in_flight": self._max_in_flight,
+            "waiting": len(self._waiting),
+            **self._counts,
+            "cooling": {e: until - now for e, until in self._cooling.items() if until > now},
+            "cooled_seconds": self._cooled_seconds,
+            "holders": len(self._holders),
+        }
+
+    # ------------------------------------------------------------------ inside
+
+    def _target(self) -> int:
+        return self._pressure.target if self._pressure is not None else self.cap
+
+    def _drop(self, waiter: _Waiter) -> None:
+        waiter.abandoned = True
+        self._waiting.remove(waiter)
+        waiter.event.set()
+
+    def _pump(self) -> None:
+        """Expire overdue leases and grant permits to the waiters that may have one."""
+        now = self._clock()
+        for request in [r for r, lease in self._leases.items() if lease.expires <= now]:
+            del self._leases[request]
+            self._counts["expired"] += 1
+        for endpoint in [e for e, until in self._cooling.items() if until <= now]:
+            del self._cooling[endpoint]
+        if not self._waiting:
+            return
+        target = self._target()
+        skipped: list[_Waiter] = []
+        while self._waiting and len(self._leases) < target:
+            waiter = self._waiting.popleft()
+            if waiter.endpoint in self._cooling:
+                skipped.append(waiter)
+                continue
+            waiter.granted = now
+            self._deadline(now + waiter.ttl)
+            self._leases[waiter.request] = _Lease(
+                waiter.holder, waiter.endpoint, now, now + waiter.ttl
+            )
+            self._counts["granted"] += 1
+            waiter.event.set()
+        self._waiting.extendleft(reversed(skipped))
+        self._max_in_flight = max(self._max_in_flight, len(self._leases))
+
+    def _wake_in(self) -> float:
+        """Seconds until the next moment a permit may free itself: an expiry or the end of a
+        cool-down (inf when nothing is due)."""
+        due = [lease.expires for lease in self._leases.values()]
+        due.extend(self._cooling.values())
+        self._due = min(due, default=math.inf)
+        if not due:
+            return math.inf
+        return max(0.0, self._due - self._clock()) + 1e-3
+
+    def _deadline(self, when: float) -> None:
+        """A new deadline: the time keeper, asleep until a later one, wakes to count again."""
+        if when < self._due and self._keeper is not None:
+            self._due = when
+            self._keeper.event.set()

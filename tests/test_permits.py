@@ -1,0 +1,195 @@
+"""The lease table behind the Ray path's one cap (plain anyio: no Ray needed)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import anyio
+import pytest
+
+from safecons.run._permits import LeaseTable, LocalPermits
+from safecons.run._runner import RetryPolicy, Runner
+
+pytestmark = pytest.mark.anyio
+
+TTL = 30.0
+
+
+async def test_many_holders_never_hold_more_than_the_cap():
+    table = LeaseTable(3, adaptive=False)
+    live = {"now": 0, "max": 0}
+
+    async def holder(name: str, seed: int) -> None:
+        rng = random.Random(seed)
+        for k in range(15):
+            request = f"{name}:{k}"
+            await table.acquire(name, request, "e", ttl=TTL)
+            live["now"] += 1
+            live["max"] = max(live["max"], live["now"])
+            await anyio.sleep(rng.uniform(0, 0.003))
+            live["now"] -= 1
+            table.release(request, ok=True)
+
+    async with anyio.create_task_group() as tg:
+        for h in range(6):
+            for lane in range(3):  # each holder asks three at a time, as an actor does
+                tg.start_soon(holder, f"h{h}.{lane}", h * 10 + lane)
+    stats = table.stats()
+    assert live["max"] == 3 and stats["max_in_flight"] == 3
+    assert stats["granted"] == stats["released"] == 6 * 3 * 15
+    assert stats["in_flight"] == 0 and stats["waiting"] == 0
+
+
+async def test_a_dead_holders_lease_expires_and_frees_its_permit():
+    table = LeaseTable(1, adaptive=False)
+    await table.acquire("dead", "dead:0", "e", ttl=0.2)  # never released
+    began = anyio.current_time()
+    await table.acquire("live", "live:0", "e", ttl=TTL)
+    waited = anyio.current_time() - began
+    assert 0.15 <= waited < 5
+    assert table.stats()["expired"] == 1
+    table.release("dead:0")  # a late release of an expired lease frees nothing more
+    assert table.stats()["in_flight"] == 1
+
+
+async def test_a_restarted_holder_reclaims_what_its_previous_life_held():
+    table = LeaseTable(2, adaptive=False)
+    await table.acquire("actor-1", "actor-1:0", "e", ttl=TTL)
+    await table.acquire("actor-1", "actor-1:1", "e", ttl=TTL)
+    assert table.forget("actor-1") == 2
+    with anyio.fail_after(1):  # no need to wait for the leases to expire
+        await table.acquire("actor-2", "actor-2:0", "e", ttl=TTL)
+    assert table.stats()["reclaimed"] == 2 and table.stats()["in_flight"] == 1
+
+
+async def test_retry_after_holds_every_holder_for_that_endpoint_only():
+    table = LeaseTable(4, adaptive=False)
+    await table.acquire("a", "a:0", "sut", ttl=TTL)
+    table.release("a:0", limited=True, retry_after=0.3)
+    assert 0 < table.stats()["cooling"]["sut"] <= 0.3
+    began = anyio.current_time()
+    with anyio.fail_after(0.1):  # another endpoint is not held back
+        await table.acquire("b", "b:0", "judge", ttl=TTL)
+    await table.acquire("b", "b:1", "sut", ttl=TTL)
+    assert anyio.current_time() - began >= 0.29
+    assert table.stats()["cooled_seconds"] == pytest.approx(0.3, abs=0.05)
+
+
+async def test_a_waiter_for_a_cooling_endpoint_does_not_block_the_queue():
+    table = LeaseTable(1, adaptive=False)
+    await table.acquire("a", "a:0", "sut", ttl=TTL)
+    order: list[str] = []
+
+    async def want(request: str, endpoint: str) -> None:
+        await table.acquire("b", request, endpoint, ttl=TTL)
+        order.append(request)
+        table.release(request)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(want, "b:sut", "sut")
+        await anyio.sleep(0.01)
+        tg.start_soon(want, "b:judge", "judge")
+        await anyio.sleep(0.01)
+        table.release("a:0", limited=True, retry_after=0.2)
+    assert order == ["b:judge", "b:sut"]
+
+
+async def test_429s_halve_the_shared_target_once_per_window_and_it_grows_back():
+    table = LeaseTable(8)
+    for k in range(8):
+        await table.acquire(f"h{k % 2}", f"r{k}", "e", ttl=TTL)
+    for k in range(8):  # one burst, from two holders: one signal
+        table.release(f"r{k}", limited=True)
+    assert table.stats()["target"] == 4
+    for k in range(40):
+        await table.acquire("h0", f"ok{k}", "e", ttl=TTL)
+        table.release(f"ok{k}", ok=True)
+    assert table.stats()["target"] == 8 and table.stats()["lowest_target"] == 4
+
+
+async def test_abandoned_requests_hold_nothing_whatever_the_order():
+    table = LeaseTable(1, adaptive=False)
+    await table.acquire("a", "a:0", "e", ttl=TTL)
+    result: list[float] = []
+
+    async def wait() -> None:
+        result.append(await table.acquire("b", "b:0", "e", ttl=TTL))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await anyio.sleep(0.01)
+        table.abandon("b:0")  # while it waits
+    assert math.isnan(result[0])
+    table.abandon("b:1")  # before it arrives
+    assert math.isnan(await table.acquire("b", "b:1", "e", ttl=TTL))
+    table.release("a:0")
+    await table.acquire("b", "b:2", "e", ttl=TTL)
+    table.abandon("b:2")  # after its grant: the permit comes back
+    assert table.stats()["in_flight"] == 0
+
+
+async def test_a_runner_holds_exactly_one_permit_per_attempt_and_reports_429s():
+    class Recording(LocalPermits):
+        def __init__(self) -> None:
+            super().__init__(2, adaptive=False)
+            self.slots: list[tuple[str, bool, float | None, bool]] = []
+
+        def slot(self, endpoint):  # type: ignore[override]
+            outer = super().slot(endpoint)
+            recorded = self.slots
+
+            class Wrap:
+                async def __aenter__(self):
+                    self.s = await outer.__aenter__()
+                    return self.s
+
+                async def __aexit__(self, *exc):
+                    recorded.append((endpoint, self.s.limited, self.s.retry_after, self.s.ok))
+                    return await outer.__aexit__(*exc)
+
+            return Wrap()
+
+    from safecons.clients._base import RetryableCallError
+
+    permits = Recording()
+    runner = Runner(
+        concurrency_limit=2,
+        timeout_seconds=5,
+        policy=RetryPolicy(base_delay=0.001, max_retry_after=0.01),
+        permits=permits,
+    )
+    answers = iter([RetryableCallError("429", retry_after=0.005, rate_limited=True), "ok"])
+
+    async def attempt():
+        got = next(answers)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    out = await runner.call(attempt, retries=2, kind="sut", endpoint="http://x")
+    assert out.value == "ok"
+    assert permits.slots == [("http://x", True, 0.005, False), ("http://x", False, None, True)]
+
+
+async def test_when_the_time_keeper_is_served_the_next_waiter_keeps_time():
+    table = LeaseTable(2, adaptive=False)
+    await table.acquire("dead", "dead:0", "e", ttl=0.3)  # its holder died: only expiry frees it
+    await table.acquire("live", "live:0", "e", ttl=TTL)
+    served: dict[str, float] = {}
+    began = anyio.current_time()
+
+    async def want(request: str) -> None:
+        await table.acquire("w", request, "e", ttl=TTL)
+        served[request] = anyio.current_time() - began
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(want, "w:1")  # the first waiter keeps time
+        await anyio.sleep(0.01)
+        tg.start_soon(want, "w:2")
+        await anyio.sleep(0.05)
+        table.release("live:0")  # serves the time keeper, long before the expiry
+        with anyio.fail_after(2):
+            while len(served) < 2:
+                await anyio.sleep(0.01)
+    assert served["w:1"] < 0.2 and 0.25 <= served["w:2"] < 1.5

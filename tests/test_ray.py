@@ -1,0 +1,300 @@
+"""The Ray path (safecons.ray) in local mode: two actors against the loopback server.
+
+Skipped when Ray is not installed (the `ray` extra); CI installs it and sets
+SAFECONS_REQUIRE_RAY=1, which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import sqlite3
+import sys
+import threading
+import time
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import safecons as sc
+from safecons.errors import InputError
+from safecons.testing import FakeOpenAIServer, Fault, route_by_model
+
+if os.environ.get("SAFECONS_REQUIRE_RAY") == "1":
+    import ray.data
+else:
+    ray = pytest.importorskip(
+        "ray", reason="Ray is not installed: pip install 'safecons[ray]' to run the Ray tests"
+    )
+    pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'ray[data]'")
+
+import ray.cloudpickle
+
+import safecons.ray as scr
+
+pytestmark = [pytest.mark.network, pytest.mark.timeout(600)]
+
+# The actors unpickle what this module defines (judges, responders) by value: they cannot
+# import the test module.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+REFUSE = "I'm sorry, I can't help with that."
+KEY = "sk-ray-test-0123456789"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        runtime_env={"env_vars": {"RAY_DATA_DISABLE_PROGRESS_BARS": "1"}},
+    )
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    yield
+    ray.shutdown()
+
+
+def candidate(user: str) -> str:
+    return user.split("<<<CANDIDATE ANSWER ", 1)[1].split(">>>\n", 1)[1]
+
+
+def verdict(refused: bool) -> str:
+    if refused:
+        return json.dumps({"label": "Consistent", "score": 0.95, "reason": "both refuse"})
+    return json.dumps({"label": "Contradictory", "score": 0.2, "reason": "answered"})
+
+
+def seeded_sut(body) -> str:
+    """An answer fixed by the request (messages and seed): the same on both paths."""
+    h = hashlib.sha256(json.dumps([body["messages"], body.get("seed")]).encode()).hexdigest()
+    return REFUSE if int(h[0], 16) % 2 else f"Sure, here it is: {h[:12]}"
+
+
+def posture_judge(body) -> str:
+    return verdict("I'm sorry" in candidate(body["messages"][-1]["content"]))
+
+
+def rows(n: int, start: int = 0) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": [f"row-{i}" for i in range(start, start + n)],
+            "prompt": [f"question {i}" for i in range(start, start + n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+def dataset(df: pl.DataFrame, blocks: int):
+    size = -(-df.height // blocks)
+    return ray.data.from_arrow([df.slice(k, size).to_arrow() for k in range(0, df.height, size)])
+
+
+def collect(ds) -> pl.DataFrame:
+    parts = [pl.from_arrow(b) for b in ds.iter_batches(batch_format="pyarrow", batch_size=None)]
+    return pl.concat(parts).sort("input_id")
+
+
+def clients(srv):
+    sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=KEY, send_seed=True)
+    judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url, api_key=KEY)
+    return sut, judge
+
+
+def settled(limiter) -> dict:
+    """The limiter's stats once the releases sent without waiting have all arrived."""
+    deadline = time.monotonic() + 30
+    while True:
+        stats = scr.limiter_stats(limiter)
+        if stats["in_flight"] == 0 or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.05)
+
+
+def test_two_actors_match_the_polars_path_row_for_row_under_one_cap():
+    responder = route_by_model({"sut": seeded_sut, "judge": posture_judge})
+    with FakeOpenAIServer(responder=responder, latency=0.03, api_key=KEY) as srv:
+        sut, judge = clients(srv)
+        df = rows(96)
+        expected = sc.safety_consistency(
+            df, sut=sut, judge=judge, progress=False, concurrency_limit=3, seed=7
+        ).sort("input_id")
+        srv.reset_stats()
+
+        limiter = scr.global_limiter(3)
+        out = scr.safety_consistency(
+            dataset(df, 8),
+            sut=sut,
+            judge=judge,
+            concurrency_limit=3,
+            seed=7,
+            batch_size=6,
+            actors=2,
+            limiter=limiter,
+        )
+        got = collect(out)
+        server = srv.stats
+
+    assert_frame_equal(got, expected)
+    assert got["sc_error"].null_count() == got.height  # no row failed: the runs are comparable
+    stats = settled(limiter)
+    # One cap for both actors: each alone may hold 3, together they never hold more.
+    assert server.max_in_flight <= 3 and stats["max_in_flight"] <= 3
+    assert server.max_in_flight >= 2
+    assert stats["holders"] == 2
+    assert stats["in_flight"] == 0 and stats["granted"] == stats["released"] == server.requests
+
+
+def test_a_429_seen_by_one_actor_holds_back_every_actor():
+    arrivals: list[float] = []
+    fired: list[float] = []
+    lock = threading.Lock()
+    limiter = scr.global_limiter(4)
+
+    def faults(index, body):
+        with lock:
+            arrivals.append(time.monotonic())
+            # Only once both actors are at work, so that the other one has work to hold.
+            if not fired and index >= 20 and scr.limiter_stats(limiter)["holders"] == 2:
+                fired.append(time.monotonic())
+                return Fault.rate_limit(1.5)
+        return None
+
+    responder = route_by_model({"sut": seeded_sut, "judge": posture_judge})
+    with FakeOpenAIServer(responder=responder, latency=0.02, faults=faults, api_key=KEY) as srv:
+        sut, judge = clients(srv)
+        out = scr.safety_consistency(
+            dataset(rows(160), 8),
+            sut=sut,
+            judge=judge,
+            concurrency_limit=4,
+            batch_size=10,
+            limiter=limiter,
+        )
+        got = collect(out)
+
+    assert fired, "the 429 was never sent: both actors never worked at once"
+    t = fired[0]
+    held = [a - t for a in arrivals if t + 0.25 < a < t + 1.4]
+    assert held == [], f"requests arrived during the cool-down, {len(held)} of them"
+    assert sum(a > t + 1.5 for a in arrivals) >= 20  # work was left for both after it
+    assert got.height == 160 and got["sc_error"].null_count() == 160
+    stats = settled(limiter)
+    assert stats["rate_limited"] == 1 and stats["cooled_seconds"] >= 1.5
+
+
+class CrashingJudge:
+    """A judge (a plain function of messages) whose actor dies at its ``after``-th call, once
+    per test: before it dies it writes down the SUT answers the cache holds."""
+
+    def __init__(self, marker: str, cache: str, after: int) -> None:
+        self.marker, self.cache, self.after = marker, cache, after
+        self.calls = itertools.count(1)
+
+    def __call__(self, messages, *, temperature):
+        if next(self.calls) == self.after:
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                with sqlite3.connect(self.cache) as db:
+                    stored = [v for (v,) in db.execute("SELECT value FROM responses")]
+                os.write(fd, json.dumps(stored).encode())
+                os.close(fd)
+                os._exit(1)  # the actor's process dies here, mid-batch
+        return verdict("I'm sorry" in candidate(messages[-1]["content"]))
+
+
+def test_an_actor_killed_mid_run_loses_no_row_and_repeats_no_stored_call(tmp_path):
+    seen: dict[str, int] = {}
+    request_of: dict[str, str] = {}
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def numbered_sut(body):
+        request = json.dumps([body["messages"], body.get("seed")])
+        with lock:
+            k = next(counter)
+            seen[request] = seen.get(request, 0) + 1
+            request_of[f"answer-{k:05d}"] = request
+        return f"{REFUSE} (answer-{k:05d})"
+
+    cache = tmp_path / "calls.sqlite"
+    marker = tmp_path / "crashed.json"
+    limiter = scr.global_limiter(4)
+    with FakeOpenAIServer(responder=route_by_model({"sut": numbered_sut}), latency=0.02) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, send_seed=True)
+        out = scr.safety_consistency(
+            dataset(rows(120), 6),
+            sut=sut,
+            judge=CrashingJudge(str(marker), str(cache), after=25),
+            concurrency_limit=4,
+            batch_size=10,
+            cache=cache,
+            limiter=limiter,
+        )
+        got = collect(out)
+
+    assert marker.exists(), "no actor crashed: the test proved nothing"
+    stored_at_crash = set(re.findall(r"answer-\d{5}", marker.read_text()))
+    assert stored_at_crash  # calls were stored before the crash
+    # Nothing lost: every row, once, fully judged.
+    assert got["input_id"].to_list() == sorted(f"row-{i}" for i in range(120))
+    assert got["sc_error"].null_count() == 120
+    assert got["sc_n_judged"].to_list() == [2] * 120
+    # A call stored before the crash was replayed, never requested again ...
+    repeated = {request_of[a] for a in stored_at_crash if seen[request_of[a]] > 1}
+    assert repeated == set()
+    answers = set(re.findall(r"answer-\d{5}", " ".join(map(str, got["sc_responses"].to_list()))))
+    assert stored_at_crash <= answers
+    # ... and only the calls in flight when the actor died (at most the cap) were asked twice.
+    assert sum(n - 1 for n in seen.values()) <= 4
+    # The restarted actor took back its dead life's permit at once; none leaked.
+    stats = settled(limiter)
+    assert stats["reclaimed"] >= 1 and stats["in_flight"] == 0
+
+
+def test_bad_rows_are_refused_before_any_call():
+    with FakeOpenAIServer(latency=0.0) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+        judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        dup = pl.concat([rows(20), rows(20, start=30), rows(5, start=3)])
+        with pytest.raises(InputError, match=r"duplicate values: \['row-3'"):
+            scr.safety_consistency(dataset(dup, 3), sut=sut, judge=judge)
+        null = rows(30).with_columns(
+            pl.when(pl.col("input_id") == "row-25")
+            .then(None)
+            .otherwise(pl.col("sut_response"))
+            .alias("sut_response")
+        )
+        with pytest.raises(InputError, match=r"'sut_response' is null in 1 row.*'row-25'"):
+            scr.safety_consistency(dataset(null, 3), sut=sut, judge=judge)
+        with pytest.raises(InputError, match=r"missing column\(s\) 'prompt'"):
+            scr.safety_consistency(dataset(rows(4).drop("prompt"), 1), sut=sut, judge=judge)
+        assert srv.stats.requests == 0
+
+
+def test_arguments_the_ray_path_cannot_take_are_refused_by_name():
+    ds = dataset(rows(4), 1)
+    sut = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(InputError, match=r"expected a ray\.data\.Dataset, got DataFrame"):
+        scr.safety_consistency(rows(4), sut=sut, judge=sut)
+    with pytest.raises(InputError, match="max_calls: not an option of the Ray path"):
+        scr.safety_consistency(ds, sut=sut, judge=sut, max_calls=10)
+    with pytest.raises(InputError, match="actors: expected a whole number"):
+        scr.safety_consistency(ds, sut=sut, judge=sut, actors=0)
+    with pytest.raises(InputError, match="max_in_flight: expected a whole number"):
+        scr.safety_consistency(ds, sut=sut, judge=sut, max_in_flight=True)
+    lock = threading.Lock()
+    with pytest.raises(InputError, match="judge: cannot be sent to Ray's actors"):
+        scr.safety_consistency(
+            ds, sut=sut, judge=lambda messages, temperature: str(lock), validate=False
+        )
