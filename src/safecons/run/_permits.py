@@ -140,6 +140,10 @@ class _Lease:
 _ABANDONED_KEPT = 10_000
 
 
+#: How many of the latest cool-downs :meth:`LeaseTable.stats` lists.
+_COOL_DOWNS_KEPT = 100
+
+
 class LeaseTable:
     """One concurrency cap, one adaptive target and per-endpoint cool-downs for many holders.
 
@@ -205,6 +209,7 @@ class LeaseTable:
         self._keeper: _Waiter | None = None
         self._max_in_flight = 0
         self._cooled_seconds = 0.0
+        self._cool_downs: deque[tuple[str, float, float]] = deque(maxlen=_COOL_DOWNS_KEPT)
 
     # ------------------------------------------------------------------ the holders' calls
 
@@ -268,6 +273,7 @@ class LeaseTable:
                 if until > self._cooling.get(lease.endpoint, -math.inf):
                     self._cooled_seconds += until - max(now, self._cooling.get(lease.endpoint, now))
                     self._cooling[lease.endpoint] = until
+                    self._cool_downs.append((lease.endpoint, now, until))
                     self._deadline(until)
         elif ok and self._pressure is not None:
             self._pressure.succeeded()
@@ -304,7 +310,8 @@ class LeaseTable:
         """What the table has done: permits in flight now and at most, grants, releases,
         ``expired`` leases (their ttl ran out) and ``reclaimed`` ones (:meth:`forget`), 429s,
         the target and its lowest value, endpoints cooling down (seconds left), the total
-        seconds of cool-down and how many distinct ``holders`` asked."""
+        seconds of cool-down, the latest ``cool_downs`` as ``(endpoint, start, end)`` on the
+        table's clock, and how many distinct ``holders`` asked."""
         now = self._clock()
         return {
             "cap": self.cap,
@@ -316,6 +323,7 @@ class LeaseTable:
             **self._counts,
             "cooling": {e: until - now for e, until in self._cooling.items() if until > now},
             "cooled_seconds": self._cooled_seconds,
+            "cool_downs": list(self._cool_downs),
             "holders": len(self._holders),
         }
 

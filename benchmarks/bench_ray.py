@@ -1,0 +1,203 @@
+"""The Ray path against the single-process run, on the same rows and the same loopback server.
+
+    python benchmarks/bench_ray.py                       # the figures of docs/scale-out.md
+    python benchmarks/bench_ray.py --rows 300 1200 --concurrency 16 --latency 0.05
+
+Needs the ``ray`` extra. It starts the harness's loopback server (``benchmarks/harness.py``: a
+fixed latency per call, in its own process), then, for each concurrency and each number of
+rows, times ``safecons.safety_consistency`` on a DataFrame and ``safecons.ray``'s on a
+Dataset of the same rows with two actors in local mode (``ray.init(num_cpus=2)``), both
+under the same cap. The server counts the calls each run made; every run must make the calls
+the workload needs.
+
+Wall time grows with the rows as ``fixed + rows * per_row``: the two sizes give both terms
+for each path, so the Ray path's cost is a fixed start-up (actors, the check pass) and an
+overhead per row (the lease of every attempt from the limiter actor, Arrow batches). Last,
+the limiter actor alone: leases granted and given back per second, the ceiling of one job's
+calls per second whatever the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import RESPONSES_PER_QUERY, Server, prompts
+
+
+def frame(rows: int) -> Any:
+    import polars as pl
+
+    return pl.DataFrame(
+        {
+            "input_id": list(range(rows)),
+            "prompt": prompts(rows),
+            "sut_response": ["Start with the facts, then say what you want done."] * rows,
+        }
+    )
+
+
+def clients(base_url: str) -> tuple[Any, Any]:
+    import safecons as sc
+
+    return (
+        sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
+        sc.OpenAICompatible(base_url=base_url, model="judge", api_key=""),
+    )
+
+
+def polars_run(base_url: str, rows: int, cap: int) -> float:
+    import safecons as sc
+
+    sut, judge = clients(base_url)
+    began = time.perf_counter()
+    out = sc.safety_consistency(
+        frame(rows),
+        sut=sut,
+        judge=judge,
+        responses_per_query=RESPONSES_PER_QUERY,
+        concurrency_limit=cap,
+        cache=False,
+        progress=False,
+    )
+    wall = time.perf_counter() - began
+    if out["sc_error"].null_count() != rows:
+        raise SystemExit("polars run: some rows errored")
+    return wall
+
+
+def ray_run(base_url: str, rows: int, cap: int, actors: int, batch_size: int) -> float:
+    import ray.data
+
+    import safecons.ray as scr
+
+    sut, judge = clients(base_url)
+    df = frame(rows)
+    blocks = max(actors * 4, rows // batch_size)
+    size = -(-rows // blocks)
+    began = time.perf_counter()
+    ds = ray.data.from_arrow([df.slice(k, size).to_arrow() for k in range(0, rows, size)])
+    out = scr.safety_consistency(
+        ds,
+        sut=sut,
+        judge=judge,
+        responses_per_query=RESPONSES_PER_QUERY,
+        concurrency_limit=cap,
+        cache=False,
+        actors=actors,
+        batch_size=batch_size,
+    )
+    errored = 0
+    n = 0
+    for batch in out.iter_batches(batch_format="pyarrow", batch_size=None):
+        n += batch.num_rows
+        errored += batch.num_rows - batch.column("sc_error").null_count
+    wall = time.perf_counter() - began
+    if n != rows or errored:
+        raise SystemExit(f"ray run: {n} rows back of {rows}, {errored} errored")
+    return wall
+
+
+def limiter_ceiling(pairs: int, concurrency: int) -> float:
+    """Leases per second one limiter actor grants and takes back, asked ``concurrency`` at a
+    time from one process, as a worker asks."""
+    import safecons.ray as scr
+    from safecons.ray._limiter import RemotePermits
+
+    permits = RemotePermits(
+        scr.global_limiter(concurrency), "bench", ttl=60.0, local_limit=concurrency
+    )
+
+    async def main() -> float:
+        async def one() -> None:
+            async with permits.slot("http://bench"):
+                pass
+
+        sem = asyncio.Semaphore(concurrency)
+
+        async def bounded() -> None:
+            async with sem:
+                await one()
+
+        began = time.perf_counter()
+        await asyncio.gather(*(bounded() for _ in range(pairs)))
+        return pairs / (time.perf_counter() - began)
+
+    return asyncio.run(main())
+
+
+def fit(sizes: list[int], walls: list[float]) -> tuple[float, float]:
+    """Fixed seconds and seconds per row of the line through the two sizes."""
+    (n1, n2), (w1, w2) = sizes, walls
+    per_row = (w2 - w1) / (n2 - n1)
+    return w1 - per_row * n1, per_row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, nargs=2, default=[400, 1600])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=100)
+    args = parser.parse_args()
+
+    import ray
+    import ray.data
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    calls_per_row = 2 * (RESPONSES_PER_QUERY - 1)
+    server = Server(args.latency, 200)
+    try:
+        print(
+            f"latency {args.latency * 1000:g} ms, {calls_per_row} calls a row, "
+            f"{args.actors} actors, batches of {args.batch_size} rows, ray {ray.__version__}"
+        )
+        head = (
+            f"{'cap':>4} {'rows':>6} {'polars s':>9} {'ray s':>7} {'ideal s':>8} "
+            f"{'polars/ideal':>12} {'ray/ideal':>9}"
+        )
+        print(head)
+        for cap in args.concurrency:
+            walls: dict[str, list[float]] = {"polars": [], "ray": []}
+            for rows in args.rows:
+                polars_wall = polars_run(server.base_url, rows, cap)
+                if server.take_count() != rows * calls_per_row:
+                    raise SystemExit("polars run: wrong number of calls")
+                ray_wall = ray_run(server.base_url, rows, cap, args.actors, args.batch_size)
+                if server.take_count() != rows * calls_per_row:
+                    raise SystemExit("ray run: wrong number of calls")
+                ideal = rows * calls_per_row * args.latency / cap
+                walls["polars"].append(polars_wall)
+                walls["ray"].append(ray_wall)
+                print(
+                    f"{cap:>4} {rows:>6} {polars_wall:>9.2f} {ray_wall:>7.2f} {ideal:>8.2f} "
+                    f"{ideal / polars_wall:>12.2f} {ideal / ray_wall:>9.2f}"
+                )
+            p_fixed, p_row = fit(args.rows, walls["polars"])
+            r_fixed, r_row = fit(args.rows, walls["ray"])
+            print(
+                f"  cap {cap}: polars {p_fixed:.2f} s + {p_row * 1000:.2f} ms/row; "
+                f"ray {r_fixed:.2f} s + {r_row * 1000:.2f} ms/row; "
+                f"ray's overhead {(r_row - p_row) * 1000:+.2f} ms/row, "
+                f"{r_fixed - p_fixed:+.2f} s fixed"
+            )
+        ceiling = limiter_ceiling(20_000, 64)
+        print(f"limiter actor: {ceiling:,.0f} leases/s (acquire + release, 64 at a time)")
+    finally:
+        server.close()
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
