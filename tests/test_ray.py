@@ -149,7 +149,9 @@ def test_two_actors_match_the_polars_path_row_for_row_under_one_cap():
     assert server.max_in_flight <= 3 and stats["max_in_flight"] <= 3
     assert server.max_in_flight >= 2
     assert stats["holders"] == 2
-    assert stats["in_flight"] == 0 and stats["granted"] == stats["released"] == server.requests
+    # Every lease came back; a permit serves several attempts in turn before it does.
+    assert stats["in_flight"] == 0 and stats["granted"] == stats["released"]
+    assert 0 < stats["granted"] < server.requests
 
 
 def test_a_429_seen_by_one_actor_holds_back_every_actor():

@@ -210,6 +210,8 @@ class LeaseTable:
         self._max_in_flight = 0
         self._cooled_seconds = 0.0
         self._cool_downs: deque[tuple[str, float, float]] = deque(maxlen=_COOL_DOWNS_KEPT)
+        self._cool_version = 0
+        self._cool_changed: anyio.Event | None = None  # made on the loop, by the first poll
 
     # ------------------------------------------------------------------ the holders' calls
 
@@ -255,29 +257,65 @@ class LeaseTable:
         *,
         limited: bool = False,
         retry_after: float | None = None,
-        ok: bool = False,
+        ok: int = 0,
+        endpoint: str | None = None,
+        started_ago: float | None = None,
     ) -> None:
-        """Give the permit of ``request`` back, saying whether the attempt was rate limited
-        (and the ``Retry-After`` it carried) or succeeded."""
+        """Give the permit of ``request`` back, saying how its attempts went.
+
+        ``ok`` counts the attempts that succeeded on it (a holder may reuse a permit for
+        several attempts before it gives it back); ``limited`` says the last one was rate
+        limited, by ``endpoint`` (default: the one the lease was asked for), ``started_ago``
+        seconds ago (default: when the lease was granted), with ``Retry-After: retry_after``.
+        """
         lease = self._leases.pop(request, None)
         if lease is None:
             return  # expired already, or never granted: nothing is held
         self._counts["released"] += 1
         now = self._clock()
+        if self._pressure is not None:
+            for _ in range(int(ok)):
+                self._pressure.succeeded()
         if limited:
             self._counts["rate_limited"] += 1
+            started = lease.granted if started_ago is None else now - max(0.0, started_ago)
             if self._pressure is not None:
-                self._pressure.rate_limited(lease.granted, now)
+                self._pressure.rate_limited(started, now)
             if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
-                until = now + min(retry_after, self._max_retry_after)
-                if until > self._cooling.get(lease.endpoint, -math.inf):
-                    self._cooled_seconds += until - max(now, self._cooling.get(lease.endpoint, now))
-                    self._cooling[lease.endpoint] = until
-                    self._cool_downs.append((lease.endpoint, now, until))
-                    self._deadline(until)
-        elif ok and self._pressure is not None:
-            self._pressure.succeeded()
+                self._cool(endpoint or lease.endpoint, now, min(retry_after, self._max_retry_after))
         self._pump()
+
+    def _cool(self, endpoint: str, now: float, seconds: float) -> None:
+        until = now + seconds
+        if until <= self._cooling.get(endpoint, -math.inf):
+            return
+        self._cooled_seconds += until - max(now, self._cooling.get(endpoint, now))
+        self._cooling[endpoint] = until
+        self._cool_downs.append((endpoint, now, until))
+        self._deadline(until)
+        # Holders that wait for news of cool-downs (cooling_changes) hear of it now.
+        self._cool_version += 1
+        if self._cool_changed is not None:
+            self._cool_changed.set()
+            self._cool_changed = None
+
+    def cooling(self) -> dict[str, float]:
+        """The endpoints cooling down now, and the seconds left of each."""
+        now = self._clock()
+        return {e: until - now for e, until in self._cooling.items() if until > now}
+
+    async def cooling_changes(
+        self, seen: int, *, wait: float = 30.0
+    ) -> tuple[int, dict[str, float]]:
+        """Wait (at most ``wait`` seconds) until a cool-down starts that a holder which has seen
+        version ``seen`` has not, and return the version and :meth:`cooling`: a long poll, so
+        holders hear of a 429 at once without asking again and again."""
+        if seen == self._cool_version:
+            if self._cool_changed is None:
+                self._cool_changed = anyio.Event()
+            with anyio.move_on_after(wait):
+                await self._cool_changed.wait()
+        return self._cool_version, self.cooling()
 
     def abandon(self, request: str) -> None:
         """The holder stopped waiting for ``request`` (it was cancelled): drop the wait, or
@@ -312,7 +350,6 @@ class LeaseTable:
         the target and its lowest value, endpoints cooling down (seconds left), the total
         seconds of cool-down, the latest ``cool_downs`` as ``(endpoint, start, end)`` on the
         table's clock, and how many distinct ``holders`` asked."""
-        now = self._clock()
         return {
             "cap": self.cap,
             "target": self._target(),
@@ -321,7 +358,7 @@ class LeaseTable:
             "max_in_flight": self._max_in_flight,
             "waiting": len(self._waiting),
             **self._counts,
-            "cooling": {e: until - now for e, until in self._cooling.items() if until > now},
+            "cooling": self.cooling(),
             "cooled_seconds": self._cooled_seconds,
             "cool_downs": list(self._cool_downs),
             "holders": len(self._holders),
