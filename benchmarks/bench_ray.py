@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 import time
 from pathlib import Path
@@ -104,32 +105,95 @@ def ray_run(base_url: str, rows: int, cap: int, actors: int, batch_size: int) ->
     return wall
 
 
-def limiter_ceiling(pairs: int, concurrency: int) -> float:
-    """Leases per second one limiter actor grants and takes back, asked ``concurrency`` at a
-    time from one process, as a worker asks."""
+def limiter_ceiling(pairs: int, concurrency: int) -> tuple[float, float]:
+    """Leases per second one limiter actor grants and takes back when every attempt asks it
+    (``acquire`` then ``release``, ``concurrency`` at a time from one process), and attempts
+    per second through a worker's :class:`RemotePermits`, which reuses each permit."""
     import safecons.ray as scr
-    from safecons.ray._limiter import RemotePermits
+    from safecons.run._permits import RemotePermits
 
-    permits = RemotePermits(
-        scr.global_limiter(concurrency), "bench", ttl=60.0, local_limit=concurrency
-    )
+    limiter = scr.global_limiter(concurrency)
+    permits = RemotePermits(limiter, "bench", ttl=60.0, local_limit=concurrency)
 
-    async def main() -> float:
-        async def one() -> None:
-            async with permits.slot("http://bench"):
-                pass
-
+    async def rate(one: Any) -> float:
         sem = asyncio.Semaphore(concurrency)
 
-        async def bounded() -> None:
+        async def bounded(k: int) -> None:
             async with sem:
-                await one()
+                await one(k)
 
         began = time.perf_counter()
-        await asyncio.gather(*(bounded() for _ in range(pairs)))
+        await asyncio.gather(*(bounded(k) for k in range(pairs)))
         return pairs / (time.perf_counter() - began)
 
+    async def raw(k: int) -> None:
+        await limiter.acquire.remote("raw", f"raw:{k}", "http://bench", 60.0)
+        limiter.release.remote(f"raw:{k}", ok=1)
+
+    async def reused(k: int) -> None:
+        async with permits.slot("http://bench"):
+            await asyncio.sleep(0)
+
+    async def main() -> tuple[float, float]:
+        return await rate(raw), await rate(reused)
+
     return asyncio.run(main())
+
+
+def estimate(
+    *,
+    rows: int,
+    rpm: float,
+    latency: float,
+    price_in: float,
+    price_out: float,
+    cpu_ms_per_call: float,
+    raw_leases: float,
+    hold: float,
+) -> None:
+    """Wall time, actors and cost of scoring ``rows`` against an endpoint capped at ``rpm``
+    requests a minute, from the measured overheads and stated assumptions."""
+    import safecons as sc
+
+    calls_per_row = 2 * (RESPONSES_PER_QUERY - 1)
+    # Tokens: the SUT's answer and the judge's prompt, measured on safecons' own judge prompt
+    # around a 1,000-character answer pair (4 characters a token, a common rule of thumb).
+    answer = "x" * 1000
+    judge_chars = sum(
+        len(m["content"])
+        for m in sc.build_judge_messages(
+            query="q" * 200, variant="v" * 600, base=answer, candidate=answer
+        )
+    )
+    sut_in, sut_out = 600 / 4, 1000 / 4
+    judge_in, judge_out = judge_chars / 4, 60.0
+    per_row_in = (RESPONSES_PER_QUERY - 1) * (sut_in + judge_in)
+    per_row_out = (RESPONSES_PER_QUERY - 1) * (sut_out + judge_out)
+    calls = rows * calls_per_row
+    rate = rpm / 60.0
+    wall = calls / rate
+    cap = rate * latency  # Little's law: calls in flight to keep the endpoint at its limit
+    actors = max(1, math.ceil(cap / 64))
+    # A busy worker gives each permit back and leases it again about once a hold: one
+    # acquire and one release, the pair the raw ceiling counts.
+    lease_pairs = cap / hold
+    cost = rows * (per_row_in * price_in + per_row_out * price_out) / 1e6
+    cpu_hours = calls * cpu_ms_per_call / 1000 / 3600
+    print(
+        f"\n{rows:,} rows, {calls_per_row} calls a row = {calls:,} calls, at {rpm:,.0f} requests"
+        f"/min ({rate:,.0f}/s) and {latency:g} s a call:\n"
+        f"  wall time        {wall / 3600:,.1f} h ({wall / 86400:,.1f} days), set by the limit\n"
+        f"  cap (in flight)  {cap:,.0f} = {rate:,.0f}/s x {latency:g} s; {actors} actors "
+        f"of 64 (one machine holds them: each actor mostly waits)\n"
+        f"  limiter          {lease_pairs:,.0f} leases/s of its {raw_leases:,.0f}/s ceiling "
+        f"measured here ({lease_pairs / raw_leases:.0%}), with permits held {hold:g} s\n"
+        f"  client CPU       {cpu_hours:,.1f} CPU-hours at {cpu_ms_per_call:g} ms a call "
+        "(docs/performance.md)\n"
+        f"  tokens           {per_row_in:,.0f} in + {per_row_out:,.0f} out a row "
+        f"(judge prompt {judge_chars:,} characters)\n"
+        f"  cost             ${cost:,.0f} at ${price_in:g} / ${price_out:g} per million "
+        f"tokens in / out"
+    )
 
 
 def fit(sizes: list[int], walls: list[float]) -> tuple[float, float]:
@@ -146,6 +210,18 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=100)
+    # The worked estimate's assumptions (docs/scale-out.md): put your endpoint's own.
+    parser.add_argument("--estimate-rows", type=int, default=10_000_000)
+    parser.add_argument("--estimate-rpm", type=float, default=10_000.0)
+    parser.add_argument("--estimate-latency", type=float, default=2.0)
+    parser.add_argument(
+        "--cpu-ms-per-call",
+        type=float,
+        default=0.31,
+        help="safecons' CPU per call, as benchmarks/harness.py measures it",
+    )
+    parser.add_argument("--price-in", type=float, default=0.15, help="$ per million tokens")
+    parser.add_argument("--price-out", type=float, default=0.60, help="$ per million tokens")
     args = parser.parse_args()
 
     import ray
@@ -191,8 +267,22 @@ def main() -> int:
                 f"ray's overhead {(r_row - p_row) * 1000:+.2f} ms/row, "
                 f"{r_fixed - p_fixed:+.2f} s fixed"
             )
-        ceiling = limiter_ceiling(20_000, 64)
-        print(f"limiter actor: {ceiling:,.0f} leases/s (acquire + release, 64 at a time)")
+        raw, reused = limiter_ceiling(5_000, 64)
+        print(
+            f"limiter actor: {raw:,.0f} leases/s when every attempt asks it (acquire + "
+            f"release, 64 at a time); {reused:,.0f} attempts/s through a worker's permits, "
+            "which reuse each lease"
+        )
+        estimate(
+            rows=args.estimate_rows,
+            rpm=args.estimate_rpm,
+            latency=args.estimate_latency,
+            price_in=args.price_in,
+            price_out=args.price_out,
+            cpu_ms_per_call=args.cpu_ms_per_call,
+            raw_leases=raw,
+            hold=1.0,
+        )
     finally:
         server.close()
         ray.shutdown()

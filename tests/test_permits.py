@@ -8,7 +8,7 @@ import random
 import anyio
 import pytest
 
-from safecons.run._permits import LeaseTable, LocalPermits
+from safecons.run._permits import LeaseTable, LocalPermits, RemotePermits
 from safecons.run._runner import RetryPolicy, Runner
 
 pytestmark = pytest.mark.anyio
@@ -193,3 +193,87 @@ async def test_when_the_time_keeper_is_served_the_next_waiter_keeps_time():
             while len(served) < 2:
                 await anyio.sleep(0.01)
     assert served["w:1"] < 0.2 and 0.25 <= served["w:2"] < 1.5
+
+
+class FakeHandle:
+    """A LeaseTable behind ``.method.remote(...)`` calls, as a Ray actor handle offers it:
+    each call is scheduled at once and returns an awaitable, awaited or not."""
+
+    def __init__(self, table: LeaseTable) -> None:
+        self.table = table
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str):
+        import asyncio
+
+        method = getattr(self.table, name)
+        calls = self.calls
+
+        class Remote:
+            @staticmethod
+            def remote(*args, **kwargs):
+                calls[name] = calls.get(name, 0) + 1
+
+                async def run():
+                    if name == "acquire":  # the actor's signature: ttl by position
+                        *head, ttl = args
+                        return await method(*head, ttl=ttl)
+                    got = method(*args, **kwargs)
+                    return await got if hasattr(got, "__await__") else got
+
+                return asyncio.ensure_future(run())
+
+        return Remote
+
+
+async def test_remote_permits_reuse_a_lease_and_give_it_back_when_idle():
+    table = LeaseTable(2, adaptive=False)
+    handle = FakeHandle(table)
+    permits = RemotePermits(handle, "w1", ttl=TTL, local_limit=2, hold=1.0, idle=0.05)
+    for _ in range(20):  # one after another: one permit serves them all
+        async with permits.slot("sut") as slot:
+            slot.succeeded()
+    assert handle.calls["acquire"] == 1 and table.stats()["in_flight"] == 1
+    await anyio.sleep(0.2)  # idle: it goes back
+    stats = table.stats()
+    assert stats["in_flight"] == 0 and stats["released"] == 1
+
+
+async def test_remote_permits_never_exceed_the_tables_cap_across_workers():
+    table = LeaseTable(3, adaptive=False)
+    workers = [
+        RemotePermits(FakeHandle(table), f"w{k}", ttl=TTL, local_limit=3, hold=0.05)
+        for k in range(3)
+    ]
+    live = {"now": 0, "max": 0}
+
+    async def attempts(permits: RemotePermits) -> None:
+        for _ in range(20):
+            async with permits.slot("sut"):
+                live["now"] += 1
+                live["max"] = max(live["max"], live["now"])
+                await anyio.sleep(0.002)
+                live["now"] -= 1
+
+    async with anyio.create_task_group() as tg:
+        for permits in workers:
+            for _ in range(3):
+                tg.start_soon(attempts, permits)
+    assert live["max"] == 3 and table.stats()["max_in_flight"] == 3
+
+
+async def test_a_429_on_one_worker_holds_another_workers_reused_permit():
+    table = LeaseTable(4, adaptive=False)
+    a = RemotePermits(FakeHandle(table), "a", ttl=TTL, local_limit=2)
+    b = RemotePermits(FakeHandle(table), "b", ttl=TTL, local_limit=2)
+    async with b.slot("sut"):
+        pass  # b now holds a permit it may reuse without asking the table
+    async with a.slot("sut") as slot:
+        slot.rate_limited(0.4)
+    await anyio.sleep(0.05)  # the long poll carries the news to b
+    began = anyio.current_time()
+    async with b.slot("judge"):  # another endpoint: not held
+        assert anyio.current_time() - began < 0.1
+    async with b.slot("sut"):
+        assert anyio.current_time() - began >= 0.3
+    assert table.stats()["cool_downs"][0][0] == "sut"

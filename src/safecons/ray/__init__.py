@@ -11,11 +11,14 @@ How it runs:
   loop, one SUT and one judge session, one response-cache connection and one safecons runner
   (retries, backoff honouring ``Retry-After``, per-call timeouts) for its life; the clients are
   pickled without sessions and open them inside the actor.
-- One cap for the whole job: every attempt of every actor holds a lease from one async limiter
-  actor (:func:`global_limiter`), which also halves its target on a 429 and holds every new
-  attempt to an endpoint while a ``Retry-After`` it sent runs. A lease expires after the
-  per-call timeout plus a margin, so an actor that dies cannot keep permits; a restarted
-  actor frees its old leases at once.
+- One cap for the whole job: every attempt of every actor holds a permit leased from one async
+  limiter actor (:func:`global_limiter`); a worker reuses a permit for its next attempts for
+  up to a second, one at a time, so the actor is asked about once a second per permit, not
+  twice per attempt. The limiter halves its target on a 429, and a 429 with ``Retry-After``
+  holds every new attempt to that endpoint (URL and model) on every actor until it ends (the
+  actors hear of it by a long poll). A lease expires after the per-call timeout plus a
+  margin, so an actor that dies cannot keep permits; a restarted actor frees its old leases
+  at once.
 - The response cache: each finished call is stored as it finishes, so a batch that Ray
   retries after an actor crash replays what was stored and requests only the rest.
 """

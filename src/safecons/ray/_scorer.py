@@ -19,7 +19,7 @@ import ray.data
 
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
-from ..metric import _Job, _job
+from ..metric import _Job, _job_of
 from ..run._cache import CacheArg, ResponseCache, opened_cache
 from ..run._options import MAX_CONCURRENCY
 from ..run._record import DEFAULT_PREFIX
@@ -254,19 +254,10 @@ def safety_consistency(
     if "progress" in overrides or "max_calls" in overrides:
         name = "progress" if "progress" in overrides else "max_calls"
         raise InputError(f"{name}: not an option of the Ray path (see docs/scale-out.md)")
-    job = _job(
-        _empty_frame(ds),
-        sut=sut,
-        judge=judge,
-        config=config,
-        seed=seed,
-        progress=False,
-        prefix=prefix,
-        toxicity_templates=toxicity_templates,
-        jailbreak_templates=jailbreak_templates,
-        cache=False,
-        max_calls=None,
-        overrides=overrides,
+    # The Polars path's checks, on a frame of the Dataset's columns and no rows; each actor
+    # opens the cache itself (its path goes to it below).
+    job = _job_of(
+        locals() | {"df": _empty_frame(ds), "progress": False, "cache": False, "max_calls": None}
     )
     for role, client in (("sut", sut), ("judge", judge)):
         try:

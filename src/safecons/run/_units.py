@@ -151,31 +151,38 @@ async def run_frame(
     :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
     opening new ones.
     """
-    if runner is None:
-        with opened_cache(options.cache) as store:
-            return await run_frame(
-                df,
-                sut=sut,
-                judge=judge,
-                config=config,
-                options=options,
-                prefix=prefix,
-                runner=options.runner(store),
+    async with AsyncExitStack() as stack:
+        if runner is None:
+            runner = options.runner(stack.enter_context(opened_cache(options.cache)))
+        if sessions is None:
+            sessions = await stack.enter_async_context(
+                open_sessions(
+                    sut=sut, judge=judge, concurrency=options.concurrency_limit, runner=runner
+                )
             )
-    if sessions is None:
-        async with open_sessions(
-            sut=sut, judge=judge, concurrency=options.concurrency_limit, runner=runner
-        ) as opened:
-            return await run_frame(
-                df,
-                sut=sut,
-                judge=judge,
-                config=config,
-                options=options,
-                prefix=prefix,
-                runner=runner,
-                sessions=opened,
-            )
+        return await _run_units(
+            df,
+            responding=sut is not None,
+            judging=judge is not None,
+            config=config,
+            options=options,
+            prefix=prefix,
+            runner=runner,
+            sessions=sessions,
+        )
+
+
+async def _run_units(
+    df: pl.DataFrame,
+    *,
+    responding: bool,
+    judging: bool,
+    config: SafetyConsistencyConfig,
+    options: RunOptions,
+    prefix: str,
+    runner: Runner,
+    sessions: Sessions,
+) -> pl.DataFrame:
     names = column_names(prefix, config.metric_name)
     ids = df["input_id"].to_list()
     prompts = df["prompt"].to_list()
@@ -183,7 +190,7 @@ async def run_frame(
     variants = df[f"{prefix}variant_text"].to_list()
     results: list[list[Sample]]
     messages: Sequence[Any]
-    if sut is None:
+    if not responding:
         results = [
             [
                 Sample(response=r, response_error=None if r is not None else "no stored response")
@@ -267,4 +274,4 @@ async def run_frame(
         bar=bar,
     )
 
-    return assemble(df, results, names, responded=sut is not None, judged=judge is not None)
+    return assemble(df, results, names, responded=responding, judged=judging)
