@@ -326,3 +326,22 @@ def test_a_compressed_body_cut_short_is_an_error_not_a_shorter_answer():
     inflater.feed(gzip.compress(b"x" * 10_000)[:-20], 10**6)
     with pytest.raises(zlib.error, match="ends before its compressed stream"):
         inflater.finish(10**6)
+
+
+def test_a_key_from_the_environment_never_travels_in_a_pickle(monkeypatch):
+    import pickle
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-driver-0123456789abcdef")
+    client = OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1")
+    data = pickle.dumps(client)
+    assert b"sk-driver-0123456789abcdef" not in data
+    # Where it is unpickled (a Ray actor), the key is that process's own.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-actor-0123456789abcdef")
+    there = pickle.loads(data)
+    assert there._request_headers()["authorization"] == "Bearer sk-actor-0123456789abcdef"
+    assert "sk-actor-0123456789abcdef" not in there.secrets.scrub("x sk-actor-0123456789abcdef")
+    # A key given by argument is the caller's choice: it travels with the client.
+    given_key = OpenAICompatible(
+        model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-given-12345678"
+    )
+    assert pickle.loads(pickle.dumps(given_key))._api_key == "sk-given-12345678"

@@ -237,6 +237,7 @@ async def test_remote_permits_reuse_a_lease_and_give_it_back_when_idle():
     await anyio.sleep(0.2)  # idle: it goes back
     stats = table.stats()
     assert stats["in_flight"] == 0 and stats["released"] == 1
+    await permits.aclose()
 
 
 async def test_remote_permits_never_exceed_the_tables_cap_across_workers():
@@ -260,6 +261,10 @@ async def test_remote_permits_never_exceed_the_tables_cap_across_workers():
             for _ in range(3):
                 tg.start_soon(attempts, permits)
     assert live["max"] == 3 and table.stats()["max_in_flight"] == 3
+    for permits in workers:
+        await permits.aclose()
+    await anyio.sleep(0.01)  # the returns are sent, not awaited
+    assert table.stats()["in_flight"] == 0
 
 
 async def test_a_429_on_one_worker_holds_another_workers_reused_permit():
@@ -277,3 +282,65 @@ async def test_a_429_on_one_worker_holds_another_workers_reused_permit():
     async with b.slot("sut"):
         assert anyio.current_time() - began >= 0.3
     assert table.stats()["cool_downs"][0][0] == "sut"
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_time_keeper_served_before_it_ran_still_hands_the_role_on():
+    # The waiter woken to keep time is granted by a release before its task runs: the queue
+    # behind it must still get a keeper, or an expiry would never be noticed.
+    table = LeaseTable(1, adaptive=False)
+    await table.acquire("x", "D", "e", ttl=TTL)
+    served: dict[str, float] = {}
+    began = anyio.current_time()
+
+    async def first() -> None:
+        await table.acquire("k", "K", "e", ttl=TTL)
+        table.release("K")  # B is granted before B's task runs
+
+    async def want(name: str, ttl: float) -> None:
+        await table.acquire(name, name, "e", ttl=ttl)
+        served[name] = anyio.current_time() - began
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await anyio.sleep(0.01)
+        tg.start_soon(want, "B", 0.2)  # B's holder dies: its lease lasts 0.2 s
+        await anyio.sleep(0.01)
+        tg.start_soon(want, "C", TTL)
+        await anyio.sleep(0.01)
+        table.release("D")
+        with anyio.fail_after(2):
+            while "C" not in served:
+                await anyio.sleep(0.01)
+    assert 0.2 <= served["C"] < 1.5
+
+
+async def test_successes_on_a_permit_granted_before_a_cut_do_not_undo_it():
+    table = LeaseTable(8)
+    await table.acquire("a", "old", "e", ttl=TTL)
+    await table.acquire("b", "hit", "e", ttl=TTL)
+    table.release("hit", limited=True)
+    assert table.stats()["target"] == 4
+    table.release("old", ok=20)  # its attempts were sent before the cut
+    assert table.stats()["target"] == 4
+
+
+async def test_a_huge_or_infinite_retry_after_holds_a_worker_no_longer_than_the_cap():
+    table = LeaseTable(2, adaptive=False, max_retry_after=0.3)
+    permits = RemotePermits(FakeHandle(table), "a", ttl=TTL, local_limit=2, max_retry_after=0.3)
+    try:
+        async with permits.slot("sut") as slot:
+            slot.rate_limited(3600.0)
+        began = anyio.current_time()
+        with anyio.fail_after(2):
+            async with permits.slot("sut"):
+                pass
+        assert 0.25 <= anyio.current_time() - began < 1.5
+        async with permits.slot("sut") as slot:
+            slot.rate_limited(math.inf)  # not a time: no cool-down, as the runner reads it
+        with anyio.fail_after(0.2):
+            async with permits.slot("sut"):
+                pass
+    finally:
+        await permits.aclose()

@@ -385,6 +385,9 @@ class OpenAICompatible:
         self.model = model
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._api_key = _check_key(key.strip() if key is not None and api_key is None else key)
+        # A key read from the environment is read again where the client is unpickled (a Ray
+        # actor, a process pool), and never travels inside the pickle.
+        self._key_from_env = api_key is None
         reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
         if reserved:
             raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
@@ -413,6 +416,20 @@ class OpenAICompatible:
         self._auth_header = _auth_header
         self._query = dict(_query or {})
         self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self._key_from_env:
+            state["_api_key"] = None
+            state["_secrets"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._key_from_env:
+            key = os.environ.get("OPENAI_API_KEY")
+            self._api_key = _check_key(key.strip() if key is not None else None)
+            self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
 
     @property
     def secrets(self) -> Secrets:

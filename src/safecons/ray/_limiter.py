@@ -55,7 +55,9 @@ def global_limiter(
     With a ``name`` the actor is found (or made) under that name in the ``safecons``
     namespace, so several runs, or several drivers on one cluster, that give the same name
     share one cap and one cool-down per endpoint; a found actor keeps the cap it was made
-    with. Without a name the actor is the job's own. The actor takes no CPU.
+    with. A named limiter is detached: it outlives the driver that made it, until
+    ``ray.kill(limiter)`` or the cluster stops. Without a name the actor is the job's own and
+    ends with it. The actor takes no CPU.
 
     Examples
     --------
@@ -74,7 +76,8 @@ def global_limiter(
         "namespace": NAMESPACE,
     }
     if name is not None:
-        options |= {"name": name, "get_if_exists": True}
+        # Detached: a limiter other drivers found by name must outlive the one that made it.
+        options |= {"name": name, "get_if_exists": True, "lifetime": "detached"}
     actor = ray.remote(LimiterActor).options(**options)
     return actor.remote(cap, adaptive, max_retry_after)
 

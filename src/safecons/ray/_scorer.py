@@ -171,7 +171,15 @@ class _Scorer:
     async def __call__(self, batch: pa.Table) -> pa.Table:
         if self._started is None:
             self._started = asyncio.ensure_future(self._start())
-        runner, sessions = await self._started
+        started = self._started
+        try:
+            # Shielded: a batch cancelled while the actor starts must not cancel the start
+            # that the other batches wait on.
+            runner, sessions = await asyncio.shield(started)
+        except BaseException:
+            if started.done() and (started.cancelled() or started.exception() is not None):
+                self._started = None  # the next batch tries again
+            raise
         job = self._job
         scored = await job.score(job.variants(_to_frame(batch)), runner, sessions)
         return _to_arrow(scored)
@@ -210,10 +218,10 @@ def safety_consistency(
     ds
         A ``ray.data.Dataset`` with ``input_id``, ``prompt`` and ``sut_response``.
     sut, judge, config, seed, prefix, toxicity_templates, jailbreak_templates, **overrides
-        As for :func:`safecons.safety_consistency`. The clients are pickled to the actors
-        (their API key with them, as any Ray task argument; give the actors the key through
-        ``runtime_env={"env_vars": ...}`` and ``OPENAI_API_KEY`` to keep it out) and open their
-        sessions there.
+        As for :func:`safecons.safety_consistency`. The clients are pickled to the actors and
+        open their sessions there. A key given as ``api_key=`` travels with its client; one
+        read from ``OPENAI_API_KEY`` does not, and each actor reads its own (give it through
+        ``runtime_env={"env_vars": ...}``).
     cache
         As for the Polars path; every actor opens the same SQLite file (shared safely by the
         processes of one node). On a cluster of several nodes, see ``docs/scale-out.md``.
@@ -269,7 +277,8 @@ def safety_consistency(
             ) from None
     with opened_cache(cache) as store:
         # Checked (made, readable) here, opened by each actor on its own.
-        shared = None if store is None else (str(store.path), store.read_only)
+        # Absolute: an actor may run in another folder (a runtime_env working_dir).
+        shared = None if store is None else (str(store.path.resolve()), store.read_only)
     if validate:
         _check(ds, job, batch_size)
     cap = max_in_flight if max_in_flight is not None else job.config.concurrency_limit
@@ -277,7 +286,13 @@ def safety_consistency(
         limiter = global_limiter(cap)
     elif isinstance(limiter, str):
         limiter = global_limiter(cap, name=limiter)
-    actor_job = dataclasses.replace(job, options=dataclasses.replace(job.options, cache=False))
+    local_limit = min(cap, MAX_CONCURRENCY)
+    # Each batch's units are gated by the options' concurrency: sized to the actor's share of
+    # the cap, not to the config's single-process default.
+    actor_job = dataclasses.replace(
+        job,
+        options=dataclasses.replace(job.options, cache=False, concurrency_limit=local_limit),
+    )
     return ds.map_batches(
         _Scorer,
         fn_constructor_kwargs={
@@ -285,7 +300,7 @@ def safety_consistency(
             "limiter": limiter,
             "cache": shared,
             "ttl": job.options.timeout_seconds + LEASE_MARGIN_SECONDS,
-            "local_limit": min(cap, MAX_CONCURRENCY),
+            "local_limit": local_limit,
         },
         batch_format="pyarrow",
         batch_size=batch_size,

@@ -15,9 +15,11 @@ attempt went; what a permit is depends on where the run runs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -44,6 +46,11 @@ class Pressure:
         self.lowest = ceiling
         self._last_cut = -math.inf
         self._clean = 0
+
+    @property
+    def last_cut(self) -> float:
+        """When the target was last cut (the caller's clock; -inf before any cut)."""
+        return self._last_cut
 
     def rate_limited(self, attempt_started: float, now: float) -> None:
         self._clean = 0
@@ -247,8 +254,10 @@ class LeaseTable:
                 self._waiting.remove(waiter)  # cancelled while it waited
             if self._keeper is waiter:
                 self._keeper = None
-                if self._waiting:
-                    self._waiting[0].event.set()  # the next one keeps time
+            # Whoever leaves, the queue must not be left without a time keeper: the one woken
+            # to take the role may itself have been served (or dropped) before it ran.
+            if self._keeper is None and self._waiting:
+                self._waiting[0].event.set()
         if waiter.granted is None:
             return math.nan
         return waiter.granted
@@ -275,7 +284,9 @@ class LeaseTable:
             return  # expired already, or never granted: nothing is held
         self._counts["released"] += 1
         now = self._clock()
-        if self._pressure is not None:
+        if self._pressure is not None and lease.granted > self._pressure.last_cut:
+            # Successes on a permit granted before the last cut were sent before it too: they
+            # say nothing of the lower target (and would undo the cut at once).
             for _ in range(int(ok)):
                 self._pressure.succeeded()
         if limited:
@@ -352,6 +363,7 @@ class LeaseTable:
         the target and its lowest value, endpoints cooling down (seconds left), the total
         seconds of cool-down, the latest ``cool_downs`` as ``(endpoint, start, end)`` on the
         table's clock, and how many distinct ``holders`` asked."""
+        self._pump()  # expired leases are not counted as in flight
         return {
             "cap": self.cap,
             "target": self._target(),
@@ -457,9 +469,14 @@ class RemotePermits:
         local_limit: int,
         hold: float = 1.0,
         idle: float = 0.05,
+        max_retry_after: float = 60.0,
     ) -> None:
         self._limiter = limiter
         self._holder = holder
+        # Request ids are unique to this life of the holder: a message of a previous life
+        # still on its way (the holder's name survives a restart) cannot touch a new lease.
+        self._life = uuid.uuid4().hex[:12]
+        self._max_retry_after = max_retry_after
         self._ttl = float(ttl)
         self._local_limit = local_limit
         self._hold = hold
@@ -474,6 +491,18 @@ class RemotePermits:
     def lowest_target(self) -> int:
         # Adaptive pressure is the limiter's, over every worker: see limiter_stats.
         return self._local_limit
+
+    async def aclose(self) -> None:
+        """Stop listening for cool-downs and give back every permit kept for reuse."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks = []
+        for held, _ in self._free:
+            self._return(held)
+        self._free = []
 
     def _start(self) -> None:
         # On the worker's own event loop, at its first attempt.
@@ -518,7 +547,7 @@ class RemotePermits:
 
     async def _lease(self, endpoint: str) -> _Held:
         while True:
-            request = f"{self._holder}:{next(self._requests)}"
+            request = f"{self._holder}:{self._life}:{next(self._requests)}"
             try:
                 granted = await self._limiter.acquire.remote(
                     self._holder, request, endpoint, self._ttl
@@ -554,9 +583,10 @@ class RemotePermits:
                 yield slot
             finally:
                 if slot.limited:
-                    if slot.retry_after is not None and slot.retry_after > 0:
+                    wait = slot.retry_after
+                    if wait is not None and math.isfinite(wait) and wait > 0:
                         # This worker waits at once; the others when the actor tells them.
-                        until = time.monotonic() + slot.retry_after
+                        until = time.monotonic() + min(wait, self._max_retry_after)
                         self._cooling[endpoint] = max(self._cooling.get(endpoint, 0.0), until)
                     self._return(
                         held,
