@@ -426,6 +426,7 @@ class OpenAICompatible:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._key_from_env = state.get("_key_from_env", False)  # pickled before it existed
         if self._key_from_env:
             key = os.environ.get("OPENAI_API_KEY")
             self._api_key = _check_key(key.strip() if key is not None else None)
