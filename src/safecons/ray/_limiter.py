@@ -8,7 +8,7 @@ from typing import Any
 
 import ray
 
-from ..run._permits import LeaseTable, RemotePermits
+from ..run._permits import LeaseTable, RemotePermits, check_cap
 
 __all__ = ("LimiterActor", "RemotePermits", "global_limiter", "limiter_stats")
 
@@ -66,8 +66,7 @@ def global_limiter(
     >>> limiter_stats(limiter)["cap"]                               # doctest: +SKIP
     32
     """
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise ValueError(f"cap: expected a whole number >= 1, got {cap!r}")
+    check_cap(cap)  # here, not in the actor, where the error would surface late
     options: dict[str, Any] = {
         "num_cpus": 0,
         # Every attempt in the job waits in here at once: far more than Ray's default of 1,000

@@ -21,7 +21,7 @@ from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..metric import _Job, _job_of
 from ..run._cache import CacheArg, ResponseCache, opened_cache
-from ..run._options import MAX_CONCURRENCY
+from ..run._options import MAX_CONCURRENCY, _whole
 from ..run._record import DEFAULT_PREFIX
 from ..run._runner import Runner
 from ..run._units import Sessions, open_sessions
@@ -36,16 +36,6 @@ __all__ = ("LEASE_MARGIN_SECONDS", "MAX_IN_FLIGHT", "safety_consistency")
 LEASE_MARGIN_SECONDS = 30.0
 #: The largest cap one job may set (many endpoints behind one name, many actors).
 MAX_IN_FLIGHT = 100_000
-
-
-def _whole(name: str, value: object, lo: int, hi: int) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Integral)
-        or not lo <= int(value) <= hi
-    ):
-        raise InputError(f"{name}: expected a whole number from {lo} to {hi}, got {value!r}")
-    return int(value)
 
 
 def _cpus(value: object) -> float:

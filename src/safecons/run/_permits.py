@@ -28,7 +28,15 @@ from typing import Any, Protocol
 
 import anyio
 
-__all__ = ("LeaseTable", "LocalPermits", "Permits", "Pressure", "RemotePermits", "Slot")
+__all__ = (
+    "LeaseTable",
+    "LocalPermits",
+    "Permits",
+    "Pressure",
+    "RemotePermits",
+    "Slot",
+    "check_cap",
+)
 
 
 class Pressure:
@@ -149,6 +157,13 @@ class _Lease:
 _ABANDONED_KEPT = 10_000
 
 
+def check_cap(cap: object) -> int:
+    """``cap`` if it is a whole number of permits >= 1 (a table's, checked before one is made)."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ValueError(f"cap: expected a whole number >= 1, got {cap!r}")
+    return cap
+
+
 #: How many of the latest cool-downs :meth:`LeaseTable.stats` lists.
 _COOL_DOWNS_KEPT = 100
 
@@ -196,9 +211,7 @@ class LeaseTable:
         max_retry_after: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise ValueError(f"cap: expected a whole number >= 1, got {cap!r}")
-        self.cap = cap
+        self.cap = check_cap(cap)
         self._pressure = Pressure(cap) if adaptive else None
         self._max_retry_after = max_retry_after
         self._clock = clock
