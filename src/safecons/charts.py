@@ -12,12 +12,12 @@ the two ways a judge can be swayed by order, get purple and blue.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any, Final
 
 import polars as pl
 
+from ._text import display_text
 from .errors import InputError, SafeconsError
 from .run._record import DEFAULT_PREFIX, column_names
 
@@ -73,19 +73,8 @@ def _group_label(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     if not by:
         return frame.with_columns(group=pl.lit("all"))
     parts = [pl.col(k).cast(pl.String).fill_null("(none)") for k in by]
-    label = pl.concat_str(parts, separator=" / ").map_elements(_safe_text, return_dtype=pl.String)
+    label = pl.concat_str(parts, separator=" / ").map_elements(display_text, return_dtype=pl.String)
     return frame.with_columns(group=label)
-
-
-#: Characters that XML (the SVG the report inlines) or JavaScript string literals (the Vega
-#: runtime) cannot carry: C0 controls but tab and newlines, U+2028/2029, non-characters.
-_UNSAFE_TEXT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u2028\u2029\ufffe\uffff]")
-
-
-def _safe_text(value: str) -> str:
-    return _UNSAFE_TEXT.sub(
-        "\ufffd", value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    )
 
 
 def _data(alt: Any, frame: pl.DataFrame) -> Any:
@@ -95,7 +84,7 @@ def _data(alt: Any, frame: pl.DataFrame) -> Any:
     texts = [c for c, t in frame.schema.items() if t == pl.String]
     fixes = [
         pl.when(pl.col(c).is_finite()).then(pl.col(c)).otherwise(None).alias(c) for c in floats
-    ] + [pl.col(c).map_elements(_safe_text, return_dtype=pl.String).alias(c) for c in texts]
+    ] + [pl.col(c).map_elements(display_text, return_dtype=pl.String).alias(c) for c in texts]
     if fixes:
         frame = frame.with_columns(fixes)
     return alt.Data(values=frame.to_dicts())

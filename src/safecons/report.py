@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from .charts import _safe_text
+from ._text import display_text
 from .errors import InputError, SafeconsError
 from .run._record import DEFAULT_PREFIX, column_names
 from .scores import DERIVED_GROUPS, score_table
@@ -49,7 +49,7 @@ font-family:inherit}
 
 def _esc(value: object) -> str:
     # Control characters (a NUL in a model's answer) have no place in HTML text either.
-    return html.escape(_safe_text("" if value is None else str(value)), quote=True)
+    return html.escape(display_text("" if value is None else str(value)), quote=True)
 
 
 def _fold(text: object) -> str:

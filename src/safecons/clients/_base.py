@@ -8,6 +8,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
+from .._text import valid_unicode
+
 __all__ = (
     "CONTENT_FILTER_TEXT",
     "CURRENT_ATTEMPT",
@@ -52,23 +54,6 @@ class Completion:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", valid_unicode(self.text))
-
-
-def valid_unicode(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (unchanged when it has none).
-
-    Examples
-    --------
-    >>> valid_unicode("ok \\ud800!") == "ok \\ufffd!"
-    True
-    """
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 class AttemptStart:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import httpx
 
+from .._text import valid_unicode
 from ..errors import AuthenticationError
 from ._base import (
     CONTENT_FILTER_TEXT,
@@ -24,7 +25,6 @@ from ._base import (
     Messages,
     NonRetryableCallError,
     RetryableCallError,
-    valid_unicode,
 )
 from ._secrets import Secrets
 
