@@ -12,7 +12,8 @@ What must hold, whatever comes in:
 
 Lone surrogates (invalid Unicode) cannot enter through a frame: Polars stores UTF-8 and refuses
 them when the frame is built. They can still come back from a model (a callable returning one,
-or a JSON ``"\\ud800"`` escape from a server); those cases are pinned below as known bugs.
+or a JSON ``"\\ud800"`` escape from a server, in an answer or in an error's text), and every
+text that reaches a frame is valid Unicode by then (tests below).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import safecons as sc
-from safecons.testing import FakeOpenAIServer, ScriptedChat, route_by_model
+from safecons.testing import FakeOpenAIServer, Fault, ScriptedChat, route_by_model
 from safecons.variants import MESSAGES_DTYPE
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -555,6 +556,134 @@ def test_lone_surrogate_escape_from_an_http_server_does_not_crash_the_run():
         sut, judge = _http_clients(srv)
         out = sc.safety_consistency(frame(2), sut=sut, judge=judge, progress=False, **FAST)
     assert_every_row_scored_or_errored(out)
+
+
+# A lone surrogate in an error's text (a server's error message, an exception a user's function
+# raises) used to raise UnicodeEncodeError when the frame was built, after every call was paid
+# for. Every kept error and output is valid Unicode (the runner's outcomes, the frame's texts).
+
+BAD = "bad \ud800 thing \udfff"
+
+
+def _bad_server(status_for: dict[str, int]):
+    """SUT and judge answer normally, except the models in ``status_for``, which fail with an
+    error whose JSON message holds lone surrogates (valid JSON: ``"\\ud800"``)."""
+
+    def failing(status):
+        def respond(body):
+            raise (
+                Fault.server_error(status, message=BAD) if status >= 500 else Fault.bad_request(BAD)
+            )
+
+        return respond
+
+    routes = {"sut": lambda body: REFUSE, "judge": lambda body: VERDICT}
+    routes.update({model: failing(status) for model, status in status_for.items()})
+    return FakeOpenAIServer(responder=route_by_model(routes), log_size=None)
+
+
+def _all_valid(out: pl.DataFrame) -> None:
+    for column, dtype in out.schema.items():
+        if dtype == pl.String:
+            values = out[column].drop_nulls().to_list()
+        elif dtype == pl.List(pl.String):
+            values = [v for row in out[column].drop_nulls().to_list() for v in row if v]
+        else:
+            continue
+        for value in values:
+            value.encode("utf-8")  # raises on a lone surrogate
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(
+    ("model", "status"), [("sut", 400), ("sut", 500), ("judge", 400), ("judge", 500)]
+)
+def test_an_error_text_with_lone_surrogates_from_a_server_does_not_crash_the_run(model, status):
+    with _bad_server({model: status}) as srv:
+        sut, judge = _http_clients(srv)
+        out = sc.safety_consistency(frame(3), sut=sut, judge=judge, progress=False, **FAST)
+    assert_every_row_scored_or_errored(out)
+    _all_valid(out)
+    assert out["safety_consistency"].null_count() == 3
+    assert all("bad \ufffd thing \ufffd" in e for e in out["sc_error"].to_list())
+
+
+class RaisesBadText(Exception):
+    pass
+
+
+def _raises(*args, **kwargs):
+    raise RaisesBadText(BAD)
+
+
+class _RaisingJudge:
+    def compare(self, *, query, variant, base, candidate):
+        raise RaisesBadText(BAD)
+
+
+class _BadReasonJudge:
+    def compare(self, *, query, variant, base, candidate):
+        return {"label": "Consistent", "score": 1.0, "reason": BAD}
+
+
+@pytest.mark.parametrize(
+    ("sut", "judge"),
+    [
+        (_raises, ScriptedChat([VERDICT])),
+        (ScriptedChat([REFUSE]), _raises),
+        (ScriptedChat([REFUSE]), _RaisingJudge()),
+        (ScriptedChat([REFUSE]), _BadReasonJudge()),
+    ],
+    ids=["sut-callable-raises", "judge-callable-raises", "judge-object-raises", "judge-reason"],
+)
+def test_python_code_raising_with_lone_surrogates_does_not_crash_the_run(sut, judge, tmp_path):
+    out = sc.safety_consistency(
+        frame(3), sut=sut, judge=judge, progress=False, cache=tmp_path / "c.sqlite", **FAST
+    )
+    assert_every_row_scored_or_errored(out)
+    _all_valid(out)
+
+
+def test_swap_test_and_audit_keep_an_error_text_with_lone_surrogates_as_valid_text():
+    pairs = pl.DataFrame({"question": ["q"], "x": ["a"], "y": ["b"]})
+    judged = sc.swap_test(pairs, judge=_raises, retries=0, progress=False)
+    _all_valid(judged)
+    audit = sc.audit_judge(_RaisingJudge(), repeats=1, retries=0, progress=False, cache=False)
+    _all_valid(audit.calls)
+    _all_valid(audit.pairs)
+    assert audit.calls["error"].drop_nulls().str.contains("\ufffd").all()
+
+
+@pytest.mark.network
+def test_cli_run_writes_its_output_when_every_error_holds_lone_surrogates(tmp_path, capsys):
+    from safecons.cli import main
+
+    src = tmp_path / "rows.parquet"
+    frame(3).write_parquet(src)
+    with _bad_server({"sut": 500}) as srv:
+        code = main(
+            [
+                "run",
+                str(src),
+                "--output",
+                str(tmp_path / "out.parquet"),
+                "--sut-model",
+                "sut",
+                "--sut-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--judge-base-url",
+                srv.base_url,
+                "--set",
+                "n_sut_retries=0",
+                "--no-progress",
+            ]
+        )
+    printed = capsys.readouterr()
+    assert code != 1, printed.err  # not a crash (exit codes for errored rows: the CLI's --help)
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out.height == 3 and out["sc_error"].str.contains("bad \ufffd thing").all()
 
 
 # ----------------------------------------------------------------------------- judge objects

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from .._text import valid_unicode
 from ..errors import InputError
 
 __all__ = (
@@ -431,7 +432,7 @@ def _verdict(obj: dict[str, object]) -> Judgment | JudgmentError:
         label=label,
         score=clamped_score,
         clamped=clamped,
-        reason=reason if isinstance(reason, str) else None,
+        reason=valid_unicode(reason) if isinstance(reason, str) else None,
     )
 
 

@@ -13,6 +13,8 @@ from typing import Any, Final
 
 import polars as pl
 
+from .._text import valid_unicode
+
 __all__ = (
     "DEFAULT_PREFIX",
     "SPEND_DTYPE",
@@ -130,6 +132,10 @@ def output_schema(
     return schema
 
 
+def _valid(text: str | None) -> str | None:
+    return None if text is None else valid_unicode(text)
+
+
 def _total(values: Sequence[int | None]) -> int | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
@@ -177,6 +183,12 @@ def assemble(
     def col(attr: str) -> list[list[Any]]:
         return [[getattr(s, attr) for s in row] for row in results]
 
+    def texts(attr: str) -> list[list[str | None]]:
+        # Every text is made valid Unicode where it is kept (the runner's outcomes, the
+        # clients' answers); this last pass means a path that forgot cannot raise here, after
+        # every call of the run was paid for.
+        return [[_valid(getattr(s, attr)) for s in row] for row in results]
+
     added: list[pl.Series] = []
     spend = [_spend(row) for row in results]
     if not responded and names["spend"] in df.columns:
@@ -187,19 +199,19 @@ def assemble(
                     mine[name] = before.get(name)
     if responded:
         added += [
-            pl.Series(names["responses"], col("response"), dtype=_STR_LIST),
-            pl.Series(names["response_errors"], col("response_error"), dtype=_STR_LIST),
+            pl.Series(names["responses"], texts("response"), dtype=_STR_LIST),
+            pl.Series(names["response_errors"], texts("response_error"), dtype=_STR_LIST),
         ]
     if responded and not judged:
         added.append(pl.Series(names["spend"], spend, dtype=SPEND_DTYPE))
     if judged:
         errors, scores = zip(*map(_row_error, results), strict=True) if results else ((), ())
         added += [
-            pl.Series(names["labels"], col("label"), dtype=_STR_LIST),
+            pl.Series(names["labels"], texts("label"), dtype=_STR_LIST),
             pl.Series(names["scores"], col("score"), dtype=pl.List(pl.Float64)),
             pl.Series(names["clamped"], col("clamped"), dtype=pl.List(pl.Boolean)),
-            pl.Series(names["judge_errors"], col("judge_error"), dtype=_STR_LIST),
-            pl.Series(names["judge_raw"], col("judge_raw"), dtype=_STR_LIST),
+            pl.Series(names["judge_errors"], texts("judge_error"), dtype=_STR_LIST),
+            pl.Series(names["judge_raw"], texts("judge_raw"), dtype=_STR_LIST),
             pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
             pl.Series(
                 names["n_judged"],
@@ -212,7 +224,7 @@ def assemble(
                 dtype=pl.Int64,
             ),
             pl.Series(names["spend"], spend, dtype=SPEND_DTYPE),
-            pl.Series(names["error"], list(errors), dtype=pl.String),
+            pl.Series(names["error"], [_valid(e) for e in errors], dtype=pl.String),
             pl.Series(names["score"], list(scores), dtype=pl.Float64),
         ]
     if judged and names["spend"] in df.columns:

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.from_thread
 
+from .._text import valid_unicode
 from ..clients._base import (
     CURRENT_ATTEMPT,
     AttemptStart,
@@ -357,14 +358,18 @@ class Runner:
     ) -> CallOutcome[T]:
         # Defence in depth: every client scrubs what its server sends, and the run scrubs
         # every error and output it keeps once more with the secrets of all of its clients.
+        # Both become valid Unicode here, the one place every kept error passes: an exception
+        # text with a lone surrogate (from a server's JSON or a user's function) cannot be
+        # stored in a frame or a cache, and found out only when the frame is built, it would
+        # lose a run whose every call was paid for.
         scrub = self.secrets.scrub
         return CallOutcome(
             value=value,
-            error=None if error is None else scrub(error),
+            error=None if error is None else valid_unicode(scrub(error)),
             attempts=attempts,
             skipped=skipped,
             rate_limited=rate_limited,
-            output=None if output is None else scrub(output),
+            output=None if output is None else valid_unicode(scrub(output)),
         )
 
 
