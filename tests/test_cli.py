@@ -30,10 +30,10 @@ def test_demo_runs_offline_and_says_what_it_uses(capsys):
 
 
 def test_demo_is_reproducible(capsys):
-    main(["demo", "--no-progress", "--seed", "7"])
+    main(["demo", "--no-progress", "--seed", "7", "--report", "a.html"])
     first = capsys.readouterr().out
-    main(["demo", "--no-progress", "--seed", "7"])
-    assert capsys.readouterr().out == first
+    main(["demo", "--no-progress", "--seed", "7", "--report", "b.html"])
+    assert capsys.readouterr().out == first.replace("a.html", "b.html")
 
 
 def test_console_entry_point_module():
@@ -116,12 +116,17 @@ def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits
     with FakeOpenAIServer(responder=responder) as srv:
         assert main(_run_args(tmp_path, srv, "--cache", cache, "--max-calls", "6")) == 0
         first = capsys.readouterr().out
-        assert main(_run_args(tmp_path, srv, "--cache", cache)) == 0
+        assert main(_run_args(tmp_path, srv, "--cache", cache)) == 2
+        assert "already exists" in capsys.readouterr().err  # the partial output is kept
+        assert main(_run_args(tmp_path, srv, "--cache", cache, "--force")) == 0
         second = capsys.readouterr().out
     # The summary counts what was made: 6 attempts of the budget, the rest not made.
     assert "sut: 8 calls, 6 attempts, 0 from the cache, 0 failed, 2 not made (budget)" in first
     assert "not finished: 4" in first
-    assert f"rerun the same command with --cache {cache} to continue" in first
+    assert (
+        f"rerun the same command with --cache {cache} and --force (it replaces the output "
+        "file) to continue" in first
+    )
     assert "sut: 8 calls, 2 attempts, 6 from the cache" in second
     assert "not finished: 0" in second
 
@@ -161,7 +166,7 @@ def test_keys_come_from_the_variables_named_per_role(tmp_path, capsys, monkeypat
     assert auth == {"sut": "authorization", "judge": "authorization"}
     assert "secret-key" not in out
     monkeypatch.delenv("SUT_KEY")
-    assert main(_run_args(tmp_path, srv, "--sut-key-env", "SUT_KEY")) == 2
+    assert main(_run_args(tmp_path, srv, "--sut-key-env", "SUT_KEY", "--force")) == 2
     assert "'SUT_KEY' is not set" in capsys.readouterr().err
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from ._outputs import check_output, fresh_name, write_output
 from .errors import SafeconsError
 
 __all__ = ("main",)
@@ -62,6 +63,8 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
             print(f"  {count}x {text}")
     if summary.n_not_finished:
         again = f"with --cache {cache}" if cache else "with a --cache file"
+        if output:
+            again += " and --force (it replaces the output file)"
         print(
             f"{summary.n_not_finished} row(s) were not finished (the --max-calls budget was "
             f"spent): rerun the same command {again} to continue"
@@ -71,8 +74,12 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
 
 
 def _demo(args: argparse.Namespace) -> int:
+    asked = target = None
     if args.report:
-        _check_report_path(Path(args.report))
+        # An existing report is kept and the demo's own gets a fresh name (a second demo must
+        # not fail, nor destroy a real report), unless --force says to replace it.
+        asked = _check_html(args.report, "--report", overwrite=True)
+        target = asked if args.force or not asked.exists() else fresh_name(asked)
     from ._demo import demo_frame
     from .judges import OfflineJudge
     from .metric import safety_consistency_run
@@ -102,36 +109,46 @@ def _demo(args: argparse.Namespace) -> int:
             )
         )
     _print_run(run, "sc_")
-    if args.report:
-        written = _write_report(run, Path(args.report))
-        print(f"\nwrote {written}: open it in a browser (it works offline)")
+    if asked is not None and target is not None:
+        written = _write_report(run, target, overwrite=args.force)
+        print(f"\n{_wrote(written, asked)}: open it in a browser (it works offline)")
     return 0
 
 
-def _check_report_path(path: Path) -> None:
+def _wrote(written: Path, asked: Path) -> str:
+    if written == asked:
+        return f"wrote {written}"
+    return f"{asked} exists (kept; --force replaces it): wrote {written}"
+
+
+def _check_html(path: str, option: str, *, overwrite: bool) -> Path:
     # Checked before any work: a run must not end in an unwritable report.
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise SafeconsError(f"report: expected an .html path, got {str(path)!r}")
-    if path.is_dir():
-        raise SafeconsError(f"report: {str(path)!r} is a folder; expected a file name")
-    if not path.parent.is_dir():
-        raise SafeconsError(f"report: folder {str(path.parent)!r} does not exist")
+    return check_output(
+        path,
+        parameter=option,
+        suffixes=(".html", ".htm"),
+        overwrite=overwrite,
+        overwrite_hint="--force",
+    )
 
 
-def _write_report(run: Any, path: Path, **kw: Any) -> Path:
+def _write_report(run: Any, path: Path, *, overwrite: bool, **kw: Any) -> Path:
     from .report import report
 
-    _check_report_path(path)
-    return report(run, path, **kw)
+    return report(run, path, overwrite=overwrite, **kw)
 
 
 def _report(args: argparse.Namespace) -> int:
-    _check_report_path(Path(args.output))
+    _check_html(args.output, "--output", overwrite=args.force)
     scored = _read_input(Path(args.input))
     written = _write_report(
-        scored, Path(args.output), prefix=args.prefix, metric_name=args.metric_name
+        scored,
+        Path(args.output),
+        overwrite=args.force,
+        prefix=args.prefix,
+        metric_name=args.metric_name,
     )
-    print(f"wrote {written} ({scored.height} rows)")
+    print(f"{_wrote(written, Path(args.output))} ({scored.height} rows)")
     return 0
 
 
@@ -161,22 +178,35 @@ def _read_input(path: Path) -> pl.DataFrame:
         ) from None
 
 
-def _check_output(path: Path) -> None:
+_FRAME_SUFFIXES = (".parquet", ".jsonl", ".ndjson")
+
+
+def _check_output(args: argparse.Namespace) -> Path:
     # Checked before the run: a paid run must not end in an unwritable output.
-    if path.suffix.lower() not in (".parquet", ".jsonl", ".ndjson"):
+    path = Path(args.output)
+    if path.suffix.lower() not in _FRAME_SUFFIXES and not path.is_dir():
         raise SafeconsError(
             f"--output: unsupported file type {path.suffix!r}; use .parquet or .jsonl (the "
             "result has list columns, which CSV cannot hold)"
         )
-    if not path.parent.is_dir():
-        raise SafeconsError(f"--output: folder {str(path.parent)!r} does not exist")
+    return check_output(
+        path,
+        parameter="--output",
+        suffixes=_FRAME_SUFFIXES,
+        overwrite=args.force,
+        overwrite_hint="--force",
+        not_same_as=[("--cache", args.cache)],
+    )
 
 
-def _write_frame(df: pl.DataFrame, path: Path) -> None:
-    if path.suffix.lower() == ".parquet":
-        df.write_parquet(path)
-    else:
-        df.write_ndjson(path)
+def _write_frame(df: pl.DataFrame, path: Path, *, overwrite: bool) -> Path:
+    """Write ``df``; a file that appeared at ``path`` during the run is kept (a fresh name is
+    used, and said), so the end of a paid run never fails or destroys a file."""
+    write = df.write_parquet if path.suffix.lower() == ".parquet" else df.write_ndjson
+    written = write_output(path, write, overwrite=overwrite)
+    if written != path:
+        print(f"{path} appeared during the run and was kept: the output went to {written}")
+    return written
 
 
 def _parse_set(items: Sequence[str]) -> dict[str, Any]:
@@ -234,7 +264,7 @@ def _client(args: argparse.Namespace, role: str) -> Any:
 def _run(args: argparse.Namespace) -> int:
     from .metric import safety_consistency_run
 
-    _check_output(Path(args.output))
+    output = _check_output(args)
     df = _read_input(Path(args.input))
     sut = _client(args, "sut")
     judge = _client(args, "judge")
@@ -248,8 +278,8 @@ def _run(args: argparse.Namespace) -> int:
         max_calls=args.max_calls,
         **_parse_set(args.set or []),
     )
-    _write_frame(run.frame, Path(args.output))
-    _print_run(run, "sc_", output=args.output, cache=args.cache)
+    written = _write_frame(run.frame, output, overwrite=args.force)
+    _print_run(run, "sc_", output=str(written), cache=args.cache)
     return 0
 
 
@@ -277,8 +307,7 @@ def _audit(args: argparse.Namespace) -> int:
     from .golden import golden_set
     from .judges import OfflineJudge
 
-    if args.output:
-        _check_output(Path(args.output))
+    output = _check_output(args) if args.output else None
     if args.data is not None and not Path(args.data).is_dir():
         raise SafeconsError(f"--data: no such folder {args.data!r}")
     golden = golden_set(args.data)
@@ -321,9 +350,9 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"\n{errors.len()} call(s) gave no verdict; most common:")
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
             print(f"  {count}x {text}")
-    if args.output:
-        _write_frame(audit.pairs, Path(args.output))
-        print(f"wrote {audit.pairs.height} pairs to {args.output}")
+    if output is not None:
+        written = _write_frame(audit.pairs, output, overwrite=args.force)
+        print(f"wrote {audit.pairs.height} pairs to {written}")
     return 0
 
 
@@ -370,8 +399,10 @@ def _parser() -> argparse.ArgumentParser:
         "--report",
         default="report.html",
         metavar="PATH",
-        help="where the HTML report goes (default report.html; '' for none)",
+        help="where the HTML report goes (default report.html; '' for none); an existing "
+        "file is kept and the report gets a fresh name (report-1.html, ...)",
     )
+    demo.add_argument("--force", action="store_true", help="replace an existing report")
     demo.set_defaults(func=_demo)
 
     rep = sub.add_parser(
@@ -383,6 +414,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("-o", "--output", default="report.html", help="default report.html")
     rep.add_argument("--prefix", default="sc_", help="the run's column prefix (default sc_)")
     rep.add_argument("--metric-name", default="safety_consistency", help="the run's score column")
+    rep.add_argument("--force", action="store_true", help="replace an existing output file")
     rep.set_defaults(func=_report)
 
     fields = ", ".join(f.name for f in CONFIG_FIELDS)
@@ -424,6 +456,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--no-progress", action="store_true", help="no progress bar")
     add("--cache", default=None, help="response cache file; rerun with it to resume")
     add("--max-calls", type=int, default=None, help="budget of network attempts")
+    add("--force", action="store_true", help="replace an existing --output file")
     run.set_defaults(func=_run)
 
     audit = sub.add_parser(
@@ -445,6 +478,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--max-calls", type=int, default=None, help="budget of network attempts")
     add("--output", default=None, help="write the per-pair verdicts (.parquet or .jsonl)")
     add("--no-progress", action="store_true", help="no progress bar")
+    add("--force", action="store_true", help="replace an existing --output file")
     audit.set_defaults(func=_audit)
 
     cache = sub.add_parser("cache", help="inspect or clear a response cache file")

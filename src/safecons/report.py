@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from ._outputs import check_output, write_output
 from ._text import display_text
 from .errors import InputError, SafeconsError
 from .run._record import DEFAULT_PREFIX, column_names
@@ -402,6 +403,7 @@ def report(
     audit: Any = None,
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
+    overwrite: bool = False,
 ) -> Path:
     """Write a scored run as one self-contained HTML file.
 
@@ -411,7 +413,9 @@ def report(
         A frame :func:`~safecons.safety_consistency` returned (or read back), or a
         :class:`~safecons.SafetyConsistencyRun` (its config is shown too).
     path
-        Where the ``.html`` goes (its folder must exist).
+        Where the ``.html`` (or ``.htm``) goes. Its folder must exist; a folder, a symbolic
+        link or an existing file there is an error (checked before any work), unless
+        ``overwrite=True`` (a link is never written through).
     title
         The report's title.
     by
@@ -423,11 +427,14 @@ def report(
         A :class:`~safecons.JudgeAudit` of the judge, shown beside the score.
     prefix, metric_name
         The run's column prefix and score column.
+    overwrite
+        Replace a file that exists at ``path``.
 
     Returns
     -------
     pathlib.Path
-        The file written.
+        The file written: ``path``, or a fresh name beside it (``report-1.html``) when a file
+        appeared there while the report was being made and ``overwrite`` is false.
 
     Examples
     --------
@@ -440,9 +447,9 @@ def report(
     >>> out.read_text().startswith("<!doctype html>")
     True
     """
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise InputError(f"report: folder {str(target.parent)!r} does not exist")
+    target = check_output(
+        path, parameter="report: path", suffixes=(".html", ".htm"), overwrite=overwrite
+    )
     text = report_html(
         run,
         title=title,
@@ -452,5 +459,6 @@ def report(
         prefix=prefix,
         metric_name=metric_name,
     )
-    target.write_text(text, encoding="utf-8")
-    return target
+    return write_output(
+        target, lambda tmp: tmp.write_text(text, encoding="utf-8"), overwrite=overwrite
+    )
