@@ -7,6 +7,7 @@ import sys
 import polars as pl
 import pytest
 
+import safecons as sc
 from safecons.cli import main
 from safecons.testing import FakeOpenAIServer, route_by_model
 
@@ -201,6 +202,41 @@ def test_cache_info_prints_dates(tmp_path, capsys):
     assert main(["cache", "info", str(path)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["oldest"].endswith("+00:00") and info["entries"] == 1
+
+
+@pytest.mark.parametrize("days", ["-5", "nan", "inf", "-0.5", "soon"])
+def test_cache_clear_refuses_an_age_that_would_clear_all_or_nothing(tmp_path, capsys, days):
+    from safecons import ResponseCache
+
+    path = tmp_path / "calls.sqlite"
+    with ResponseCache(path) as cache:
+        cache.put("k", kind="sut", endpoint="e", value="v")
+    with pytest.raises(SystemExit) as exit_:
+        main(["cache", "clear", str(path), "--older-than-days", days])
+    assert exit_.value.code == 2
+    assert "expected a number of days >= 0" in capsys.readouterr().err
+    with ResponseCache(path) as cache:
+        assert cache.info()["entries"] == 1
+        for bad in (-1.0, float("nan"), float("inf"), "5", True):
+            with pytest.raises(sc.InputError, match="older_than: expected a finite number"):
+                cache.clear(older_than=bad)
+        with pytest.raises(sc.InputError, match="kind: expected one of"):
+            cache.clear(kind="sutt")
+        assert cache.info()["entries"] == 1
+    assert main(["cache", "clear", str(path), "--older-than-days", "0"]) == 0
+    assert "deleted 1 entry" in capsys.readouterr().out
+
+
+def test_a_folder_given_as_a_file_is_named_a_folder(tmp_path, capsys):
+    folder = tmp_path / "rows.parquet"
+    folder.mkdir()
+    base = ["--output", str(tmp_path / "o.parquet"), "--sut-model", "m", "--judge-model", "j"]
+    assert main(["run", str(folder), "--sut-base-url", "http://127.0.0.1:9/v1", *base]) == 2
+    assert "input: " in (err := capsys.readouterr().err) and "is a folder" in err
+    assert main(["report", str(folder), "-o", str(tmp_path / "r.html")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["cache", "info", str(folder)]) == 2
+    assert "is a folder; expected a cache file" in capsys.readouterr().err
 
 
 def test_a_bad_base_url_is_an_error_not_a_traceback(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -153,6 +154,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _read_frame(path: Path) -> pl.DataFrame:
+    if path.is_dir():
+        raise SafeconsError(f"input: {str(path)!r} is a folder; expected a file")
     if not path.is_file():
         raise SafeconsError(f"input: no such file {str(path)!r}")
     suffix = path.suffix.lower()
@@ -360,6 +363,8 @@ def _cache(args: argparse.Namespace) -> int:
     from .run._cache import ResponseCache
 
     path = Path(args.path)
+    if path.is_dir():
+        raise SafeconsError(f"cache: {str(path)!r} is a folder; expected a cache file")
     if not path.exists():
         raise SafeconsError(f"cache: no such file {str(path)!r}")
     with ResponseCache(path) as cache:
@@ -375,6 +380,17 @@ def _cache(args: argparse.Namespace) -> int:
             deleted = cache.clear(older_than=older, kind=args.kind)
             print(f"deleted {deleted} entr{'y' if deleted == 1 else 'ies'} from {path}")
     return 0
+
+
+def _days(text: str) -> float:
+    # A negative age would clear every entry and "nan" none, both silently.
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -485,7 +501,11 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("action", choices=["info", "clear"], help="info: counts; clear: delete")
     cache.add_argument("path", help="the cache file")
     cache.add_argument(
-        "--older-than-days", type=float, default=None, help="clear only entries older than this"
+        "--older-than-days",
+        type=_days,
+        default=None,
+        metavar="DAYS",
+        help="clear only entries older than this many days (a number >= 0)",
     )
     cache.add_argument(
         "--kind", choices=["sut", "judge", "pairwise"], default=None, help="only this kind"

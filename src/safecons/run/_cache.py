@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import stat
@@ -34,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CacheError, InputError
+
+#: The kinds of call a cache holds (the run's ``CallKind``).
+_KINDS = frozenset({"sut", "judge", "pairwise"})
 
 __all__ = (
     "CacheArg",
@@ -420,8 +424,21 @@ class ResponseCache:
     def clear(self, *, older_than: float | None = None, kind: str | None = None) -> int:
         """Delete entries (all, or older than ``older_than`` seconds, or of one kind).
 
-        Returns how many were deleted.
+        Returns how many were deleted. ``older_than`` must be a finite number of seconds
+        >= 0: a negative age would match every entry and NaN none, both silently.
+        ``kind`` is one of ``"sut"``, ``"judge"``, ``"pairwise"``.
         """
+        if older_than is not None and (
+            isinstance(older_than, bool)
+            or not isinstance(older_than, int | float)
+            or not math.isfinite(older_than)
+            or older_than < 0
+        ):
+            raise InputError(
+                f"older_than: expected a finite number of seconds >= 0, got {older_than!r}"
+            )
+        if kind is not None and kind not in _KINDS:
+            raise InputError(f"kind: expected one of {sorted(_KINDS)}, got {kind!r}")
         clauses: list[str] = []
         args: list[Any] = []
         if older_than is not None:
