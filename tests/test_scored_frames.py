@@ -79,6 +79,9 @@ def test_a_comparison_score_off_the_scale_is_refused_too(scored):
     scores[2] = [0.9, 7.5]
     with pytest.raises(sc.InputError, match=r"column 'sc_scores' holds 1 score\(s\).*7\.5"):
         sc.score_table(scored.with_columns(pl.Series("sc_scores", scores)))
+    scores[2] = [math.nan, 0.5]  # no score, as in the row's own column
+    fixed = conform(scored.with_columns(pl.Series("sc_scores", scores)))
+    assert fixed["sc_scores"][2].to_list() == [None, 0.5]
 
 
 @pytest.mark.parametrize("reader", READERS)

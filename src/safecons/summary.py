@@ -215,21 +215,21 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
     """The scores and labels checked against what a run can write; NaN scores made null."""
     score, scores, labels = names["score"], names["scores"], names["labels"]
     lo, hi = SCORE_RANGE
-    # NaN is how pandas and other tools spell a missing number: read as no score, so that
-    # every reader counts it the same way (never as a score, never in a mean).
-    nan_free = [
-        pl.col(c).fill_nan(None) if c == score else pl.col(c).list.eval(pl.element().fill_nan(None))
-        for c in (score, scores)
-        if c in frame.columns
-    ]
-    if nan_free:
-        frame = frame.with_columns(nan_free)
-    for name, values in (
-        (score, frame.get_column(score, default=None)),
-        (scores, frame[scores].explode() if scores in frame.columns else None),
-    ):
-        if values is None:
+    for name in (score, scores):
+        if name not in frame.columns:
             continue
+        column = frame[name]
+        values = column.explode() if name == scores else column
+        # NaN is how pandas and other tools spell a missing number: read as no score, so
+        # that every reader counts it the same way (never as a score, never in a mean).
+        if values.is_nan().any():
+            values = values.fill_nan(None)
+            fixed = (
+                column.fill_nan(None)
+                if name == score
+                else column.list.eval(pl.element().fill_nan(None))
+            )
+            frame = frame.with_columns(fixed.alias(name))
         bad = _bad_scores(values)
         if bad.len():
             raise InputError(
