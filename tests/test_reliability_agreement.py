@@ -15,6 +15,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from safecons.errors import InputError
 from safecons.reliability import (
+    DisjointLabelsWarning,
     UndefinedStatisticWarning,
     agreement,
     fleiss_kappa,
@@ -96,6 +97,7 @@ def test_agreement_matches_direct_count(rows: list[tuple[str | None, str, int]])
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        warnings.simplefilter("ignore", DisjointLabelsWarning)  # small draws can be disjoint
         out = agreement(df, gold="gold", by="g")
     for r in out.iter_rows(named=True):
         part = [(p, g) for p, g, k in rows if k == r["g"] and p not in (None, "error")]
@@ -315,6 +317,7 @@ def test_panel_statistics_match_reference(rows: list[tuple[str | None, ...]]) ->
     df = pl.DataFrame(rows, schema=dict.fromkeys(names, pl.String), orient="row")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        warnings.simplefilter("ignore", DisjointLabelsWarning)  # small draws can be disjoint
         fk = fleiss_kappa(df, raters=names).row(0, named=True)
         ka = krippendorff_alpha(df, raters=names).row(0, named=True)
     full = [r for r in rows if None not in r]
@@ -381,3 +384,39 @@ def test_no_usable_pair_warns_instead_of_a_silent_nan():
             and "no usable pair" in str(w.message)
             for w in caught
         ), statistic
+
+
+# --- label sets that share nothing -----------------------------------------------------------
+
+
+def test_agreement_on_disjoint_label_sets_warns_and_keeps_the_value() -> None:
+    # Letters against x/y: every pair "disagrees" only because the two columns speak two
+    # label sets; the value stays what was asked for, the warning says why it is 0.
+    df = pl.DataFrame({"letter": ["A", "B", "C", "A"], "human": ["x", "y", "tie", "x"]})
+    with pytest.warns(DisjointLabelsWarning) as caught:
+        out = agreement(df, pred="letter", gold="human")
+    assert out["agreement_s1"][0] == 0.0
+    assert issubclass(caught[0].category, UserWarning)
+    message = str(caught[0].message)
+    assert "'letter' (pred=)" in message and "'human' (gold=)" in message
+    assert "'A', 'B', 'C' against 'tie', 'x', 'y'" in message
+
+
+def test_agreement_with_a_shared_label_or_an_empty_side_does_not_warn() -> None:
+    shared = pl.DataFrame({"verdict": ["A", "x"], "human": ["x", "y"]})
+    empty = pl.DataFrame({"verdict": ["error", None], "human": ["x", "y"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DisjointLabelsWarning)
+        agreement(shared, gold="human")
+        warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        agreement(empty, gold="human")  # no verdict at all: nothing to compare, no claim
+
+
+@pytest.mark.parametrize("statistic", [fleiss_kappa, krippendorff_alpha])
+def test_a_panel_rater_with_a_label_set_of_its_own_warns(statistic) -> None:
+    df = pl.DataFrame({"r1": ["x", "y", "x"], "r2": ["x", "y", "y"], "r3": ["A", "B", "A"]})
+    with pytest.warns(DisjointLabelsWarning, match=r"'r3' \(raters=\) shares no label"):
+        statistic(df, raters=["r1", "r2", "r3"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DisjointLabelsWarning)
+        statistic(df, raters=["r1", "r2"])

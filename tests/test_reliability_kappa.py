@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
 from safecons.errors import InputError
-from safecons.reliability import UndefinedStatisticWarning, cohen_kappa
+from safecons.reliability import DisjointLabelsWarning, UndefinedStatisticWarning, cohen_kappa
 
 TOL = 1e-12
 
@@ -53,11 +53,13 @@ def test_matches_sklearn(pair: tuple[list[object], list[object]], weights: str |
     theirs = _sklearn(a, b, weights=weights)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        warnings.simplefilter("ignore", DisjointLabelsWarning)  # small draws can be disjoint
         ours = cohen_kappa(a, b, weights=weights)  # type: ignore[arg-type]
     _same(ours, theirs)
     # Symmetric, as scikit-learn documents.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        warnings.simplefilter("ignore", DisjointLabelsWarning)  # small draws can be disjoint
         _same(cohen_kappa(b, a, weights=weights), theirs)  # type: ignore[arg-type]
 
 
@@ -73,6 +75,7 @@ def test_labels_subset_and_order_match_sklearn(
     theirs = _sklearn(a, b, labels=labels, weights=weights)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        warnings.simplefilter("ignore", DisjointLabelsWarning)  # small draws can be disjoint
         _same(cohen_kappa(a, b, labels=labels, weights=weights), theirs)  # type: ignore[arg-type]
 
 
@@ -159,3 +162,14 @@ def test_known_value_from_sklearn_docs() -> None:
 def test_input_errors(call: object, match: str) -> None:
     with pytest.raises(InputError, match=match):
         call()  # type: ignore[operator]
+
+
+def test_disjoint_label_sets_warn_and_keep_the_value() -> None:
+    with pytest.warns(DisjointLabelsWarning, match=r"y1= shares no label with y2= \('A', 'B'"):
+        assert cohen_kappa(["A", "B", "A"], ["x", "y", "x"]) == 0.0
+    named = pl.DataFrame({"judge": [1, 2], "human": [3, 4]})
+    with pytest.warns(DisjointLabelsWarning, match=r"'judge' \(y1=\).*'human' \(y2=\)"):
+        cohen_kappa(named["judge"], named["human"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DisjointLabelsWarning)
+        cohen_kappa(["A", "x"], ["x", "y"])  # one label shared: an ordinary disagreement

@@ -50,6 +50,7 @@ from .pairwise import parse_verdict_expr as parse_verdict_expr
 from .pairwise import swap_test as swap_test
 from .pairwise import swap_test_async as swap_test_async
 from .reliability import PADDING_FILLER as PADDING_FILLER
+from .reliability import DisjointLabelsWarning as DisjointLabelsWarning
 from .reliability import UndefinedStatisticWarning as UndefinedStatisticWarning
 from .reliability import agreement as agreement
 from .reliability import both_orders_verdict as both_orders_verdict
@@ -113,6 +114,7 @@ __all__ = (
     "ChatClient",
     "Completion",
     "ConfigError",
+    "DisjointLabelsWarning",
     "InputError",
     "JudgeAudit",
     "Judgment",

@@ -20,6 +20,7 @@ import polars as pl
 from ._text import display_text
 from .errors import InputError, SafeconsError
 from .run._record import DEFAULT_PREFIX, column_names
+from .summary import conform
 
 __all__ = (
     "COLORS",
@@ -119,11 +120,10 @@ def score_distribution_chart(
     """
     alt = _altair()
     fn = "score_distribution_chart"
-    frame = _frame(scored, fn)
-    _need(frame, fn, metric_name)
+    frame = conform(scored, fn=fn, needs=("score",), metric_name=metric_name)
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 100:
         raise InputError(f"{fn}: bins= must be a whole number from 1 to 100, got {bins!r}")
-    values = frame[metric_name].cast(pl.Float64).fill_nan(None).drop_nulls()
+    values = frame[metric_name].drop_nulls()
     edges = [i / bins for i in range(bins + 1)]
     index = (values * bins).floor().clip(0, bins - 1).cast(pl.Int64)
     counts = index.alias("bin").value_counts(name="count").cast({"count": pl.Int64})
@@ -215,13 +215,13 @@ def label_mix_chart(
     """The share of each label among the judged comparisons, per group (stacked to 100%)."""
     alt = _altair()
     fn = "label_mix_chart"
-    frame = _frame(scored, fn)
+    frame = conform(scored, fn=fn, needs=("labels",), prefix=prefix, metric_name=metric_name)
     labels = column_names(prefix, metric_name)["labels"]
     keys = _keys(by)
     from .scores import _with_groups
 
     frame = _with_groups(frame, keys, prefix, fn)
-    _need(frame, fn, labels, *keys)
+    _need(frame, fn, *keys)
     long = (
         _group_label(frame, keys)
         .select("group", pl.col(labels).alias("label"))

@@ -260,7 +260,13 @@ def report_html(
         )
     if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
         raise InputError(f"report: worst= must be a whole number >= 0, got {worst!r}")
-    frame = conform(frame, prefix=prefix, metric_name=metric_name)
+    frame = conform(
+        frame,
+        fn="report",
+        needs=("responses", "judge_errors", "spend", "error", "score", "labels"),
+        prefix=prefix,
+        metric_name=metric_name,
+    )
     summary = run_summary(frame, prefix=prefix, metric_name=metric_name)
     keys = [by] if isinstance(by, str) else list(by or [])
     kind = f"{prefix}variant_kind"

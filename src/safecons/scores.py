@@ -18,6 +18,7 @@ import polars as pl
 from .errors import InputError
 from .reliability._bootstrap import check_ci
 from .run._record import DEFAULT_PREFIX, column_names
+from .summary import conform
 
 __all__ = (
     "DERIVED_GROUPS",
@@ -56,13 +57,6 @@ def template_families(prefix: str = DEFAULT_PREFIX) -> list[pl.Expr]:
     ]
 
 
-def _frame(scored: object, fn: str) -> pl.DataFrame:
-    frame = scored.collect() if isinstance(scored, pl.LazyFrame) else scored
-    if not isinstance(frame, pl.DataFrame):
-        raise InputError(f"{fn}: expected a polars frame, got {type(scored).__name__}")
-    return frame
-
-
 def _by(by: str | Sequence[str] | None, fn: str) -> list[str]:
     if by is None:
         return []
@@ -94,32 +88,11 @@ def _with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> 
     return frame
 
 
-def _scores_of(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.DataFrame:
-    """The frame checked, its score as Float64 with NaN read as no score (a frame read back
-    from JSON lines may type an all-null column as Null)."""
-    _check_scored(frame, names, fn)
-    score, error = names["score"], names["error"]
-    return frame.with_columns(
-        pl.col(score).cast(pl.Float64).fill_nan(None),
-        pl.col(error).cast(pl.String),
-        pl.col(names["labels"]).cast(pl.List(pl.String)),
+def _scores_of(scored: object, prefix: str, metric_name: str, fn: str) -> pl.DataFrame:
+    """The frame checked (as every reader of a scored frame checks it), NaN read as no score."""
+    return conform(
+        scored, fn=fn, needs=("score", "labels", "error"), prefix=prefix, metric_name=metric_name
     )
-
-
-def _check_scored(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
-    needed = [names["score"], names["labels"], names["error"]]
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise InputError(
-            f"{fn}: missing column(s) {missing}; it reads a frame that safety_consistency "
-            "scored (pass prefix=/metric_name= if the run used others)"
-        )
-    dtype = frame.schema[names["score"]]
-    if not (dtype.is_numeric() or dtype == pl.Null):
-        raise InputError(
-            f"{fn}: column {names['score']!r} has dtype {frame.schema[names['score']]}; "
-            "expected a number"
-        )
 
 
 #: Fewer scored rows than this in a group and its interval is left empty: a bootstrap of one
@@ -271,7 +244,7 @@ def score_table(
     """
     fn = "score_table"
     names = column_names(prefix, metric_name)
-    frame = _scores_of(_frame(scored, fn), names, fn)
+    frame = _scores_of(scored, prefix, metric_name, fn)
     check_ci(ci, n_boot, seed, fn)
     keys = _by(by, fn)
     taken = set(_TABLE_COLUMNS) & set(keys)
@@ -390,7 +363,10 @@ def compare_runs(
     """
     fn = "compare_runs"
     names = column_names(prefix, metric_name)
-    a, b = (_scores_of(_frame(f, fn), names, fn) for f in (before, after))
+    a, b = (
+        _scores_of(f, prefix, metric_name, f"{fn} ({side}=)")
+        for f, side in ((before, "before"), (after, "after"))
+    )
     for frame in (a, b):
         if on not in frame.columns:
             raise InputError(f"{fn}: on={on!r} is not a column of both frames")

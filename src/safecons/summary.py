@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
+from polars.datatypes import DataTypeClass
 
+from .config import SafetyConsistencyConfig
 from .errors import InputError
+from .judges._llm import LABELS
 from .run._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 
-__all__ = ("RunSummary", "conform", "run_summary")
+__all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,22 +47,205 @@ def _count(series: pl.Series, predicate: pl.Expr) -> int:
     return int(series.explode().to_frame("v").select(predicate.sum()).item() or 0)
 
 
+#: The judge's scale, the manifest's ``min`` and ``max``: every score a run writes lies in it
+#: (the judges clamp into it), whatever scoring metadata a run's config carries.
+SCORE_RANGE: Final[tuple[float, float]] = (
+    SafetyConsistencyConfig().min,
+    SafetyConsistencyConfig().max,
+)
+# Inner dtypes of lists and structs may be classes (pl.String) rather than instances.
+_Dtype = pl.DataType | DataTypeClass
+#: Values shown when a column holds values it must not.
+_EXAMPLES: Final = 3
+
+
+def _fits(found: _Dtype, expected: _Dtype) -> bool:
+    """Whether a column of dtype ``found`` holds what one of ``expected`` does, losslessly.
+
+    Null fits anywhere (a frame read back from JSON lines types an all-null column, list or
+    struct field as Null); any integer fits an integer column and any number a float one;
+    categorical text fits text. Structs must have the run's fields, in its order."""
+    if found in (expected, pl.Null):
+        return True
+    if isinstance(expected, pl.List):
+        return isinstance(found, pl.List) and _fits(found.inner, expected.inner)
+    if isinstance(expected, pl.Struct):
+        return (
+            isinstance(found, pl.Struct)
+            and [f.name for f in found.fields] == [f.name for f in expected.fields]
+            and all(
+                _fits(a.dtype, b.dtype) for a, b in zip(found.fields, expected.fields, strict=True)
+            )
+        )
+    if expected == pl.String:
+        return found in (pl.Categorical, pl.Enum)
+    if expected.is_float():
+        return found.is_numeric()
+    if expected.is_integer():
+        return found.is_integer()
+    return False
+
+
+def _shown(dtype: _Dtype) -> str:
+    if isinstance(dtype, pl.Struct):
+        kinds = {str(f.dtype) for f in dtype.fields}
+        if len(dtype.fields) > 1 and len(kinds) == 1:  # the spend: twelve Int64 counts
+            return f"Struct({len(dtype.fields)} {kinds.pop()} fields)"
+    return str(dtype)
+
+
+def _dtype_problem(name: str, found: _Dtype, expected: _Dtype) -> str:
+    problem = f"{name!r} has dtype {_shown(found)}, expected {_shown(expected)}"
+    if isinstance(found, pl.Struct) and isinstance(expected, pl.Struct):
+        have, want = [f.name for f in found.fields], [f.name for f in expected.fields]
+        lacking = [f for f in want if f not in have]
+        problem += f" (missing field(s) {lacking})" if lacking else " (fields differ)"
+    return problem
+
+
+def _nested(dtype: _Dtype) -> bool:
+    return isinstance(dtype, pl.List | pl.Struct)
+
+
+def _examples(values: pl.Series) -> str:
+    shown = values.unique(maintain_order=True).head(_EXAMPLES).to_list()
+    return ", ".join(repr(v) if not isinstance(v, str) else repr(v[:40]) for v in shown)
+
+
+def _bad_scores(values: pl.Series) -> pl.Series:
+    lo, hi = SCORE_RANGE
+    values = values.drop_nulls()
+    return values.filter(~values.is_finite() | (values < lo) | (values > hi))
+
+
 def conform(
-    frame: pl.DataFrame, *, prefix: str = DEFAULT_PREFIX, metric_name: str = "safety_consistency"
+    scored: object,
+    *,
+    fn: str = "conform",
+    needs: Sequence[str] = (),
+    prefix: str = DEFAULT_PREFIX,
+    metric_name: str = "safety_consistency",
 ) -> pl.DataFrame:
-    """A scored frame with its columns in their run dtypes: a frame read back from JSON lines
-    types an all-null column as Null, and one from ``judge_responses`` has no SUT errors."""
+    """A scored frame checked and in its run dtypes: the one gate for every reader of one.
+
+    The summary, the score tables, the report and the charts read a scored frame through this
+    check, so a frame they accept means the same thing to each of them.
+
+    Parameters
+    ----------
+    scored
+        A frame :func:`~safecons.safety_consistency` returned (or read back; a LazyFrame is
+        collected), or a stage of one (:func:`~safecons.respond` leaves the judge's columns
+        out).
+    fn
+        The caller's name, which starts every error message.
+    needs
+        Roles of :func:`~safecons.run._record.column_names` the caller reads (``"score"``,
+        ``"labels"``, ...): each must be a column. The other columns of
+        :func:`~safecons.output_schema` are checked where present.
+    prefix, metric_name
+        The run's column prefix and score column.
+
+    Returns
+    -------
+    polars.DataFrame
+        The frame with each present run column cast to its run dtype (a frame read back from
+        JSON lines types an all-null column as Null), NaN scores read as no score (null), and
+        a null ``response_errors`` column added when absent (a ``judge_responses`` frame has
+        no SUT errors).
+
+    Raises
+    ------
+    InputError
+        A needed column is missing; a run column has a dtype that cannot hold what the run
+        writes (each such column named, with the dtype found and the dtype expected); a score
+        is infinite or outside :data:`SCORE_RANGE`; a label is not one of
+        :data:`~safecons.LABELS` (null, not judged, is allowed). The message counts the bad
+        values and shows a few.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"safety_consistency": [0.5, float("nan")], "sc_labels": [None, None]})
+    >>> conform(df, needs=["score"]).select("safety_consistency", "sc_labels").rows()
+    [(0.5, None), (None, None)]
+    >>> conform(df.with_columns(sc_labels=pl.lit('["Consistent"]')))
+    Traceback (most recent call last):
+    ...
+    safecons.errors.InputError: conform: column(s) with a dtype the run never writes: 'sc_labels' has dtype String, expected List(String). CSV cannot hold list or struct columns: keep scored frames as Parquet or JSON lines
+    """  # noqa: E501
+    frame = scored.collect() if isinstance(scored, pl.LazyFrame) else scored
+    if not isinstance(frame, pl.DataFrame):
+        raise InputError(f"{fn}: expected a polars frame, got {type(scored).__name__}")
+    names = column_names(prefix, metric_name)
+    missing = [names[role] for role in needs if names[role] not in frame.columns]
+    if missing:
+        raise InputError(
+            f"{fn}: missing column(s) {', '.join(map(repr, missing))}; it reads a frame that "
+            f"safety_consistency scored (prefix={prefix!r}, metric_name={metric_name!r}: pass "
+            "others if the run used others)"
+        )
     schema = output_schema(prefix=prefix, metric_name=metric_name)
-    fixes = [
-        pl.col(name).cast(dtype)
-        for name, dtype in schema.items()
-        if name in frame.columns and frame.schema[name] == pl.Null
-    ]
-    if fixes:
-        frame = frame.with_columns(fixes)
-    errors = column_names(prefix, metric_name)["response_errors"]
+    present = {name: dtype for name, dtype in schema.items() if name in frame.columns}
+    wrong = {n: d for n, d in present.items() if not _fits(frame.schema[n], d)}
+    if wrong:
+        problems = "; ".join(_dtype_problem(n, frame.schema[n], d) for n, d in wrong.items())
+        flat = any(_nested(d) and not _nested(frame.schema[n]) for n, d in wrong.items())
+        raise InputError(
+            f"{fn}: column(s) with a dtype the run never writes: {problems}"
+            # The usual way there: a scored frame written to CSV and read back.
+            + (
+                ". CSV cannot hold list or struct columns: keep scored frames as Parquet or "
+                "JSON lines"
+                if flat
+                else ""
+            )
+        )
+    casts = [pl.col(n).cast(d) for n, d in present.items() if frame.schema[n] != d]
+    if casts:
+        frame = frame.with_columns(casts)
+    frame = _checked_values(frame, names, fn)
+    errors = names["response_errors"]
     if errors not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=schema[errors]).alias(errors))
+    return frame
+
+
+def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.DataFrame:
+    """The scores and labels checked against what a run can write; NaN scores made null."""
+    score, scores, labels = names["score"], names["scores"], names["labels"]
+    lo, hi = SCORE_RANGE
+    for name in (score, scores):
+        if name not in frame.columns:
+            continue
+        column = frame[name]
+        values = column.explode() if name == scores else column
+        # NaN is how pandas and other tools spell a missing number: read as no score, so
+        # that every reader counts it the same way (never as a score, never in a mean).
+        if values.is_nan().any():
+            values = values.fill_nan(None)
+            fixed = (
+                column.fill_nan(None)
+                if name == score
+                else column.list.eval(pl.element().fill_nan(None))
+            )
+            frame = frame.with_columns(fixed.alias(name))
+        bad = _bad_scores(values)
+        if bad.len():
+            raise InputError(
+                f"{fn}: column {name!r} holds {bad.len():,} score(s) outside [{lo:g}, {hi:g}] "
+                f"or not finite (for example {_examples(bad)}); a run's scores are on the "
+                f"judge's {lo:g} to {hi:g} scale (NaN or null for no score)"
+            )
+    if labels in frame.columns:
+        judged = frame[labels].explode().drop_nulls()
+        foreign = judged.filter(~judged.is_in(list(LABELS)))
+        if foreign.len():
+            raise InputError(
+                f"{fn}: column {labels!r} holds {foreign.len():,} label(s) that are not one of "
+                f"{', '.join(map(repr, LABELS))} (for example {_examples(foreign)}); a run "
+                "writes only these, spelled so, and null for a comparison not judged"
+            )
     return frame
 
 
@@ -87,19 +274,14 @@ def run_summary(
     >>> sc.run_summary(pl.concat([scored, scored])).attempts["sut"]
     8
     """
-    frame = scored.collect() if isinstance(scored, pl.LazyFrame) else scored
-    if not isinstance(frame, pl.DataFrame):
-        raise InputError(f"run_summary: expected a polars frame, got {type(scored).__name__}")
     names = column_names(prefix, metric_name)
-    needed = [names[k] for k in ("responses", "judge_errors", "spend", "error")]
-    needed.append(names["score"])
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise InputError(
-            f"run_summary: missing column(s) {', '.join(map(repr, missing))}; it reads a frame "
-            f"that safety_consistency scored (prefix={prefix!r}, metric_name={metric_name!r})"
-        )
-    frame = conform(frame, prefix=prefix, metric_name=metric_name)
+    frame = conform(
+        scored,
+        fn="run_summary",
+        needs=("responses", "judge_errors", "spend", "error", "score"),
+        prefix=prefix,
+        metric_name=metric_name,
+    )
     spend = frame[names["spend"]].struct.unnest()
     totals: dict[str, Any] = {
         name: spend[name].sum() if spend[name].null_count() < frame.height else None

@@ -18,6 +18,7 @@ from ._columns import VERDICT_XY_RAW as VERDICT_XY_RAW
 from ._columns import VERDICT_YX_RAW as VERDICT_YX_RAW
 from ._columns import WINNER_XY as WINNER_XY
 from ._columns import WINNER_YX as WINNER_YX
+from ._common import DisjointLabelsWarning as DisjointLabelsWarning
 from ._common import UndefinedStatisticWarning as UndefinedStatisticWarning
 from ._gap import flip_rate_by_gap as flip_rate_by_gap
 from ._kappa import cohen_kappa as cohen_kappa
@@ -47,6 +48,7 @@ __all__ = (
     "VERDICT_YX_RAW",
     "WINNER_XY",
     "WINNER_YX",
+    "DisjointLabelsWarning",
     "UndefinedStatisticWarning",
     "agreement",
     "both_orders_verdict",

@@ -29,6 +29,7 @@ from ._common import (
     normalize_by,
     unit_arrays,
     unit_sums,
+    warn_disjoint,
     warn_undefined,
 )
 from ._kappa import kappa_from_confusion
@@ -137,7 +138,9 @@ def agreement(
         ``agreement_s*`` and ``kappa_s*`` (unweighted, over the labels present in the group);
         then the flip columns if asked. Rates and kappas are NaN for a group with no usable
         pair, and a kappa is NaN when undefined (both sides used one label throughout); each
-        with an :class:`UndefinedStatisticWarning` saying which.
+        with an :class:`UndefinedStatisticWarning` saying which. When ``pred`` and ``gold``
+        share no label at all (letters against ``x``/``y``), every pair disagrees and a
+        :class:`DisjointLabelsWarning` names both columns; the figures are kept as computed.
 
     References
     ----------
@@ -184,8 +187,11 @@ def agreement(
     table = count_table(lf, keys, {"p": pl.col(pred), "g": pl.col(gold), "f": flag})
     p, g = key("p"), key("g")
     table = table.with_columns(pl.col(p, g).cast(pl.String))
-    seen = set(table[p].drop_nulls().to_list()) | set(table[g].drop_nulls().to_list())
-    levels = sorted(seen - {str(error)})
+    said = {c: set(table[c].drop_nulls().to_list()) - {str(error)} for c in (p, g)}
+    warn_disjoint(
+        fn, [(f"column {pred!r} (pred=)", said[p]), (f"column {gold!r} (gold=)", said[g])]
+    )
+    levels = sorted(said[p] | said[g])
     n_levels = len(levels)
     codes = list(range(n_levels))
 

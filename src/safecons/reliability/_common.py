@@ -9,7 +9,7 @@ invariance all follow from the counts alone.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,7 @@ import polars as pl
 from ..errors import InputError
 
 __all__ = (
+    "DisjointLabelsWarning",
     "FrameLike",
     "UndefinedStatisticWarning",
 )
@@ -38,6 +39,55 @@ class UndefinedStatisticWarning(RuntimeWarning):
 
     The value is reported as NaN; the warning says which statistic and how many groups.
     """
+
+
+class DisjointLabelsWarning(UserWarning):
+    """Label columns compared with each other share no label at all.
+
+    Every pair then disagrees, which far more often means two label sets (letters ``A``/``B``
+    against ``x``/``y``, ``1``/``0`` against ``yes``/``no``) than a rater who always
+    disagrees. The statistic is still computed on the labels as given; the warning names the
+    columns and shows some labels of each.
+    """
+
+
+#: Labels of each side a disjoint-labels warning shows.
+_SHOWN_LABELS = 3
+
+
+def warn_disjoint(
+    fn: str, sides: Sequence[tuple[str, Collection[object]]], *, stacklevel: int = 3
+) -> None:
+    """Warn once when one side's labels share none with the other sides' labels.
+
+    ``sides`` pairs a description of each label column (its name and the parameter that named
+    it) with the labels it holds (nulls and the error label left out). A side with no label
+    says nothing either way and is skipped, as is everything when fewer than two sides hold
+    labels.
+    """
+    held = [(what, {str(v) for v in labels}) for what, labels in sides if labels]
+    if len(held) < 2:
+        return
+    for i, (what, mine) in enumerate(held):
+        others = [(w, s) for j, (w, s) in enumerate(held) if j != i]
+        theirs = set().union(*(s for _, s in others))
+        if mine.isdisjoint(theirs):
+
+            def shown(labels: set[str]) -> str:
+                first = sorted(labels)[:_SHOWN_LABELS]
+                more = ", ..." if len(labels) > _SHOWN_LABELS else ""
+                return ", ".join(repr(v[:40]) for v in first) + more
+
+            against = ", ".join(w for w, _ in others)
+            warnings.warn(
+                f"{fn}: {what} shares no label with {against} ({shown(mine)} against "
+                f"{shown(theirs)}), so every pair of them disagrees; if they use two label "
+                "sets, map one onto the other first (the statistic is computed on the labels "
+                "as given)",
+                DisjointLabelsWarning,
+                stacklevel=stacklevel,
+            )
+            return
 
 
 def as_lazy(df: object, fn: str) -> pl.LazyFrame:

@@ -15,6 +15,7 @@ from ._common import (
     UndefinedStatisticWarning,
     is_label,
     label_families,
+    warn_disjoint,
     warn_undefined,
 )
 
@@ -110,6 +111,11 @@ def _as_series(values: object, param: str) -> pl.Series:
         ) from exc
 
 
+def _side(param: str, values: pl.Series) -> str:
+    # A Series built here from a list is named after its parameter; a user's keeps its name.
+    return f"{param}=" if values.name in ("", param) else f"column {values.name!r} ({param}=)"
+
+
 @overload
 def cohen_kappa(  # type: ignore[overload-overlap]
     y1: pl.Expr | str,
@@ -165,6 +171,8 @@ def cohen_kappa(
         Kappa, at most 1. It is NaN when undefined: no pairs, or chance agreement of 1 (both
         raters used one and the same label throughout). The float form warns with
         :class:`UndefinedStatisticWarning` then; an expression cannot warn and just yields NaN.
+        The float form also warns with :class:`DisjointLabelsWarning` when the two raters
+        share no label at all (two label sets, most likely), and returns the kappa computed.
 
     References
     ----------
@@ -224,6 +232,13 @@ def cohen_kappa(
     if frame.schema["a"] != frame.schema["b"]:
         common = pl.Int64 if families == {"integer"} else pl.String
         frame = frame.with_columns(pl.col("a", "b").cast(common))
+    warn_disjoint(
+        "cohen_kappa",
+        [
+            (_side("y1", s1), frame["a"].drop_nulls().unique().to_list()),
+            (_side("y2", s2), frame["b"].drop_nulls().unique().to_list()),
+        ],
+    )
     value = float(frame.select(_kappa_expr(pl.col("a"), pl.col("b"), label_list, weights)).item())
     warn_undefined(
         np.array([value]),

@@ -26,6 +26,7 @@ from ._common import (
     normalize_by,
     unit_arrays,
     unit_sums,
+    warn_disjoint,
     warn_undefined,
 )
 
@@ -59,6 +60,13 @@ def _panel_counts(
     if len(families) > 1:
         raise InputError(f"{fn}: raters= columns mix text and integer labels")
     common = pl.Int64 if families == {"integer"} else pl.String
+    held = lf.select(pl.col(r).cast(common).drop_nulls().unique().implode() for r in names)
+    said = held.collect().row(0)
+    warn_disjoint(
+        fn,
+        [(f"column {r!r} (raters=)", labels) for r, labels in zip(names, said, strict=True)],
+        stacklevel=4,
+    )
     long = (
         lf.select(*keys, *(pl.col(r).cast(common) for r in names))
         .with_row_index(ITEM)
@@ -138,7 +146,8 @@ def fleiss_kappa(
     polars.DataFrame
         ``by`` columns, ``n_items`` (complete items), ``n_raters`` and ``fleiss_kappa``. Kappa is
         NaN, with an :class:`UndefinedStatisticWarning`, when chance agreement is 1 (every
-        rating is the same category) or there is no complete item.
+        rating is the same category) or there is no complete item. A rater column that
+        shares no label with the others gets a :class:`DisjointLabelsWarning`.
 
     References
     ----------
@@ -233,7 +242,8 @@ def krippendorff_alpha(
     polars.DataFrame
         ``by`` columns, ``n_items`` (pairable items), ``n_values`` (their ratings) and
         ``krippendorff_alpha``, NaN with an :class:`UndefinedStatisticWarning` when expected
-        disagreement is 0 (a single category) or nothing is pairable.
+        disagreement is 0 (a single category) or nothing is pairable. A rater column that
+        shares no label with the others gets a :class:`DisjointLabelsWarning`.
 
     References
     ----------
