@@ -11,7 +11,7 @@ from polars.datatypes import DataTypeClass
 
 from .config import SafetyConsistencyConfig
 from .errors import InputError
-from .judges._llm import LABELS
+from .judges import LABELS
 from .run._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 
 __all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary")
