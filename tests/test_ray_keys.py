@@ -37,6 +37,7 @@ pytestmark = [pytest.mark.network, pytest.mark.timeout(300)]
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 VAR = "SAFECONS_TEST_GATEWAY_KEY"
+LATE_VAR = "SAFECONS_TEST_LATE_KEY"
 KEY = "sk-exported-NEVER-IN-RAY-FILES-0123456789"
 CONTROL = "sk-runtime-env-LOGGED-BY-RAY-9876543210"
 REFUSE = "I'm sorry, I can't help with that."
@@ -114,6 +115,25 @@ def test_a_key_exported_where_ray_starts_reaches_the_actors_and_no_ray_file(monk
         assert out["sc_error"].null_count() == 2, out["sc_error"].to_list()
         assert out["safety_consistency"].to_list() == [0.9, 0.9]
         assert requests == 4  # each row: one SUT sample and its judgement, with the key
+
+        # A variable the driver has and the actors do not (exported after Ray started): the
+        # actor's session fails as it opens, naming the variable, and no call is made.
+        monkeypatch.setenv(LATE_VAR, KEY)
+        with FakeOpenAIServer(responder=responder, api_key=KEY) as srv:
+            late = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key_env=LATE_VAR)
+            job = scr.safety_consistency(
+                ray.data.from_arrow(rows.to_arrow()),
+                sut=late,
+                judge=late,
+                actors=1,
+                validate=False,
+            )
+            with pytest.raises(Exception) as info:  # Ray's wrapper of the actor's ConfigError
+                job.materialize()
+            assert srv.stats.requests == 0
+        message = str(info.value)
+        assert f"{LATE_VAR!r} is not set" in message and "where the client was unpickled" in message
+        assert KEY not in message
     finally:
         ray.shutdown()
     try:
