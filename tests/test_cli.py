@@ -303,3 +303,85 @@ def test_audit_of_a_chat_judge_over_http_runs_the_swap_test(capsys):
     assert code == 0, out
     assert "swap_consistency" in out and "swap test: not run" not in out
     assert "gave no verdict" not in out  # every call was judged
+
+
+# The probes of issue 17, item 8, as typed on the command line: (URL, what must not show).
+HOSTILE_BASE_URLS = [
+    ("HTTP://user:PW@host/v1", ["PW", "user:PW"]),
+    (" http://user:PW@host/v1", ["PW", "user:PW"]),
+    ("http://user:PW@[::1/v1", ["PW", "user:PW"]),
+    ("http://host/v1?api_key=SECRET", ["SECRET", "?api_key"]),
+    ("http://host/v1#frag", ["#frag"]),
+]
+
+
+@pytest.mark.parametrize("from_env", [False, True], ids=["--sut-base-url", "OPENAI_BASE_URL"])
+@pytest.mark.parametrize(("url", "hidden"), HOSTILE_BASE_URLS)
+def test_a_base_url_holding_a_secret_is_one_line_of_error_that_does_not_echo_it(
+    url, hidden, from_env, tmp_path, capsys, monkeypatch
+):
+    args = [
+        "run",
+        str(_rows(tmp_path)),
+        "--output",
+        str(tmp_path / "out.parquet"),
+        "--sut-model",
+        "m",
+        "--judge-model",
+        "j",
+        "--judge-base-url",
+        "http://127.0.0.1:9/v1",
+    ]
+    if from_env:
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+    else:
+        args += ["--sut-base-url", url]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("safecons: error: --sut-base-url") and err.count("\n") == 1, err
+    assert "Traceback" not in err and "sut:" not in out  # refused before the client is made
+    for secret in hidden:
+        assert secret not in out + err, f"{secret!r} shown: {err}"
+
+
+def test_a_key_named_by_key_env_never_travels_in_the_clients_pickle(monkeypatch, capsys):
+    # Issue 17, item 7: the CLI read the variable's value and handed it to the client as
+    # api_key=, which travels in the pickle; the client now gets the variable's name.
+    import argparse
+    import pickle
+
+    from safecons.cli import _client
+
+    key = "sut-secret-key-0123456789"
+    monkeypatch.setenv("SUT_KEY", key)
+    args = argparse.Namespace(
+        sut_model="m", sut_base_url="http://127.0.0.1:9/v1", sut_key_env="SUT_KEY"
+    )
+    client = _client(args, "sut")
+    assert client.secrets.scrub(key) == "<api key>"
+    assert key.encode() not in pickle.dumps(client)
+    assert "key from SUT_KEY" in capsys.readouterr().out
+
+
+def test_a_key_pasted_where_its_variables_name_belongs_is_not_echoed(tmp_path, capsys):
+    key = "sk-proj-PASTED-0123456789abcdef"
+    args = [
+        "run",
+        str(_rows(tmp_path)),
+        "--output",
+        str(tmp_path / "out.parquet"),
+        "--sut-model",
+        "m",
+        "--sut-base-url",
+        "http://127.0.0.1:9/v1",
+        "--sut-key-env",
+        key,
+        "--judge-model",
+        "j",
+        "--judge-base-url",
+        "http://127.0.0.1:9/v1",
+    ]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("safecons: error: --sut-key-env: ") and "not set" in err
+    assert "PASTED-0123" not in out + err

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
+from safecons.errors import InputError
 from safecons.testing import StandInJudge
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -75,3 +76,52 @@ def test_model_is_required_and_url_credentials_refused():
         sc.OpenAICompatible(model=None, base_url="http://x.test/v1")
     with pytest.raises(ValueError, match="credentials in the URL"):
         sc.OpenAICompatible(model="m", base_url=f"https://user:{KEY}@x.test/v1")
+
+
+def test_api_key_env_is_checked_up_front_and_named_not_echoed(monkeypatch):
+    with pytest.raises(InputError, match="api_key, api_key_env: pass one"):
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key=KEY, api_key_env="K")
+    for bad in ("", "A=B", "A\nB", 42):
+        with pytest.raises(InputError, match="api_key_env: expected the name"):
+            sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key_env=bad)
+    # A variable named explicitly must hold a key where the client is made.
+    monkeypatch.delenv("TEAM_KEY", raising=False)
+    with pytest.raises(InputError, match="'TEAM_KEY' is not set or is empty"):
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key_env="TEAM_KEY")
+    monkeypatch.setenv("TEAM_KEY", " \n")
+    with pytest.raises(InputError, match="'TEAM_KEY' is not set or is empty"):
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key_env="TEAM_KEY")
+    monkeypatch.setenv("TEAM_KEY", KEY + "é")
+    with pytest.raises(InputError, match="api_key: the key in the environment variable 'TEAM_KEY'"):
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key_env="TEAM_KEY")
+    # A name that does not look like one (a key pasted in its place) is never echoed.
+    with pytest.raises(InputError) as info:
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key_env=KEY)
+    assert KEY not in str(info.value) and "name not shown" in str(info.value)
+
+
+def test_api_key_env_reads_the_named_variable_stripped(monkeypatch):
+    monkeypatch.setenv("TEAM_KEY", f" {KEY}\n")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-this-one-0123456789")
+    seen = []
+
+    def handler(request):
+        seen.append(request.headers["authorization"])
+        return httpx.Response(200, json={"choices": [{"message": {"content": REFUSE}}]})
+
+    client = sc.OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        api_key_env="TEAM_KEY",
+        transport=httpx.MockTransport(handler),
+    )
+    rows(1).pipe(sc.safety_consistency, sut=client, judge=StandInJudge(), progress=False)
+    assert set(seen) == {f"Bearer {KEY}"}
+
+
+def test_an_azure_deployment_name_cannot_leave_its_path_segment():
+    for bad in ("", "../../other", "a/b", "d?x=1", "d#x", " d", ".."):
+        with pytest.raises(InputError, match="deployment: expected an Azure deployment name"):
+            sc.OpenAICompatible.azure(
+                endpoint="https://res.openai.azure.com", deployment=bad, api_version="v"
+            )

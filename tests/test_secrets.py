@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import pickle
+import re
 import traceback
 
 import polars as pl
 import pytest
 
 import safecons as sc
+from safecons.errors import ConfigError, InputError
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
 KEY = "sk-proj-NEVER-SHOW-ME-0123456789abcdef"
@@ -151,3 +155,160 @@ def test_a_server_echoing_the_key_on_every_path_leaks_it_nowhere(how, tmp_path, 
         pieces = [KEY[i : i + 10] for i in range(len(KEY) - 9) if KEY[i : i + 10] in text]
         assert not pieces, f"the key leaked into {name}: {pieces[:3]}"
     assert "<api key>" in artifacts["frame"] and "<api key>" in artifacts["error"]
+
+
+# --------------------------------------------------------------------------- keys in pickles
+
+DRIVER_KEY = "sk-driver-NEVER-IN-A-PICKLE-0123456789"
+ACTOR_KEY = "sk-actor-READ-WHERE-UNPICKLED-987654"
+
+
+def _ask(client) -> str:
+    async def go():
+        async with client.session() as session:
+            completion = await session.complete([{"role": "user", "content": "hi"}], temperature=0)
+            return completion.text
+
+    return asyncio.run(go())
+
+
+def _pieces(secret: str, data: bytes | str) -> list[str]:
+    """The 10-character runs of ``secret`` found in ``data``: none, when nothing of it leaked."""
+    text = data.decode("latin-1") if isinstance(data, bytes) else data
+    return [secret[i : i + 10] for i in range(len(secret) - 9) if secret[i : i + 10] in text]
+
+
+def _azure(base: str, **kw):
+    return sc.OpenAICompatible.azure(
+        endpoint=base.removesuffix("/v1"), deployment="m", api_version="2024-10-21", **kw
+    )
+
+
+# (the variable the key is read from, how the client is made)
+KEY_SOURCES = {
+    "OPENAI_API_KEY": (
+        "OPENAI_API_KEY",
+        lambda base: sc.OpenAICompatible(model="m", base_url=base),
+    ),
+    "azure: AZURE_OPENAI_API_KEY": ("AZURE_OPENAI_API_KEY", lambda base: _azure(base, model="m")),
+    "api_key_env": (
+        "TEAM_GATEWAY_KEY",
+        lambda base: sc.OpenAICompatible(model="m", base_url=base, api_key_env="TEAM_GATEWAY_KEY"),
+    ),
+    "azure: api_key_env": (
+        "TEAM_AZURE_KEY",
+        lambda base: _azure(base, model="m", api_key_env="TEAM_AZURE_KEY"),
+    ),
+}
+
+
+@pytest.mark.parametrize("source", KEY_SOURCES)
+def test_no_key_read_from_the_environment_travels_in_a_pickle(source, monkeypatch):
+    # Issue 17, item 7: Azure's key and a key named by --sut-key-env travelled inside the
+    # pickle Ray ships to every actor. The key is read again where the client is unpickled.
+    var, make = KEY_SOURCES[source]
+    monkeypatch.setenv(var, DRIVER_KEY)
+    with FakeOpenAIServer(api_key=ACTOR_KEY) as srv:
+        client = make(srv.base_url)
+        assert client.secrets.scrub(DRIVER_KEY) == "<api key>"  # the driver's key is in use
+        data = pickle.dumps(client)
+        assert not _pieces(DRIVER_KEY, data), f"the key travels in the pickle ({source})"
+        monkeypatch.setenv(var, ACTOR_KEY)  # the process that unpickles it has its own
+        there = pickle.loads(data)
+        assert _ask(there) == "echo: hi"  # the server takes ACTOR_KEY only
+        assert there.secrets.scrub(f"x {ACTOR_KEY}") == "x <api key>"
+        assert not _pieces(ACTOR_KEY, pickle.dumps(there))
+
+
+@pytest.mark.parametrize("source", KEY_SOURCES)
+def test_a_key_variable_unset_where_the_client_is_unpickled_fails_at_session_open(
+    source, monkeypatch
+):
+    var, make = KEY_SOURCES[source]
+    monkeypatch.setenv(var, DRIVER_KEY)
+    with FakeOpenAIServer(api_key=DRIVER_KEY) as srv:
+        data = pickle.dumps(make(srv.base_url))
+        monkeypatch.delenv(var)
+        there = pickle.loads(data)  # unpickling itself never fails (Ray would hide why)
+        with pytest.raises(ConfigError) as info:
+            _ask(there)
+        assert srv.stats.requests == 0  # refused before any request, not by a 401
+    message = "".join(traceback.format_exception(info.value))
+    assert f"{var!r} is not set" in message and "where the client was unpickled" in message
+    assert not _pieces(DRIVER_KEY, message)
+
+
+def test_a_client_made_without_a_key_stays_keyless_where_its_variable_is_unset(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "")
+    with FakeOpenAIServer() as srv:
+        there = pickle.loads(pickle.dumps(sc.OpenAICompatible(model="m", base_url=srv.base_url)))
+        assert _ask(there) == "echo: hi"
+        # Azure's client reads its own variable, never OPENAI_API_KEY.
+        monkeypatch.setenv("OPENAI_API_KEY", DRIVER_KEY)
+        assert _ask(_azure(srv.base_url, model="m")) == "echo: hi"
+        assert srv.stats.log[-1].auth_header is None
+
+
+# --------------------------------------------------------------------------- secrets in URLs
+
+# (base URL, the secret in it): issue 17, item 8, and variations of it.
+HOSTILE_URLS = [
+    ("HTTP://user:PW-s3cret-42@host/v1", "PW-s3cret-42"),
+    (" http://user:PW-s3cret-42@host/v1", "PW-s3cret-42"),
+    ("http://user:PW-s3cret-42@[::1/v1", "PW-s3cret-42"),
+    ("http://host/v1?api_key=SECRET-0123456789", "SECRET-0123456789"),
+    ("http://host/v1#frag-s3cret-42", "frag-s3cret-42"),
+    ("http://user:PW/s3cret-42@host/v1", "s3cret-42"),  # a "/" ends the authority early
+    ("http://host:PW-s3cret-42/v1", "PW-s3cret-42"),  # a bad port
+    ("user:PW-s3cret-42@host/v1", "PW-s3cret-42"),  # no scheme at all
+    ("sk-proj-PASTED-s3cret-42", "PASTED-s3cret-42"),  # a key where the URL belongs
+    ("ftp://host/PW-s3cret-42", "PW-s3cret-42"),
+    ("http://host/v1\nPW-s3cret-42", "PW-s3cret-42"),
+]
+
+
+def _made_with(how: str, url: str, monkeypatch):
+    if how == "base_url":
+        return sc.OpenAICompatible(model="m", base_url=url)
+    if how == "OPENAI_BASE_URL":
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        return sc.OpenAICompatible(model="m")
+    return sc.OpenAICompatible.azure(endpoint=url, deployment="d", api_version="2024-10-21")
+
+
+@pytest.mark.parametrize("how", ["base_url", "OPENAI_BASE_URL", "endpoint"])
+@pytest.mark.parametrize(("url", "secret"), HOSTILE_URLS)
+def test_a_base_url_that_may_hold_a_secret_is_refused_without_echoing_it(
+    how, url, secret, monkeypatch
+):
+    with pytest.raises(InputError) as info:
+        _made_with(how, url, monkeypatch)
+    text = "".join(traceback.format_exception(info.value))
+    assert not _pieces(secret, text) and secret not in text, text
+    assert str(info.value).startswith(f"{how}: ")
+
+
+def test_the_url_checks_keep_what_is_valid_and_say_what_is_not(monkeypatch):
+    made = sc.OpenAICompatible(model="m", base_url="HTTP://Host.test:8000/v1/")
+    assert made.base_url == "http://Host.test:8000/v1"  # the scheme in any case
+    assert made.identity == "http://Host.test:8000/v1/chat/completions#m"
+    ipv6 = sc.OpenAICompatible(model="m", base_url="http://[::1]:8000/v1")
+    assert ipv6.base_url == "http://[::1]:8000/v1"
+    # As for keys: the environment's value is stripped, an argument's is refused.
+    monkeypatch.setenv("OPENAI_BASE_URL", " http://localhost:8000/v1\n")
+    assert sc.OpenAICompatible(model="m").base_url == "http://localhost:8000/v1"
+    expected = {
+        " http://localhost:8000/v1": "whitespace at an end",
+        "http://user@host/v1": "credentials in the URL",
+        "http://host/v1?": "query string",
+        "http://host/v1#": "fragment",
+        "http://[::1/v1": "not a valid URL",
+        "http://host:99999/v1": "not a valid URL",
+        "localhost:8000": "expected an http(s) URL",
+        "http:///v1": "has no host",
+        "": "expected an http(s) URL",
+    }
+    for url, problem in expected.items():
+        with pytest.raises(InputError, match=re.escape(problem)):
+            sc.OpenAICompatible(model="m", base_url=url)

@@ -225,37 +225,35 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _key_from(env: str | None, role: str) -> str | None:
-    if env is None:
-        return None
-    value = os.environ.get(env)
-    if value is None:
-        raise SafeconsError(f"--{role}-key-env: the environment variable {env!r} is not set")
-    return value
-
-
 def _client(args: argparse.Namespace, role: str) -> Any:
     from .clients import OpenAICompatible
     from .clients._openai import OPENAI_BASE_URL
 
     model = getattr(args, f"{role}_model")
     base_url = getattr(args, f"{role}_base_url")
+    # Only the variable's name: the client reads the key itself, so that it remembers the
+    # name and not the value (and reads it again where it is unpickled).
     key_env = getattr(args, f"{role}_key_env")
-    where = base_url or os.environ.get("OPENAI_BASE_URL")
-    source = f"--{role}-base-url" if base_url else "from OPENAI_BASE_URL"
-    if where is None:
-        # No silent remote default: OpenAI's API only when a key for it is at hand.
-        if key_env is None and not os.environ.get("OPENAI_API_KEY"):
+    source = f"--{role}-base-url"
+    if base_url is None:
+        if os.environ.get("OPENAI_BASE_URL", "").strip():
+            source = "from OPENAI_BASE_URL"  # read (and checked) by the client
+        elif key_env is None and not os.environ.get("OPENAI_API_KEY"):
+            # No silent remote default: OpenAI's API only when a key for it is at hand.
             raise SafeconsError(
                 f"--{role}-base-url: not given, and OPENAI_BASE_URL is not set, so the {role} "
                 f"would be OpenAI's API ({OPENAI_BASE_URL}), for which OPENAI_API_KEY is not "
                 f"set either; pass --{role}-base-url URL (e.g. http://localhost:8000/v1)"
             )
-        where, source = OPENAI_BASE_URL, f"OpenAI's API: no --{role}-base-url given"
+        else:
+            base_url, source = OPENAI_BASE_URL, f"OpenAI's API: no --{role}-base-url given"
     try:
-        client = OpenAICompatible(model=model, base_url=where, api_key=_key_from(key_env, role))
+        client = OpenAICompatible(model=model, base_url=base_url, api_key_env=key_env)
     except ValueError as exc:
-        raise SafeconsError(f"--{role}-base-url / --{role}-model: {exc}") from None
+        # The messages never quote a URL or a key, so they can be shown as they are.
+        about_key = str(exc).startswith("api_key")
+        option = f"--{role}-key-env" if about_key else f"--{role}-base-url / --{role}-model"
+        raise SafeconsError(f"{option}: {exc}") from None
     if key_env:
         key = f"key from {key_env}"
     else:

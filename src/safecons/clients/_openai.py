@@ -17,7 +17,7 @@ from typing import Any, Literal
 import httpx
 
 from .._text import valid_unicode
-from ..errors import AuthenticationError
+from ..errors import AuthenticationError, ConfigError, InputError
 from ._base import (
     CONTENT_FILTER_TEXT,
     ChatSession,
@@ -26,7 +26,13 @@ from ._base import (
     NonRetryableCallError,
     RetryableCallError,
 )
-from ._secrets import Secrets
+from ._secrets import (
+    Secrets,
+    check_base_url,
+    check_env_name,
+    key_from_env,
+    shown_env_name,
+)
 
 __all__ = ("DEFAULT_MAX_RESPONSE_BYTES", "OpenAICompatible", "ResponseTooLarge")
 
@@ -42,6 +48,8 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
 _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|guided", re.I)
 # Fallbacks whose retry also failed, after which a session stops doubling its requests.
 _MAX_UNCONFIRMED = 2
+# What Azure allows in a deployment's name; it becomes a segment of the request's path.
+_DEPLOYMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -254,13 +262,13 @@ async def _read_chunks(
     return bytes(body)
 
 
-def _check_key(key: str | None) -> str | None:
+def _check_key(key: str) -> str:
     # A key with a newline (read from a file) or a non-ASCII character would make the HTTP layer
     # fail with an error that quotes the header, key included; refuse it here, without echoing.
-    if key is None or key == "":
-        return key
-    if not key.isascii() or not key.isprintable() or key != key.strip():
-        raise ValueError(
+    if not isinstance(key, str):
+        raise InputError(f"api_key: expected a string, got {type(key).__name__}")
+    if key and (not key.isascii() or not key.isprintable() or key != key.strip()):
+        raise InputError(
             "api_key: contains whitespace at an end, control or non-ASCII characters "
             "(the key is not shown); strip it before passing it"
         )
@@ -305,11 +313,20 @@ class OpenAICompatible:
     base_url
         The API root, e.g. ``http://localhost:8000/v1`` (vLLM), ``http://localhost:11434/v1``
         (Ollama), ``http://localhost:8080/v1`` (llama.cpp). Defaults to ``OPENAI_BASE_URL``, then
-        OpenAI's. Requests go to ``{base_url}/chat/completions`` and nowhere else.
+        OpenAI's. Requests go to ``{base_url}/chat/completions`` and nowhere else. A URL with
+        credentials (``user:pw@``), a query string or a fragment is refused, by a message that
+        does not quote it; the scheme may be in any case.
     api_key
-        Defaults to ``OPENAI_API_KEY`` (``AZURE_OPENAI_API_KEY`` with :meth:`azure`). Sent as a
-        bearer token (or in Azure's ``api-key`` header); never shown in reprs, errors or outputs.
-        Local servers usually need none.
+        The key, given explicitly: it travels with the client when it is pickled (to a Ray
+        actor, a process pool). Sent as a bearer token (or in Azure's ``api-key`` header);
+        never shown in reprs, errors or outputs. ``""``: no key. Local servers usually need none.
+    api_key_env
+        Without ``api_key``, the environment variable the key is read from (default
+        ``OPENAI_API_KEY``; ``AZURE_OPENAI_API_KEY`` with :meth:`azure`), stripped of
+        surrounding whitespace. A variable named here must hold a key. The key never travels
+        in a pickle: the variable is read again where the client is unpickled, and if the
+        client was made with a key from it, a process where it is unset fails when the
+        client's session opens (before any call), by an error naming the variable.
     params
         Extra request-body fields sent with every call (``max_tokens``, ``top_p``, ``seed``,
         ...). ``model``, ``messages`` and ``temperature`` are set by safecons.
@@ -350,6 +367,13 @@ class OpenAICompatible:
     >>> from safecons import OpenAICompatible
     >>> OpenAICompatible(model="llama3.1", base_url="http://localhost:11434/v1", api_key="sk-x")
     OpenAICompatible(base_url='http://localhost:11434/v1', model='llama3.1', api_key=<set>)
+    >>> import os, pickle
+    >>> os.environ["MY_GATEWAY_KEY"] = "sk-gateway-0123456789"
+    >>> client = OpenAICompatible(
+    ...     model="m", base_url="http://gw:4000", api_key_env="MY_GATEWAY_KEY")
+    >>> b"sk-gateway" in pickle.dumps(client)
+    False
+    >>> del os.environ["MY_GATEWAY_KEY"]
     """
 
     def __init__(
@@ -358,6 +382,7 @@ class OpenAICompatible:
         model: str | None,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         params: Mapping[str, Any] | None = None,
         send_temperature: bool = True,
         send_seed: bool = False,
@@ -368,26 +393,42 @@ class OpenAICompatible:
         _url: str | None = None,
         _auth_header: Literal["authorization", "api-key"] = "authorization",
         _query: Mapping[str, str] | None = None,
+        _default_key_env: str = "OPENAI_API_KEY",
     ) -> None:
         if model is None and _url is None:
             raise ValueError("model: required (every OpenAI-compatible server but Azure needs it)")
         if model is not None and (not isinstance(model, str) or not model):
             raise ValueError(f"model: expected a non-empty string, got {model!r}")
-        base = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
-        if not base.startswith(("http://", "https://")):
-            raise ValueError(f"base_url: expected an http(s) URL, got {base!r}")
-        parsed = httpx.URL(base)
-        if parsed.userinfo:
-            raise ValueError(
-                "base_url: credentials in the URL are not supported; pass api_key= or headers="
+        if base_url is not None:
+            self.base_url = check_base_url(base_url)
+        elif os.environ.get("OPENAI_BASE_URL", "").strip():
+            self.base_url = check_base_url(
+                os.environ["OPENAI_BASE_URL"], "OPENAI_BASE_URL", from_env=True
             )
-        self.base_url = base.rstrip("/")
+        else:
+            self.base_url = OPENAI_BASE_URL
         self.model = model
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self._api_key = _check_key(key.strip() if key is not None and api_key is None else key)
-        # A key read from the environment is read again where the client is unpickled (a Ray
-        # actor, a process pool), and never travels inside the pickle.
-        self._key_from_env = api_key is None
+        if api_key is not None and api_key_env is not None:
+            raise InputError("api_key, api_key_env: pass one (the key, or its variable's name)")
+        # A key read from the environment never travels in a pickle: the variable's name
+        # does, and the key is read again where the client is unpickled (a Ray actor).
+        self._key_env: str | None = None
+        self._key_required = False
+        self._key_problem: str | None = None
+        self._api_key: str | None
+        if api_key is not None:
+            self._api_key = _check_key(api_key)
+        else:
+            self._key_env = check_env_name(
+                api_key_env if api_key_env is not None else _default_key_env
+            )
+            key, problem = key_from_env(self._key_env, required=api_key_env is not None)
+            if problem is not None:
+                raise InputError(problem)
+            self._api_key = key
+            # A key the client was made with is expected wherever it is unpickled: sending
+            # without it would fail later, at the endpoint, with a less helpful 401.
+            self._key_required = key is not None or api_key_env is not None
         reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
         if reserved:
             raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
@@ -419,18 +460,32 @@ class OpenAICompatible:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        if self._key_from_env:
+        del state["_secrets"]  # made from the key and headers, again where unpickled
+        if self._key_env is not None:
             state["_api_key"] = None
-            state["_secrets"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._key_from_env = state.get("_key_from_env", False)  # pickled before it existed
-        if self._key_from_env:
-            key = os.environ.get("OPENAI_API_KEY")
-            self._api_key = _check_key(key.strip() if key is not None else None)
-            self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
+        if "_key_env" not in state:  # pickled before api_key_env, by a safecons that
+            # read only OPENAI_API_KEY again
+            from_env = self.__dict__.pop("_key_from_env", False)
+            self._key_env = "OPENAI_API_KEY" if from_env else None
+            self._key_required = False
+        self._key_problem = None
+        if self._key_env is not None:
+            self._api_key, problem = key_from_env(self._key_env, required=self._key_required)
+            if problem is not None:
+                # Raised when the session opens, not here: an error inside Ray's unpickling
+                # would not say which client, nor reach the user as clearly.
+                self._key_problem = (
+                    f"{problem} in this process (pid {os.getpid()}), where the client was "
+                    "unpickled. A key read from the environment never travels in a pickle: "
+                    f"set {shown_env_name(self._key_env)} in the environment of every process "
+                    "that runs the client (for Ray, see docs/scale-out.md), or make the client "
+                    "with api_key='' if the endpoint needs no key"
+                )
+        self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
 
     @property
     def secrets(self) -> Secrets:
@@ -445,14 +500,17 @@ class OpenAICompatible:
         deployment: str,
         api_version: str,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         model: str | None = None,
         **kwargs: Any,
     ) -> OpenAICompatible:
         """Client for an Azure OpenAI deployment.
 
         Requests go to ``{endpoint}/openai/deployments/{deployment}/chat/completions`` with
-        ``?api-version=...`` and the key in the ``api-key`` header (default
-        ``AZURE_OPENAI_API_KEY``).
+        ``?api-version=...`` and the key in the ``api-key`` header: ``api_key``, or the
+        variable ``api_key_env`` names (default ``AZURE_OPENAI_API_KEY``), read again where
+        the client is unpickled, as for the constructor. ``endpoint`` passes the checks of
+        ``base_url``.
 
         Examples
         --------
@@ -461,15 +519,21 @@ class OpenAICompatible:
         >>> c.identity
         'https://res.openai.azure.com/openai/deployments/gpt4o/chat/completions#gpt4o'
         """
-        root = endpoint.rstrip("/")
-        key = api_key if api_key is not None else os.environ.get("AZURE_OPENAI_API_KEY")
+        root = check_base_url(endpoint, "endpoint")
+        if not isinstance(deployment, str) or not _DEPLOYMENT.fullmatch(deployment):
+            raise InputError(
+                "deployment: expected an Azure deployment name (a letter or digit, then letters, "
+                "digits, '-', '_', '.')"
+            )
         return cls(
             model=model,
             base_url=root,
-            api_key=key if key is not None else "",
+            api_key=api_key,
+            api_key_env=api_key_env,
             _url=f"{root}/openai/deployments/{deployment}/chat/completions",
             _auth_header="api-key",
             _query={"api-version": api_version},
+            _default_key_env="AZURE_OPENAI_API_KEY",
             **kwargs,
         )
 
@@ -510,6 +574,8 @@ class OpenAICompatible:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[ChatSession]:
+        if self._key_problem is not None:
+            raise ConfigError(self._key_problem)
         if self.transport == "direct" or (self.transport == "auto" and _direct_available()):
             async with _direct_post(self) as post:
                 yield _OpenAISession(self, post)

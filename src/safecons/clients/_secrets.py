@@ -1,9 +1,15 @@
-"""One scrubber for every text that comes back from a server.
+"""One scrubber for every text that comes back from a server, and the checks that keep a
+secret out of what a client shows and carries.
 
 A server, a gateway or an HTTP library can echo what the client sent: the ``Authorization``
 header in a 200's body, the key in a 401's message, a custom header in a 500. Every text safecons
 keeps from a server (answers, error bodies, reasons, exception messages) passes
 :meth:`Secrets.scrub` *before* it is cut to length, so no part of a secret survives a cut.
+
+A base URL is shown (the CLI, reprs), kept (the cache's endpoint column) and quoted in every
+error, so :func:`check_base_url` refuses one that could hold a secret, without echoing it. A
+key read from the environment is read by :func:`key_from_env`, whose messages name the
+variable and never its value.
 """
 
 from __future__ import annotations
@@ -11,12 +17,27 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-__all__ = ("MIN_SECRET_LENGTH", "SCRUBBED", "Secrets", "is_secret_header", "secrets_of")
+import httpx
+
+from ..errors import InputError
+
+__all__ = (
+    "MIN_SECRET_LENGTH",
+    "SCRUBBED",
+    "Secrets",
+    "check_base_url",
+    "check_env_name",
+    "is_secret_header",
+    "key_from_env",
+    "secrets_of",
+    "shown_env_name",
+)
 
 #: What a secret is replaced by.
 SCRUBBED: Final[str] = "<api key>"
@@ -162,3 +183,136 @@ def _basic(token: str) -> list[str]:
         return []
     _user, sep, password = decoded.partition(":")
     return [decoded, password] if sep and password else []
+
+
+# ----------------------------------------------------------------------------- base URLs
+
+_NOT_SHOWN: Final = "(the value is not shown: it may hold a secret)"
+
+
+def check_base_url(url: object, name: str = "base_url", *, from_env: bool = False) -> str:
+    """``url`` as an API root safecons can show and keep: ``scheme://host[:port][/path]``.
+
+    Refused, in this order and by a message that never quotes the value: whitespace at an
+    end (stripped instead for a value ``from_env``, as keys from the environment are) or
+    whitespace and control characters anywhere; an ``@`` (credentials, ``user:pw@host``);
+    a ``?`` (a query string, where gateways take keys); a ``#``; then a value that does not
+    parse, whose scheme is not ``http``/``https`` (in any case), or that has no host or a
+    bad port. The scheme is written in lower case; a trailing ``/`` is dropped.
+
+    Examples
+    --------
+    >>> check_base_url("HTTP://localhost:8000/v1/")
+    'http://localhost:8000/v1'
+    >>> check_base_url("http://user:hunter2@localhost/v1")
+    Traceback (most recent call last):
+    ...
+    safecons.errors.InputError: base_url: credentials in the URL (user:password@host) are ...
+    """
+    if not isinstance(url, str):
+        raise InputError(f"{name}: expected an http(s) URL as a string, got {type(url).__name__}")
+    if from_env:
+        url = url.strip()
+    elif url != url.strip():
+        raise InputError(f"{name}: has whitespace at an end; strip it {_NOT_SHOWN}")
+    if not url.isprintable() or any(c.isspace() for c in url):
+        raise InputError(f"{name}: holds whitespace or control characters {_NOT_SHOWN}")
+    # The secret checks come first, on the raw text: a URL that does not parse, or whose
+    # scheme is wrong, may still hold a password, and no later message may quote it.
+    if "@" in url:
+        raise InputError(
+            f"{name}: credentials in the URL (user:password@host) are not supported; pass "
+            f"api_key=, api_key_env= or headers= {_NOT_SHOWN}"
+        )
+    if "?" in url:
+        raise InputError(
+            f"{name}: a query string (?...) is not supported: a key in it would be shown and "
+            "stored, and the request URL would be wrong; pass a key as api_key=, api_key_env= "
+            f"or headers= (Azure's api-version: OpenAICompatible.azure) {_NOT_SHOWN}"
+        )
+    if "#" in url:
+        raise InputError(f"{name}: a fragment (#...) is not part of an API root {_NOT_SHOWN}")
+    example = "such as http://localhost:8000/v1"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
+        raise InputError(f"{name}: not a valid URL, {example} {_NOT_SHOWN}") from None
+    if parts.scheme not in ("http", "https"):
+        raise InputError(f"{name}: expected an http(s) URL, {example} {_NOT_SHOWN}")
+    if not parts.hostname:
+        raise InputError(f"{name}: the URL has no host, {example} {_NOT_SHOWN}")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
+
+
+# ----------------------------------------------------------------------------- keys
+
+
+def check_env_name(name: object, param: str = "api_key_env") -> str:
+    """``name`` if it can name an environment variable (never echoed when it cannot).
+
+    Examples
+    --------
+    >>> check_env_name("MY_GATEWAY_KEY")
+    'MY_GATEWAY_KEY'
+    """
+    if not isinstance(name, str) or not name or "=" in name or not name.isprintable():
+        raise InputError(
+            f"{param}: expected the name of an environment variable (a non-empty string "
+            "without '=' or control characters; the value is not shown)"
+        )
+    return name
+
+
+# Variable names shown in messages: the convention (upper case, digits, _). Anything else
+# may be a key pasted where its variable's name belongs, and is not echoed.
+_SHOWN_NAME: Final = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+
+
+def shown_env_name(name: str) -> str:
+    """How a variable's name appears in a message: quoted, or withheld if it may be a key.
+
+    Examples
+    --------
+    >>> shown_env_name("OPENAI_API_KEY")
+    "'OPENAI_API_KEY'"
+    >>> shown_env_name("sk-proj-0123456789abcdef")
+    '(name not shown: not an UPPER_CASE name, it may be a key)'
+    """
+    if _SHOWN_NAME.fullmatch(name):
+        return repr(name)
+    return "(name not shown: not an UPPER_CASE name, it may be a key)"
+
+
+def key_from_env(name: str, *, required: bool) -> tuple[str | None, str | None]:
+    """(key, problem): the key in the variable ``name``, stripped of surrounding whitespace.
+
+    No key (unset or empty) is a problem only when ``required``; a key with control or
+    non-ASCII characters always is. A problem's text names the variable, never its value.
+
+    Examples
+    --------
+    >>> os.environ["SAFECONS_DOCTEST_KEY"] = " sk-0123456789 "
+    >>> key_from_env("SAFECONS_DOCTEST_KEY", required=True)
+    ('sk-0123456789', None)
+    >>> del os.environ["SAFECONS_DOCTEST_KEY"]
+    >>> key_from_env("SAFECONS_DOCTEST_KEY", required=False)
+    (None, None)
+    >>> key_from_env("SAFECONS_DOCTEST_KEY", required=True)[1]
+    "api_key_env: the environment variable 'SAFECONS_DOCTEST_KEY' is not set or is empty"
+    """
+    raw = os.environ.get(name)
+    key = raw.strip() if raw is not None else ""
+    if not key:
+        if not required:
+            return None, None
+        return None, (
+            f"api_key_env: the environment variable {shown_env_name(name)} is not set or is empty"
+        )
+    if not key.isascii() or not key.isprintable():
+        return None, (
+            f"api_key: the key in the environment variable {shown_env_name(name)} holds control "
+            "or non-ASCII characters (the key is not shown)"
+        )
+    return key, None

@@ -210,8 +210,9 @@ def safety_consistency(
     sut, judge, config, seed, prefix, toxicity_templates, jailbreak_templates, **overrides
         As for :func:`safecons.safety_consistency`. The clients are pickled to the actors and
         open their sessions there. A key given as ``api_key=`` travels with its client; one
-        read from ``OPENAI_API_KEY`` does not, and each actor reads its own (give it through
-        ``runtime_env={"env_vars": ...}``).
+        read from the environment (``OPENAI_API_KEY``, ``api_key_env=``) does not, and each
+        actor reads its own. Export it where Ray starts, never in a ``runtime_env``, which
+        Ray logs in clear (``docs/scale-out.md``, "Keys on a cluster").
     cache
         As for the Polars path; every actor opens the same SQLite file (shared safely by the
         processes of one node). On a cluster of several nodes, see ``docs/scale-out.md``.
