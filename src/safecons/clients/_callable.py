@@ -272,11 +272,11 @@ class CallableClient:
       name: an upgrade is not seen), settings inside such a module (``litellm.api_base =
       ...``), environment variables, files the callable reads, and anything reached only at
       run time (``getattr`` by a computed name, ``eval``).
-    * guessed: an object that shows no state (implemented in C: a lock, a socket, a NumPy
-      array, an SDK client's connection pool), a class deriving from one, a callable that is
-      itself a builtin, more than 100,000 values or a nesting deeper than 40 levels. A
-      guessed identity is listed by :attr:`unseen`, and a run that uses a cache warns once
-      per client, saying what was not seen.
+    * guessed: an object that shows no state (implemented in C: a socket, a NumPy array, the
+      TLS context of an SDK client; a lock is seen as a lock), a class deriving from one, a
+      callable that is itself a builtin, more than 100,000 values or a nesting deeper than 40
+      levels. A guessed identity is listed by :attr:`unseen`, and a run that uses a cache
+      warns once per client, saying what was not seen.
 
     An object with a ``cache_identity`` string is known by that string alone.
 
@@ -356,9 +356,10 @@ def warn_if_guessed(client: object, warned: set[str], stacklevel: int = 2) -> No
     warned.add(identity)
     warnings.warn(
         f"{identity}: this callable's cache identity is a guess, since safecons cannot see "
-        f"all it depends on ({_listed(sight.unseen)}); a change there would replay answers "
-        "cached before it. Name it: CallableClient(fn, name=..., version=...), and change "
-        "the version whenever the model or its settings change",
+        f"all it depends on ({_listed(sight.unseen)}); a change there would go unseen, and "
+        "the answers cached before it would be replayed. Name it: CallableClient(fn, "
+        "name=..., version=...), and change the version whenever the model or its settings "
+        "change",
         RuntimeWarning,
         stacklevel=stacklevel + 1,
     )

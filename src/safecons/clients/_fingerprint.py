@@ -29,6 +29,7 @@ import re
 import site
 import sys
 import sysconfig
+import threading
 import types
 import uuid
 from collections import defaultdict, deque
@@ -120,6 +121,7 @@ _BY_REPR: Final = (
 )
 _BY_STR: Final = (pathlib.PurePath, uuid.UUID)
 _C_CALLABLES: Final = (types.BuiltinFunctionType, *_C_DESCRIPTORS)
+_LOCKS: Final = (type(threading.Lock()), type(threading.RLock()))
 _GLOBAL_READS: Final = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 
 
@@ -345,6 +347,9 @@ class _Look:
                 "args": self.see(value.args, f"{path}.args", depth),
                 "state": self._attributes(vars(value).items(), path, depth),
             }
+        if isinstance(value, _LOCKS):
+            # Whether a lock is held at the moment never shapes an answer.
+            return {"lock": _qualified(type(value))}
         if isinstance(value, re.Pattern):
             return {"pattern": [value.pattern, value.flags]}
         if isinstance(value, _BY_REPR):
@@ -380,12 +385,14 @@ class _Look:
         out: dict[str, object] = {"class": self.see(cls, f"{path}.__class__", depth)}
         hidden = None if contents_seen else _c_part(cls)
         if hidden is cls:
-            self.note(f"{path}: a {_qualified(cls)} is implemented in C: its state is not seen")
+            self.note(
+                f"{path}: its type {_qualified(cls)} is implemented in C, so its state is not seen"
+            )
             out["unseen"] = "state"
         elif hidden is not None:
             self.note(
-                f"{path}: a {_qualified(cls)} derives from {_qualified(hidden)}, which is "
-                "implemented in C: its state there is not seen"
+                f"{path}: its type {_qualified(cls)} derives from {_qualified(hidden)}, "
+                "implemented in C, whose state is not seen"
             )
             out["unseen"] = "state"
         try:
@@ -450,6 +457,13 @@ class _Look:
         if _is_library(fn.__module__):
             return {"function": name}
         code = fn.__code__
+        reads = _attribute_names(code)
+
+        def named(var: str, value: object, where: str) -> list[object]:
+            if isinstance(value, types.ModuleType):
+                return [var, self._module(value, reads, where, depth)]
+            return self._named(var, value, where, depth)
+
         closure: list[object] = []
         for var, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
             try:
@@ -457,18 +471,13 @@ class _Look:
             except ValueError:  # an empty cell (a name bound later)
                 closure.append([var, {"unset": True}])
                 continue
-            closure.append(self._named(var, value, f"{var} (in the closure of {path})", depth))
+            closure.append(named(var, value, f"{var} (in the closure of {path})"))
         module_globals = fn.__globals__
-        reads = _attribute_names(code)
-        read_globals: list[object] = []
-        for var in _global_names(code):
-            if var not in module_globals:
-                continue  # a builtin, or a global not yet defined
-            value = module_globals[var]
-            if isinstance(value, types.ModuleType):
-                read_globals.append([var, self._module(value, reads, f"global {var}", depth)])
-            else:
-                read_globals.append(self._named(var, value, f"global {var}", depth))
+        read_globals = [
+            named(var, module_globals[var], f"global {var}")
+            for var in _global_names(code)
+            if var in module_globals  # else a builtin, or a global not yet defined
+        ]
         return {
             "function": name,
             "code": self.see(code, path, depth),

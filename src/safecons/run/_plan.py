@@ -84,7 +84,7 @@ def plan_calls(
             # The plan's hits rest on the same identities as the run's.
             warned: set[str] = set()
             for client in (sut_client, getattr(judging, "client", None)):
-                warn_if_guessed(client, warned, stacklevel=4)
+                warn_if_guessed(client, warned, stacklevel=3)  # at planned_calls caller
             endpoint = Endpoint.of(sut_client)
             rows = zip(
                 frame["input_id"].to_list(),
