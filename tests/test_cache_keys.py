@@ -360,19 +360,20 @@ def test_more_values_than_the_walk_reads_is_a_guess(monkeypatch):
 
 
 def test_what_cannot_be_seen_is_named():
+    import itertools
     import threading
 
-    lock = threading.Lock()
+    counter, lock = itertools.count(), threading.Lock()
 
-    def locked(messages, *, temperature):
+    def counted(messages, *, temperature):
         with lock:
-            return REFUSE
+            return f"{REFUSE} {next(counter)}"
 
-    (note,) = look_at(locked).unseen
-    assert note.startswith("lock (in the closure of ") and "locked): a _thread.lock" in note
-    assert note.endswith("is implemented in C: its state is not seen")
+    (note,) = look_at(counted).unseen  # the lock is seen as one; the counter is not seen
+    assert note.startswith("counter (in the closure of ") and "counted): its type" in note
+    assert note.endswith("itertools.count is implemented in C, so its state is not seen")
     assert "builtin" in look_at(len).unseen[0]
-    assert sc.CallableClient(locked, name="locked").unseen == ()
+    assert sc.CallableClient(counted, name="counted").unseen == ()
 
 
 def named(name: str | None, version: str | None) -> sc.CallableClient:
@@ -417,6 +418,37 @@ def test_a_key_the_function_reads_counts_by_its_name(monkeypatch):
     before = look_at(keyed_sut).fingerprint
     monkeypatch.setattr(sys.modules[__name__], "API_KEY", "sk-test-NEW-fedcba9876543210")
     assert look_at(keyed_sut).fingerprint == before
+
+
+def test_a_key_held_in_an_object_or_a_mapping_counts_by_its_name():
+    @dataclasses.dataclass
+    class Client:
+        model: str
+        api_key: str
+        headers: dict[str, str]
+
+    def sut_of(client: Client):
+        return lambda messages, temperature: client.model
+
+    def of(model: str, key: str) -> str:
+        return look_at(sut_of(Client(model, key, {"Authorization": f"Bearer {key}"}))).fingerprint
+
+    assert of("m", "sk-OLD-0123456789") == of("m", "sk-NEW-9876543210")
+    assert of("m", "sk-OLD-0123456789") != of("n", "sk-OLD-0123456789")
+
+
+def test_a_setting_read_from_a_module_of_ones_own_is_seen(tmp_path, monkeypatch):
+    (tmp_path / "my_settings.py").write_text('MODEL = "a"\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import my_settings
+
+    def sut(messages, *, temperature):
+        return my_settings.MODEL
+
+    before = look_at(sut)
+    monkeypatch.setattr(my_settings, "MODEL", "b")
+    after = look_at(sut)
+    assert before.fingerprint != after.fingerprint and before.unseen == after.unseen == ()
 
 
 def test_fingerprints_are_the_same_in_every_process(tmp_path):
