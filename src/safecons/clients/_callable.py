@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import inspect
-import json
 import threading
-import types
-from collections.abc import AsyncIterator, Callable
+import warnings
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,15 +22,21 @@ from ._base import (
     RetryableCallError,
     describe,
 )
+from ._fingerprint import MAX_DEPTH, MAX_VALUES, Sight, callable_fingerprint, look_at
 
 __all__ = (
     "DEFAULT_MAX_THREADS",
+    "MAX_DEPTH",
+    "MAX_VALUES",
     "CallableClient",
+    "Sight",
     "UserCode",
     "callable_fingerprint",
     "check_chat_signature",
     "check_signature",
+    "look_at",
     "status_of",
+    "warn_if_guessed",
 )
 
 #: Threads a sync callable may occupy at once when the run does not say (the config's maximum).
@@ -98,101 +101,6 @@ def status_of(exc: BaseException) -> int | None:
         if isinstance(status, int):
             return status
     return None
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _stable(value: object, depth: int = 0) -> object:
-    """A process-independent description of ``value`` for a fingerprint.
-
-    Scalars and containers by content, functions by code, objects by class and state; nothing
-    that prints a memory address is included. State that changes as a run goes on changes the
-    fingerprint too, which costs cache misses, never a wrong replay.
-    """
-    if isinstance(value, _SCALARS):
-        return value
-    if isinstance(value, bytes):
-        return value.hex()
-    if depth > 4:
-        return f"<{type(value).__qualname__}>"
-    if isinstance(value, list | tuple):
-        return [_stable(v, depth + 1) for v in value[:1000]]
-    if isinstance(value, set | frozenset):
-        return sorted(repr(_stable(v, depth + 1)) for v in value)
-    if isinstance(value, dict):
-        return {str(k): _stable(v, depth + 1) for k, v in sorted(value.items(), key=repr)}
-    if isinstance(value, types.CodeType):
-        return {
-            "code": value.co_code.hex(),
-            "consts": [_stable(c, depth + 1) for c in value.co_consts],
-            "names": list(value.co_names),
-        }
-    if isinstance(value, functools.partial) or inspect.isfunction(value) or inspect.ismethod(value):
-        return _callable_parts(value, depth + 1)
-    return _object_parts(value, depth + 1)
-
-
-def _callable_parts(fn: Any, depth: int = 0) -> object:
-    if isinstance(fn, functools.partial):
-        return {
-            "partial": _callable_parts(fn.func, depth + 1),
-            "args": _stable(fn.args, depth + 1),
-            "keywords": _stable(fn.keywords, depth + 1),
-        }
-    if inspect.ismethod(fn):
-        return {
-            "method": _callable_parts(fn.__func__, depth + 1),
-            "self": _object_parts(fn.__self__, depth + 1),
-        }
-    if inspect.isfunction(fn):
-        cells = []
-        for cell in fn.__closure__ or ():
-            try:
-                cells.append(_stable(cell.cell_contents, depth + 1))
-            except ValueError:  # an empty cell
-                cells.append(None)
-        return {
-            "function": f"{fn.__module__}.{fn.__qualname__}",
-            "code": _stable(fn.__code__, depth + 1),
-            "defaults": _stable(fn.__defaults__, depth + 1),
-            "kwdefaults": _stable(fn.__kwdefaults__, depth + 1),
-            "closure": cells,
-        }
-    return _object_parts(fn, depth)
-
-
-def _object_parts(obj: object, depth: int = 0) -> object:
-    kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    # An object may say what identifies it (safecons' stand-ins do, to leave out bookkeeping
-    # such as a log of calls).
-    identity = getattr(obj, "cache_identity", None)
-    if isinstance(identity, str):
-        return {"class": kind, "identity": identity}
-    if depth > 3:
-        return {"class": kind}
-    try:
-        state = vars(obj)
-    except TypeError:
-        state = {}
-    return {"class": kind, "state": {k: _stable(v, depth + 1) for k, v in sorted(state.items())}}
-
-
-def callable_fingerprint(fn: Callable[..., Any]) -> str:
-    """A short hash of what defines a callable: code, defaults, closure and bound values.
-
-    Two lambdas, two ``functools.partial`` of one function with other arguments, or two
-    instances of a class with other settings get different fingerprints, so a response cache
-    never mixes their answers. An object with a ``cache_identity`` string is known by it.
-
-    Examples
-    --------
-    >>> callable_fingerprint(lambda m, temperature: "a") == callable_fingerprint(
-    ...     lambda m, temperature: "b")
-    False
-    """
-    blob = json.dumps(_callable_parts(fn), sort_keys=True, default=str)
-    return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
 
 
 def _to_completion(value: object, who: str) -> Completion:
@@ -336,32 +244,128 @@ class CallableClient:
     but its thread runs on, and counts against the run's concurrency until it returns. Give
     such callables their own timeout.
 
+    Parameters
+    ----------
+    fn
+        The callable.
+    name
+        The callable's identity for a response cache, replacing its fingerprint: answers
+        cached under a name are replayed for any callable of that name. Change the name (or
+        the ``version``) whenever the model or its settings change.
+    version
+        Part of the identity too, with or without a ``name`` (``"2024-06"``, ``"prompt-v3"``).
+
+    Notes
+    -----
+    Without a ``name``, the callable is known by its name and a fingerprint, recomputed each
+    time a run starts, of what safecons can see of it:
+
+    * seen: its code (bytecode, constants, names), defaults and closure; the module-level
+      globals its code reads (its nested functions and comprehensions included), and, through
+      them, those of the functions it calls; the names it reads from a module of your own (a
+      ``config.py``); objects by their class and state (``__dict__`` and ``__slots__``, so
+      ``dataclass(slots=True)`` too), classes of your own by their methods and attributes;
+      containers whole. A text held under a credential's name (``api_key``,
+      ``OPENAI_API_KEY``, ``access_token``, ``Authorization``, ...) counts by its name only:
+      no key reaches the cache, not even hashed, and rotating one keeps the cache.
+    * not seen: code of installed packages and the standard library (known by module and
+      name: an upgrade is not seen), settings inside such a module (``litellm.api_base =
+      ...``), environment variables, files the callable reads, and anything reached only at
+      run time (``getattr`` by a computed name, ``eval``).
+    * guessed: an object that shows no state (implemented in C: a socket, a NumPy array, the
+      TLS context of an SDK client; a lock is seen as a lock), a class deriving from one, a
+      callable that is itself a builtin, more than 100,000 values or a nesting deeper than 40
+      levels. A guessed identity is listed by :attr:`unseen`, and a run that uses a cache
+      warns once per client, saying what was not seen.
+
+    An object with a ``cache_identity`` string is known by that string alone.
+
     Examples
     --------
     >>> from safecons.clients import CallableClient
     >>> client = CallableClient(lambda messages, temperature: "I can't help with that.",
-    ...                         name="refuser-v1")
+    ...                         name="refuser", version="v1")
     >>> client.identity
-    'callable:refuser-v1'
+    'callable:refuser@v1'
+    >>> CallableClient(lambda messages, temperature: "no").unseen
+    ()
     """
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], *, name: str | None = None, version: str | None = None
+    ) -> None:
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}")
+        for parameter, value in (("name", name), ("version", version)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InputError(f"{parameter}: expected a non-empty string, got {value!r}")
         self._fn = fn
-        # An explicit name is the callable's whole identity (and cache identity); without one,
-        # a fingerprint of its code and settings keeps different callables apart.
-        self._name = name or f"{describe(fn)}#{callable_fingerprint(fn)}"
+        self._name = name
+        self._version = version
+
+    def _sight(self) -> Sight | None:
+        # Looked at each time it is asked for: a global changed since the client was made
+        # (MODEL = "b" in a notebook) is then seen by the next run.
+        return None if self._name is not None else look_at(self._fn)
+
+    def _label(self, sight: Sight | None) -> str:
+        name = f"{describe(self._fn)}#{sight.fingerprint}" if sight is not None else self._name
+        assert name is not None  # no sight only with a name
+        return name if self._version is None else f"{name}@{self._version}"
 
     @property
     def identity(self) -> str:
-        """``callable:`` and the name given, or the callable's name and fingerprint."""
-        return f"callable:{self._name}"
+        """``callable:`` and the name given (or the callable's name and fingerprint), then
+        ``@version`` when one was given."""
+        return f"callable:{self._label(self._sight())}"
+
+    @property
+    def unseen(self) -> tuple[str, ...]:
+        """What of an unnamed callable could not be seen (empty: its identity is no guess;
+        always empty with a ``name``)."""
+        sight = self._sight()
+        return () if sight is None else sight.unseen
+
+    @property
+    def request_fingerprint(self) -> dict[str, Any]:
+        """The version apart from the identity, for cache keys: ``name="a@b"`` is not
+        ``name="a", version="b"``. Empty without a version, so the keys of a callable named
+        before versions existed stay what they were."""
+        return {} if self._version is None else {"version": self._version}
 
     def __repr__(self) -> str:
-        return f"CallableClient({self._name})"
+        return f"CallableClient({self._label(self._sight())})"
 
     @asynccontextmanager
     async def session(self, *, concurrency: int | None = None) -> AsyncIterator[ChatSession]:
         """Open a session; ``concurrency`` caps the threads a sync callable occupies."""
         yield _CallableSession(self._fn, self.identity, concurrency or DEFAULT_MAX_THREADS)
+
+
+def warn_if_guessed(client: object, warned: set[str], stacklevel: int = 2) -> None:
+    """Warn once (per identity in ``warned``) when ``client`` is a callable whose identity is a
+    guess: a cache may then replay answers given before a change safecons could not see."""
+    if not isinstance(client, CallableClient):
+        return
+    sight = client._sight()
+    if sight is None or not sight.unseen:
+        return
+    identity = f"callable:{client._label(sight)}"
+    if identity in warned:
+        return
+    warned.add(identity)
+    warnings.warn(
+        f"{identity}: this callable's cache identity is a guess, since safecons cannot see "
+        f"all it depends on ({_listed(sight.unseen)}); a change there would go unseen, and "
+        "the answers cached before it would be replayed. Name it: CallableClient(fn, "
+        "name=..., version=...), and change the version whenever the model or its settings "
+        "change",
+        RuntimeWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def _listed(notes: Collection[str], shown: int = 3) -> str:
+    items = list(notes)
+    more = len(items) - shown
+    return "; ".join(items[:shown]) + (f"; and {more} more" if more > 0 else "")

@@ -30,6 +30,7 @@ from ._secrets import (
     Secrets,
     check_base_url,
     check_env_name,
+    is_secret_header,
     key_from_env,
     shown_env_name,
 )
@@ -339,7 +340,8 @@ class OpenAICompatible:
         best-effort determinism, vLLM, llama.cpp, Ollama). Off by default: not every
         OpenAI-compatible server accepts the field.
     headers
-        Extra HTTP headers.
+        Extra HTTP headers. They are part of the response cache's key (a gateway may route by
+        one); a credential header (``Authorization``, ``api-key``, ...) by its name only.
     transport
         ``"auto"`` (default): ``"direct"`` on asyncio, ``"httpx"`` elsewhere (trio).
         ``"direct"`` posts over one aiohttp session with no httpx models on the hot path (the
@@ -545,14 +547,25 @@ class OpenAICompatible:
 
     @property
     def request_fingerprint(self) -> dict[str, Any]:
-        """What besides the messages shapes an answer: URL, query, params, options (no key)."""
-        return {
+        """What besides the messages shapes an answer: URL, query, params, options and the
+        extra headers, a credential header by its name only (never the key)."""
+        fingerprint: dict[str, Any] = {
             "url": self._url,
             "query": self._query,
             "params": self.params,
             "send_temperature": self.send_temperature,
             "send_seed": self.send_seed,
         }
+        if self.headers:
+            # Gateways route by header (x-route: r1 or r2), so a header's value is part of
+            # the key. A credential's is not, not even hashed: it would put a hash of the key
+            # in the cache, and rotating a key would empty it. Left out when there are no
+            # headers, so the keys of a client without them stay what they were.
+            fingerprint["headers"] = sorted(
+                [name.lower(), None if is_secret_header(name) else value]
+                for name, value in self.headers.items()
+            )
+        return fingerprint
 
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None

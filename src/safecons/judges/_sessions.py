@@ -129,6 +129,12 @@ class ChatJudge:
         self._where = Endpoint.of(client)
         self._settings = settings
         self._session = session
+        # What the judge asks for is part of each call's key, whether or not the session can
+        # carry it (a callable never receives it): the dry run, which has no session, keys
+        # the calls alike. The schema itself is in it, so a changed schema misses.
+        self._shape = {
+            "response_format": JUDGE_RESPONSE_FORMAT if settings.structured_output else None
+        }
         self._structured = settings.structured_output and bool(
             getattr(session, "accepts_response_format", False)
         )
@@ -156,7 +162,7 @@ class ChatJudge:
             candidate_first=candidate_first,
         )
         cut = any(fit_for_judge(t, limit)[1] for t in (query, variant, base, candidate))
-        call = ModelCall("judge", self._where, messages, 0.0, slot)
+        call = ModelCall("judge", self._where, messages, 0.0, slot, shape=self._shape)
         return Comparison(query, variant, base, candidate, call, cut)
 
     def decode(self, raw: str) -> Verdict:
@@ -165,11 +171,12 @@ class ChatJudge:
     async def judge(self, comparison: Comparison) -> Verdict:
         session, call = self._session, comparison.call
         assert session is not None and call is not None
-        if self._structured:
+        response_format = (call.shape or {}).get("response_format")
+        if self._structured and response_format is not None:
             completion = await session.complete(
                 call.messages,
                 temperature=call.temperature,
-                response_format=JUDGE_RESPONSE_FORMAT,  # type: ignore[call-arg]
+                response_format=response_format,  # type: ignore[call-arg]
             )
         else:
             completion = await session.complete(call.messages, temperature=call.temperature)

@@ -64,7 +64,8 @@ def sample_seed(seed: int, input_id: object, index: int) -> int:
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """Who answers a call: the client's identity (URL and model, never a key) and what else
-    shapes its answers (query string, extra params, whether temperature and seed are sent)."""
+    shapes its answers (query string, extra params, whether temperature and seed are sent,
+    extra headers; a callable's name and version)."""
 
     identity: str
     request: Mapping[str, Any] = field(default_factory=dict)
@@ -79,7 +80,9 @@ class ModelCall:
     """One model call: what is asked of which endpoint, for which row and sample.
 
     ``seed`` is the SUT sample's seed (part of a SUT call's key); judges and swap tests run at
-    temperature 0 with none.
+    temperature 0 with none. ``shape`` is what the call asks of the endpoint besides its
+    messages (the judge's ``response_format``, or that it asks for none): the session sends
+    it from here, so what is sent and what is keyed are one value.
     """
 
     kind: CallKind
@@ -88,6 +91,7 @@ class ModelCall:
     temperature: float
     slot: str
     seed: int | None = None
+    shape: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -102,6 +106,8 @@ class ModelCall:
         }
         if self.seed is not None:
             parts["seed"] = self.seed
+        if self.shape is not None:
+            parts["shape"] = dict(self.shape)
         return cache_key(**parts)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..clients._adapt import as_chat_client
+from ..clients._callable import warn_if_guessed
 from ..clients._secrets import secrets_of
 from ..config import SafetyConsistencyConfig
 from ..judges._sessions import planning_judge
@@ -80,6 +81,10 @@ def plan_calls(
     sut_cached = judge_cached = 0
     with opened_cache(cache) as store:
         if store is not None:
+            # The plan's hits rest on the same identities as the run's.
+            warned: set[str] = set()
+            for client in (sut_client, getattr(judging, "client", None)):
+                warn_if_guessed(client, warned, stacklevel=3)  # at planned_calls caller
             endpoint = Endpoint.of(sut_client)
             rows = zip(
                 frame["input_id"].to_list(),

@@ -31,6 +31,7 @@ from ..clients._base import (
     NonRetryableCallError,
     RetryableCallError,
 )
+from ..clients._callable import warn_if_guessed
 from ..clients._secrets import Secrets, secrets_of
 from ..errors import AuthenticationError
 from ._cache import ResponseCache
@@ -175,6 +176,7 @@ class Runner:
         self.max_calls = max_calls
         self._spent = 0
         self._cache_warned = False
+        self._guessed: set[str] = set()  # callables already warned about
         self._rng = random.Random(seed)
         self.secrets = Secrets()
         self.stats.min_target = concurrency_limit
@@ -217,8 +219,12 @@ class Runner:
             )
 
     def protect(self, client: object) -> None:
-        """Scrub ``client``'s secrets (its key, auth headers) from every error of the run."""
+        """Take in a client the run uses: scrub its secrets (its key, auth headers) from every
+        error of the run, and, with a cache, warn once when the client is a callable whose
+        identity is a guess (a replay could then be of answers from before a change)."""
         self.secrets = self.secrets | secrets_of(client)
+        if self.cache is not None:
+            warn_if_guessed(client, self._guessed, stacklevel=2)
 
     @property
     def budget_spent(self) -> bool:
