@@ -302,6 +302,237 @@ def p15() -> str:
     return f"{run.summary.attempts['sut']} attempts reported, callable ran {len(entered)} times"
 
 
+# ----------------------------------------------------------------------------- round 2
+
+
+def p16() -> str:
+    bad = json.dumps({"error": {"message": "bad \ud800"}})  # valid JSON: "bad \ud800"
+    outcomes = []
+    for status in (400, 500):
+        out = sut_run(lambda s, status=status: raw(bad, status=status))
+        outcomes.append(f"{status}: row error `...{error_of(out).split(': ', 3)[-1][:24]}`")
+
+    def raises(messages: object, *, temperature: float) -> str:
+        raise RuntimeError("bad \ud800")
+
+    out = frame().pipe(sc.safety_consistency, sut=raises, judge=StandInJudge(), **FAST)
+    outcomes.append(f"Python SUT raising: row error `...{error_of(out)[-30:]}`")
+    return "frame built; " + "; ".join(outcomes)
+
+
+def _cli_run(output: Path, *extra: str) -> tuple[int, int, str]:
+    """`safecons run` of one row to ``output``: exit code, requests made, first error line."""
+    import contextlib
+    import io
+
+    from safecons.cli import main as cli
+
+    with tempfile.TemporaryDirectory() as folder:
+        rows = Path(folder) / "rows.parquet"
+        frame().write_parquet(rows)
+        judge = json.dumps({"label": "Consistent", "score": 0.9})
+        handler = lambda s: reply(REFUSE if s.model == "sut" else judge)  # noqa: E731
+        err = io.StringIO()
+        with ScriptedServer(handler) as srv, contextlib.redirect_stdout(io.StringIO()):
+            with contextlib.redirect_stderr(err):
+                args = ["run", str(rows), "--output", str(output), "--sut-model", "sut"]
+                args += ["--sut-base-url", srv.base_url, "--judge-model", "judge"]
+                code = cli([*args, "--judge-base-url", srv.base_url, "--no-progress", *extra])
+            requests = len(srv.requests)
+    return code, requests, err.getvalue().strip().splitlines()[-1] if err.getvalue() else ""
+
+
+def p17() -> str:
+    outcomes = []
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        (base / "dir.parquet").mkdir()
+        cache = base / "same.parquet"
+        victim = base / "victim.parquet"
+        victim.write_bytes(b"x")
+        (base / "link.parquet").symlink_to(victim)
+        cases = [
+            ("a folder", base / "dir.parquet", ()),
+            ("the --cache file", cache, ("--cache", str(cache), "--force")),
+            ("a symlink", base / "link.parquet", ("--force",)),
+        ]
+        for name, output, extra in cases:
+            code, requests, err = _cli_run(output, *extra)
+            said = next(
+                (
+                    p
+                    for p in ("is a folder", "is the --cache file", "is a symbolic link")
+                    if p in err
+                ),
+                err[-40:],
+            )
+            outcomes.append(f"{name}: exit {code} after {requests} requests (`{said}`)")
+        untouched = victim.read_bytes() == b"x"
+    return "; ".join(outcomes) + f"; link target {'untouched' if untouched else 'OVERWRITTEN'}"
+
+
+def p18() -> str:
+    def route(s: Seen) -> object:
+        if s.model == "judge":
+            return reply(JUDGE_SAYS)
+        return reply(f"answer of {s.headers.get('x-route')}")
+
+    with tempfile.TemporaryDirectory() as folder, ScriptedServer(route) as srv:
+        cache = Path(folder) / "calls.sqlite"
+        answers = []
+        for name in ("r1", "r2"):
+            sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, headers={"x-route": name})
+            out = frame().pipe(
+                sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=cache, **FAST
+            )
+            answers.append(out["sc_responses"][0][0])
+        client = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        frame().pipe(sc.safety_consistency, sut=sut, judge=client, cache=cache, **FAST)
+        to_make = [
+            sc.planned_calls(
+                frame(), sut=sut, judge=sc.LLMJudge(client, structured_output=on), cache=cache
+            ).judge_to_request
+            for on in (True, False)
+        ]
+    return (
+        f"route r2 answered {answers[1]!r} (r1: {answers[0]!r}); after a run with structured "
+        f"output, the plan asks {to_make[0]} judge call(s) again with it on, {to_make[1]} with it "
+        "off"
+    )
+
+
+MODEL = "a"
+
+
+def p19() -> str:
+    global MODEL  # noqa: PLW0603 - the probe is a setting changed between two runs
+
+    def sut(messages: object, *, temperature: float) -> str:
+        return f"model {MODEL} says no"
+
+    answers = []
+    with tempfile.TemporaryDirectory() as folder:
+        cache = Path(folder) / "calls.sqlite"
+        for model in ("a", "b"):
+            MODEL = model
+            out = frame().pipe(
+                sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=cache, **FAST
+            )
+            answers.append(out["sc_responses"][0][0])
+    MODEL = "a"
+    return f"MODEL = 'b' answered {answers[1]!r} (not a replay of {answers[0]!r})"
+
+
+def _scored() -> pl.DataFrame:
+    return frame(2).pipe(
+        sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=StandInJudge(), **FAST
+    )
+
+
+def p20() -> str:
+    import contextlib
+    import io
+
+    from safecons.cli import main as cli
+
+    with tempfile.TemporaryDirectory() as folder:
+        here = Path.cwd()
+        os.chdir(folder)
+        try:
+            Path("report.html").write_text("my real report")
+            with contextlib.redirect_stdout(io.StringIO()):
+                cli(["demo", "--no-progress"])
+            kept = Path("report.html").read_text() == "my real report"
+            fresh = sorted(p.name for p in Path().glob("report*.html"))
+            try:
+                sc.report(_scored(), Path(folder) / "notes.txt")
+                notes = "written"
+            except sc.InputError as exc:
+                notes = f"InputError (`{str(exc).split(': ', 2)[-1][:34]}...`)"
+        finally:
+            os.chdir(here)
+    return (
+        f"demo: report.html {'kept' if kept else 'OVERWRITTEN'}, files {fresh}; notes.txt: {notes}"
+    )
+
+
+def p22() -> str:
+    import pickle
+
+    secret = "sk-azure-PROBE-0123456789abcdef"
+    os.environ["AZURE_OPENAI_API_KEY"] = secret
+    os.environ["SAFECONS_PROBE_KEY"] = secret
+    try:
+        clients = [
+            sc.OpenAICompatible.azure(
+                endpoint="https://res.openai.azure.com", deployment="d", api_version="2024-10-21"
+            ),
+            sc.OpenAICompatible(
+                model="m", base_url="http://127.0.0.1:9/v1", api_key_env="SAFECONS_PROBE_KEY"
+            ),
+        ]
+        travelled = sum(secret.encode() in pickle.dumps(c) for c in clients)
+        back = sum(bool(pickle.loads(pickle.dumps(c)).secrets) for c in clients)
+    finally:
+        del os.environ["AZURE_OPENAI_API_KEY"], os.environ["SAFECONS_PROBE_KEY"]
+    return f"key in the pickle of {travelled} of 2 clients; read again where unpickled: {back} of 2"
+
+
+def p23() -> str:
+    outcomes = []
+    for url in (
+        "HTTP://user:PW-PROBE@host/v1",
+        " http://user:PW-PROBE@host/v1",
+        "http://user:PW-PROBE@[::1/v1",
+        "http://host/v1?api_key=PW-PROBE",
+    ):
+        try:
+            sc.OpenAICompatible(model="m", base_url=url)
+            outcomes.append("accepted")
+        except ValueError as exc:
+            outcomes.append("echoed" if "PW-PROBE" in str(exc) else "refused")
+    return (
+        f"{outcomes.count('refused')} of 4 refused, none echoing the secret"
+        if outcomes.count("refused") == 4
+        else ", ".join(outcomes)
+    )
+
+
+def p25() -> str:
+    scored = _scored()
+    outcomes = []
+    for name, bad in (
+        ("inf", scored.with_columns(safety_consistency=pl.lit(float("inf")))),
+        ("5 and -3", scored.with_columns(safety_consistency=pl.Series([5.0, -3.0]))),
+        ("'banana'", scored.with_columns(sc_labels=pl.lit(["banana"]))),
+    ):
+        try:
+            sc.score_table(bad)
+            outcomes.append(f"{name}: accepted")
+        except sc.InputError as exc:
+            outcomes.append(f"{name}: InputError naming {str(exc).split(' ', 3)[2]}")
+    return "; ".join(outcomes)
+
+
+def p26() -> str:
+    import contextlib
+    import io
+
+    from safecons.cli import main as cli
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "calls.sqlite"
+        with sc.ResponseCache(path) as cache:
+            cache.put("k", kind="sut", endpoint="e", value="v")
+        codes = []
+        for days in ("-5", "nan"):
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):
+                codes.append(cli(["cache", "clear", str(path), "--older-than-days", days]))
+        with sc.ResponseCache(path) as cache:
+            left = cache.info()["entries"]
+    return f"-5 and nan refused by the parser (exit 2), {left} of 1 entries left"
+
+
 PROBES = [
     (1, "200 body / message content echoing the key", "key in `sc_error`", p1),
     (2, "key given in `headers=` echoed by 500/400/401", "key in row and exception", p2),
@@ -318,6 +549,45 @@ PROBES = [
     (13, "conversation ending with an assistant turn", "last turn silently dropped", p13),
     (14, "`lf.pipe(...).head(2).collect()`", "every row called", p14),
     (15, "sync callable overrunning its timeout", "80 attempts counted for 9 calls", p15),
+    (
+        16,
+        "error text `bad \\ud800` (400, 500, a raising SUT)",
+        "UnicodeEncodeError after every call",
+        p16,
+    ),
+    (
+        17,
+        "`--output` a folder / the `--cache` file / a symlink",
+        "every call made, then IsADirectoryError; cache or link target overwritten",
+        p17,
+    ),
+    (
+        18,
+        "`headers={'x-route': ...}`; `structured_output` on/off",
+        "r2 served r1's cached answers; keys shared",
+        p18,
+    ),
+    (
+        19,
+        "a Python SUT reading `MODEL`, changed between runs",
+        "model a's answers replayed as b's",
+        p19,
+    ),
+    (
+        20,
+        "`safecons demo` beside a report.html; `sc.report(f, 'notes.txt')`",
+        "report.html overwritten; HTML over notes.txt",
+        p20,
+    ),
+    (22, "Azure / `--sut-key-env` key, client pickled", "key inside the pickle", p22),
+    (23, "credentials or `?api_key=` in a base URL", "accepted, printed with the password", p23),
+    (
+        25,
+        "`score_table` of inf, 5 and -3, label 'banana'",
+        "mean inf; interval [-1.3, 2.68]; shares sum to 0.25",
+        p25,
+    ),
+    (26, "`cache clear --older-than-days -5` / `nan`", "every entry deleted / none", p26),
 ]
 
 

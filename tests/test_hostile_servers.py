@@ -194,6 +194,80 @@ def test_a_server_rejecting_structured_output_is_asked_again_without_it():
     assert formats == [True] + [False] * 6
 
 
+# What llama-cpp-python's server answers a json_schema response_format with: HTTP 500 carrying
+# the request's validation error (its ResponseFormat takes "text" or "json_object", the latter
+# with an optional "schema").
+LLAMA_CPP_PYTHON_500 = json.dumps(
+    {
+        "error": {
+            "message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+            "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+            "'ctx': {'expected': \"'text' or 'json_object'\"}}]",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+)
+
+
+def _llama_cpp_python_like(seen: Seen):
+    form = seen.body.get("response_format")
+    if form is None or form.get("type") in ("text", "json_object"):
+        return reply(JUDGE_SAYS)
+    return raw(LLAMA_CPP_PYTHON_500, status=500)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_server_answering_json_schema_with_a_500_gets_the_schema_as_a_json_object(concurrency):
+    out, requests = _judge_run(_llama_cpp_python_like, n=6, concurrency=concurrency)
+    assert out["safety_consistency"].to_list() == [0.1] * 6  # every comparison judged
+    forms = [r.body.get("response_format") for r in requests if r.model == "judge"]
+    schema = sc.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]
+    learned = {"type": "json_object", "schema": schema}
+    # The schema is asked for at most once per comparison in flight before the session learns
+    # the server's form; every later request sends the schema the way this server takes it.
+    rejected = [f for f in forms if f == sc.JUDGE_RESPONSE_FORMAT]
+    assert 1 <= len(rejected) <= concurrency
+    assert forms.count(learned) == 12 and len(forms) == 12 + len(rejected)
+
+
+def test_a_500_not_naming_response_format_is_an_ordinary_retry():
+    calls = []
+
+    def flaky(seen: Seen):
+        calls.append(seen.body.get("response_format"))
+        if len(calls) == 1:
+            return raw(json.dumps({"error": {"message": "overloaded"}}), status=500)
+        return reply(JUDGE_SAYS)
+
+    def handler(seen: Seen):
+        return reply(COMPLIED) if seen.model == "sut" else flaky(seen)
+
+    with HostileServer(handler) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+        judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        out = frame(1).pipe(
+            sc.safety_consistency, sut=sut, judge=judge, n_judge_retries=1, progress=False
+        )
+    assert out["safety_consistency"].to_list() == [0.1]
+    # The retry keeps the schema: a 500 that does not name the field says nothing about it.
+    assert calls == [sc.JUDGE_RESPONSE_FORMAT] * 3
+
+
+def test_a_server_without_json_mode_is_asked_without_the_field_after_the_json_forms():
+    def handler(seen: Seen):
+        if "response_format" in seen.body:
+            message = f"response_format type {seen.body['response_format']['type']!r} is invalid"
+            return raw(json.dumps({"error": {"message": message}}), status=422)
+        return reply(JUDGE_SAYS)
+
+    out, requests = _judge_run(handler, n=3, concurrency=1)
+    assert out["safety_consistency"].to_list() == [0.1] * 3
+    kinds = [r.body.get("response_format", {}).get("type") for r in requests if r.model == "judge"]
+    assert kinds == ["json_schema", "json_object", "json_object"] + [None] * 6
+
+
 def test_a_verdict_nested_in_another_object_is_not_read():
     nested = json.dumps(
         {"label": "Contradictory", "score": 0.1, "evidence": {"label": "Consistent", "score": 0.95}}
@@ -507,9 +581,15 @@ def test_a_400_naming_response_format_for_another_cause_keeps_structured_output_
         )
         judged = [r for r in srv.requests if r.model == "judge"]
     assert out["safety_consistency"].to_list() == [None, 0.1, 0.1]
-    # Row 0's two comparisons each tried with and without the field; every later request
-    # still asks for structured output.
-    later = [("response_format" in r.body) for r in judged[4:]]
+    # Row 0's two comparisons each tried every form (schema, JSON object with the schema, JSON
+    # object, none); every later request still asks for the schema.
+    assert [r.body.get("response_format", {}).get("type") for r in judged[:4]] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+        None,
+    ]
+    later = [r.body.get("response_format") == sc.JUDGE_RESPONSE_FORMAT for r in judged[8:]]
     assert later and all(later)
 
 
@@ -537,8 +617,8 @@ def test_a_fallback_that_does_not_help_stops_doubling_requests():
         )
         judged = [r for r in srv.requests if r.model == "judge"]
     attempts = sc.run_summary(out).attempts["judge"]
-    # Two fallbacks whose retry failed (one extra request each), then one request an attempt.
-    assert len(judged) == attempts + 2
+    # Two fallbacks that found no form (three extra requests each), then one request an attempt.
+    assert len(judged) == attempts + 6
     assert out["safety_consistency"].to_list() == [None] * 3
 
 

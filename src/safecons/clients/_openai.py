@@ -45,9 +45,15 @@ _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 #: 128k-token answer is about 0.5 MB), far below what would hurt a notebook's memory.
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
 # A server may reject structured output (response_format) it does not support; these words in
-# its 400 say so, and the judge then asks again without it.
+# its error say so, and the judge then asks again with a form it may support, or without it.
 _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|guided", re.I)
-# Fallbacks whose retry also failed, after which a session stops doubling its requests.
+# ... and these say the field itself is unknown to it, so no other form of it will do.
+_FIELD_UNKNOWN = re.compile(
+    r"unrecognized|unknown (field|param|argument)|extra (fields|inputs) (are )?not permitted|"
+    r"unexpected (field|keyword|argument)|not supported",
+    re.I,
+)
+# Fallbacks that found no form the server took, after which a session stops repeating requests.
 _MAX_UNCONFIRMED = 2
 # What Azure allows in a deployment's name; it becomes a segment of the request's path.
 _DEPLOYMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -617,10 +623,10 @@ class _OpenAISession:
         self._c = client
         self._send = post
         self._scrub = client.secrets.scrub
-        # None: not known yet; False: the server rejected response_format, so this session
-        # stops sending it.
-        self.structured_output: bool | None = None
-        self._unconfirmed = 0  # fallbacks whose request without the field failed too
+        # How far down the ladder of structured-output forms (_format_ladder) this session's
+        # server has been seen to need: it only ever goes down, and is learned once.
+        self.format_step = 0
+        self._unconfirmed = 0  # fallbacks that found no form the server took
 
     async def complete(
         self,
@@ -638,32 +644,35 @@ class _OpenAISession:
             body["temperature"] = temperature
         if c.send_seed and seed is not None:
             body["seed"] = seed
-        structured = (
-            response_format is not None
-            and self.structured_output is not False
-            and "response_format" not in c.params  # the user's own choice wins
+        # The user's own response_format in params wins: it is sent as it is, never changed.
+        forms = (
+            _format_ladder(response_format)
+            if response_format is not None and "response_format" not in c.params
+            else [None]
         )
-        if structured:
-            body["response_format"] = dict(response_format or {})
-        status, headers, data = await self._post(body)
-        rejected = _rejects_format(data) if structured and status in (400, 422) else None
-        if rejected is not None and self._unconfirmed < _MAX_UNCONFIRMED:
-            # A server that does not support structured output: ask again without it (the
-            # parser reads plain-text verdicts too). A 400 whose param is response_format
-            # switches the field off at once; one that only names it in its message (which
-            # could quote an answer) does so once the request succeeds without it, and after
-            # two that did not, no more requests are doubled. Documented in docs/metric.md,
-            # "The judge".
-            if rejected == "param":
-                self.structured_output = False
-            del body["response_format"]
-            status, headers, data = await self._post(body)
-            if status == 200:
-                self.structured_output = False
-            elif rejected != "param":
-                self._unconfirmed += 1
-        elif structured and status == 200:
-            self.structured_output = True
+        step = min(self.format_step, len(forms) - 1)
+        status, headers, data = await self._post(_with_format(body, forms[step]))
+        # A server that does not take this form of structured output: ask again at once with
+        # the next form it may take, down to none (the parser reads plain-text verdicts too).
+        # A rejection that names the field as its param (or says the field itself is unknown)
+        # is taken at its word and learned at once; one that only mentions it in its message
+        # (which could quote an answer) is learned once a lower form succeeds, and after two
+        # fallbacks that found no such form, requests are no longer repeated. Documented in
+        # docs/metric.md, "The judge".
+        fell = None
+        while forms[step] is not None and self._unconfirmed < _MAX_UNCONFIRMED:
+            rejected = _rejects_format(status, data)
+            if rejected is None:
+                break
+            fell = fell or rejected
+            step = len(forms) - 1 if rejected == "field" else step + 1
+            if rejected != "message":
+                self.format_step = max(self.format_step, step)
+            status, headers, data = await self._post(_with_format(body, forms[step]))
+        if status == 200:
+            self.format_step = max(self.format_step, step)
+        elif fell == "message":
+            self._unconfirmed += 1
         return self._read(status, headers, data)
 
     async def _post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
@@ -820,14 +829,60 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
-def _rejects_format(data: bytes) -> str | None:
-    """Whether a 400/422 body says the server does not support ``response_format``:
-    ``"param"`` when its error names the field as its parameter, ``"message"`` when only its
-    message mentions structured output, None otherwise."""
+def _rejects_format(status: int, data: bytes) -> str | None:
+    """Whether an error says the server does not take the ``response_format`` it was sent.
+
+    ``"field"`` when the field itself is unknown to it (no form will do), ``"param"`` when the
+    error names it as its parameter, ``"message"`` when only the message mentions structured
+    output; None otherwise. A 400 or 422 says so; so does a 5xx whose message names the field
+    (llama-cpp-python's server answers an unsupported ``type`` with HTTP 500 and the
+    validation error).
+    """
+    if status not in (400, 422) and status < 500:
+        return None
     message, _, param = _error_text(data, str)
+    names_it = bool(_FORMAT_REJECTED.search(message))
+    if status >= 500 and not names_it:
+        return None
+    if names_it and _FIELD_UNKNOWN.search(message):
+        return "field"
     if param == "response_format":
         return "param"
-    return "message" if _FORMAT_REJECTED.search(message) else None
+    return "message" if names_it else None
+
+
+def _format_ladder(response_format: Mapping[str, Any]) -> list[dict[str, Any] | None]:
+    """The forms of structured output to try, best first, ending in none.
+
+    A JSON schema (``{"type": "json_schema", ...}``: OpenAI, vLLM, llama.cpp, LiteLLM, recent
+    Ollama) is followed by the same schema as ``{"type": "json_object", "schema": ...}``
+    (llama-cpp-python's server, which takes no ``json_schema``), then plain JSON mode
+    (``{"type": "json_object"}``), then no field at all.
+
+    Examples
+    --------
+    >>> ladder = _format_ladder({"type": "json_schema", "json_schema": {"schema": {"type": "object"}}})
+    >>> [f and f["type"] for f in ladder]
+    ['json_schema', 'json_object', 'json_object', None]
+    >>> ladder[1]["schema"]
+    {'type': 'object'}
+    """  # noqa: E501
+    first = dict(response_format)
+    ladder: list[dict[str, Any] | None] = [first]
+    if first.get("type") == "json_schema":
+        inner = first.get("json_schema")
+        schema = inner.get("schema") if isinstance(inner, Mapping) else None
+        if isinstance(schema, Mapping):
+            ladder.append({"type": "json_object", "schema": dict(schema)})
+        ladder.append({"type": "json_object"})
+    ladder.append(None)
+    return ladder
+
+
+def _with_format(body: dict[str, Any], form: Mapping[str, Any] | None) -> dict[str, Any]:
+    if form is None:
+        return body
+    return {**body, "response_format": dict(form)}
 
 
 #: One POST of a request body: status, headers and the bounded, inflated body.
