@@ -303,6 +303,25 @@ def test_bad_rows_are_refused_before_any_call():
         assert srv.stats.requests == 0
 
 
+def test_actor_resources_are_checked_before_anything_runs():
+    ds = dataset(rows(4), 1)
+    sut = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1")
+    bad = {
+        "expected a mapping of resource name to quantity, got list": ["scorer"],
+        "expected resource names as strings, got 1": {1: 1.0},
+        r"'scorer': expected a quantity >= 0, got True": {"scorer": True},
+        r"'scorer': expected a quantity >= 0, got inf": {"scorer": float("inf")},
+        # Ray's own rules, read from Ray.
+        "Use the 'num_cpus'": {"CPU": 1},
+        "cannot be negative": {"scorer": -1},
+    }
+    for message, resources in bad.items():
+        with pytest.raises(InputError, match=f"resources: .*{message}"):
+            scr.safety_consistency(ds, sut=sut, judge=sut, resources=resources, validate=False)
+    # A resource no node has is not an error here: a node with it may join the cluster later.
+    scr.safety_consistency(ds, sut=sut, judge=sut, resources={"scorer": 0.5}, validate=False)
+
+
 def test_arguments_the_ray_path_cannot_take_are_refused_by_name():
     ds = dataset(rows(4), 1)
     sut = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1")

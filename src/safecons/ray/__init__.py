@@ -12,15 +12,17 @@ How it runs:
   (retries, backoff honouring ``Retry-After``, per-call timeouts) for its life; the clients are
   pickled without sessions and open them inside the actor.
 - One cap for the whole job: every attempt of every actor holds a permit leased from one async
-  limiter actor (:func:`global_limiter`); a worker reuses a permit for its next attempts for
-  up to a second, one at a time, so the actor is asked about once a second per permit, not
-  twice per attempt. The limiter halves its target on a 429, and a 429 with ``Retry-After``
-  holds every new attempt to that endpoint (URL and model) on every actor until it ends (the
-  actors hear of it by a long poll). A lease expires after the per-call timeout plus a
-  margin, so an actor that dies cannot keep permits; a restarted actor frees its old leases
-  at once.
+  limiter actor (:func:`global_limiter`, on the driver's node); a worker reuses a permit for
+  its next attempts for up to a second, one at a time, so the actor is asked about once a
+  second per permit, not twice per attempt. The limiter halves its target on a 429, and a
+  429 with ``Retry-After`` holds every new attempt to that endpoint (URL and model) on every
+  actor until it ends (the actors hear of it by a long poll). A lease expires after the
+  per-call timeout plus a margin, so an actor that dies cannot keep permits; a restarted
+  actor frees its old leases at once.
 - The response cache: each finished call is stored as it finishes, so a batch that Ray
-  retries after an actor crash replays what was stored and requests only the rest.
+  retries after an actor crash, or after the loss of its node, replays what was stored and
+  requests only the rest. ``resources=`` decides which nodes the actors (and so their
+  restarts) may use.
 """
 
 from __future__ import annotations

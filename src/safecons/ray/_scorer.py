@@ -49,6 +49,35 @@ def _cpus(value: object) -> float:
     return float(value)
 
 
+def _resources(value: object, num_cpus: float) -> dict[str, float] | None:
+    """``resources=`` as Ray takes it, checked now rather than when the first actor starts."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InputError(
+            f"resources: expected a mapping of resource name to quantity, got "
+            f"{type(value).__name__}"
+        )
+    out: dict[str, float] = {}
+    for name, quantity in value.items():
+        if not isinstance(name, str) or not name:
+            raise InputError(f"resources: expected resource names as strings, got {name!r}")
+        if (
+            isinstance(quantity, bool)
+            or not isinstance(quantity, numbers.Real)
+            or not math.isfinite(float(quantity))
+        ):
+            raise InputError(f"resources: {name!r}: expected a quantity >= 0, got {quantity!r}")
+        out[name] = float(quantity)
+    try:
+        # Ray's own rules (no CPU or GPU here, no negative amount, at most 4 decimals), read
+        # where Ray keeps them: ``options`` checks without starting anything.
+        ray.remote(_Scorer).options(num_cpus=num_cpus, resources=out)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"resources: {exc}") from None
+    return out
+
+
 def _empty_frame(ds: ray.data.Dataset) -> pl.DataFrame:
     """A frame with the Dataset's columns and no rows, for the checks a frame gets."""
     schema = ds.schema()
@@ -191,6 +220,7 @@ def safety_consistency(
     max_in_flight: int | None = None,
     limiter: Any = None,
     num_cpus: float = 1.0,
+    resources: Mapping[str, float] | None = None,
     validate: bool = True,
     **overrides: Any,
 ) -> ray.data.Dataset:
@@ -229,6 +259,10 @@ def safety_consistency(
         handle from :func:`~safecons.ray.global_limiter`.
     num_cpus
         CPUs each actor reserves (the work is mostly waiting on the network).
+    resources
+        Custom resources each actor reserves, as Ray's ``resources=`` (e.g. ``{"scorer": 1}``
+        with nodes started ``--resources='{"scorer": 4}'``): it decides which nodes the actors
+        run on, and where Ray restarts them after a node dies.
     validate
         Check every row first, as the Polars path checks a frame (one pass over ``ds``; the
         ids come to the driver to be checked for duplicates), and raise
@@ -250,6 +284,7 @@ def safety_consistency(
     if max_in_flight is not None:
         max_in_flight = _whole("max_in_flight", max_in_flight, 1, MAX_IN_FLIGHT)
     num_cpus = _cpus(num_cpus)
+    actor_resources = _resources(resources, num_cpus)
     if "progress" in overrides or "max_calls" in overrides:
         name = "progress" if "progress" in overrides else "max_calls"
         raise InputError(f"{name}: not an option of the Ray path (see docs/scale-out.md)")
@@ -297,4 +332,5 @@ def safety_consistency(
         batch_size=batch_size,
         compute=ray.data.ActorPoolStrategy(size=actors),
         num_cpus=num_cpus,
+        resources=actor_resources,
     )
