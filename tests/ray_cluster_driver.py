@@ -28,6 +28,7 @@ def main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     ray.init(
         address=spec["address"],
+        _node_ip_address=spec["address"].rsplit(":", 1)[0],  # loopback, as the nodes are
         log_to_driver=False,
         logging_level="ERROR",
         runtime_env={"env_vars": {"RAY_DATA_DISABLE_PROGRESS_BARS": "1"}},

@@ -49,6 +49,7 @@ KEY = "sk-ray-test-0123456789"
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
     ray.init(
+        address="local",  # a new local Ray, never a cluster found running on the host
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,

@@ -61,6 +61,10 @@ LATENCY = 0.02
 #: Seconds any one step may take on a loaded two-core machine; none is timed, only bounded.
 PATIENCE = 120.0
 TAG = re.compile(r"(?:answer|verdict)-\d{5}")
+#: The nodes' address: a loopback address, but not one Ray takes for "localhost" (127.0.0.1,
+#: which Ray replaces by the host's outward address, so that the nodes would talk over the
+#: host's network interface). Every node, the driver and the test's server stay on loopback.
+HOST = "127.0.0.2"
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,7 +73,7 @@ TAG = re.compile(r"(?:answer|verdict)-\d{5}")
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         port: int = s.getsockname()[1]
         return port
 
@@ -105,9 +109,9 @@ class Cluster:
         token = root / "auth_token"
         token.touch(mode=0o600)
         token.write_text(secrets.token_hex(32))
-        # Ray turns 127.0.0.1 into this host's own address; the nodes still only talk to each
-        # other on this host, and only with the token (Ray's token auth, in a file of ours
-        # rather than ~/.ray). Nothing of the caller's Ray settings leaks in.
+        # The nodes talk to each other on loopback only, and only with the token (Ray's token
+        # auth, in a file of ours rather than ~/.ray). Nothing of the caller's Ray settings
+        # leaks in.
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(token),
@@ -116,7 +120,7 @@ class Cluster:
             "RAY_health_check_period_ms": "1000",
         }
         self.gcs_port = _free_port()
-        self.address = f"127.0.0.1:{self.gcs_port}"
+        self.address = f"{HOST}:{self.gcs_port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, *args: str) -> int:
@@ -135,7 +139,7 @@ class Cluster:
             "ray.scripts.scripts",
             "start",
             "--block",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={HOST}",
             f"--temp-dir={self.root}",
             "--disable-usage-stats",
             f"--object-store-memory={100 * 2**20}",
