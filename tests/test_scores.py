@@ -174,6 +174,30 @@ def test_a_group_s_interval_does_not_depend_on_the_other_groups():
     assert both.equals(alone)
 
 
+def test_many_small_groups_get_the_intervals_of_their_own_values():
+    # The intervals are taken apart in one pass, only for groups with enough rows: each is
+    # still the bootstrap of its own sorted values on its own stream, null and NaN keys too.
+    rng = np.random.default_rng(4)
+    keys = [k for k in range(40) for _ in range(k % 9)] + [None] * 6 + [float("nan")] * 7
+    scores = [None if i % 11 == 0 else float(v) for i, v in enumerate(rng.uniform(0, 1, len(keys)))]
+    df = frame(scores, g=pl.Series(keys, dtype=pl.Float64))
+    table = sc.score_table(df, by="g", n_boot=300, seed=7)
+    assert 0 < table["mean_lo"].is_not_null().sum() < table.height
+    for row in table.iter_rows(named=True):
+        key = row["g"]
+        mine = [
+            s
+            for k, s in zip(keys, scores, strict=True)
+            if s is not None
+            and (k == key or (k is None and key is None) or (k != k and key != key))
+        ]
+        lo, hi = sc.scores._percentile_mean(
+            np.sort(np.array(mine)), ci=0.95, n_boot=300, seed=sc.scores._group_seed(7, (key,))
+        )
+        expected = (None, None) if np.isnan(lo) else (lo, hi)
+        assert (row["mean_lo"], row["mean_hi"]) == expected, key
+
+
 @pytest.mark.parametrize("name", ["x", "y", "d", "v", "one"])
 def test_user_columns_never_collide_with_working_names(name):
     before = frame([0.2, 0.5, 0.9, 0.4, 0.1, 0.3], **{name: ["p", "p", "p", "q", "q", "q"]})
