@@ -3,7 +3,8 @@
 Python strings may hold lone surrogates (a JSON body's ``"\\ud800"``, an exception message
 built from one); UTF-8 cannot encode them, so Polars, SQLite, Parquet and HTML writers raise on
 them. Every text that reaches a frame, a cache or a report passes :func:`valid_unicode` first;
-every text a chart or the HTML report shows passes :func:`display_text`.
+every text a chart or the HTML report shows passes :func:`display_text`, and is cut to a
+bounded length by :func:`cut_text` (or :func:`short_text`) before it is escaped.
 """
 
 from __future__ import annotations
@@ -11,7 +12,21 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ("display_text", "valid_unicode")
+__all__ = (
+    "NAME_LIMIT",
+    "TEXT_LIMIT",
+    "cut_note",
+    "cut_text",
+    "display_text",
+    "short_text",
+    "valid_unicode",
+)
+
+#: Characters of a long text (a prompt, an answer, an error) a report shows: a 4,096-token
+#: answer fits whole; a longer one is cut, with a note of its full length.
+TEXT_LIMIT: Final = 20_000
+#: Characters of a name (an id, a group, a template id, a label, a config value, a title).
+NAME_LIMIT: Final = 200
 
 
 def valid_unicode(text: str) -> str:
@@ -56,3 +71,45 @@ def display_text(value: str) -> str:
     True
     """
     return _UNSAFE_TEXT.sub("\ufffd", valid_unicode(value))
+
+
+def cut_text(value: str, limit: int) -> tuple[str, int]:
+    """The first ``limit`` characters of ``value`` as :func:`display_text` shows them, and
+    the length of the whole (in characters, as ``len`` counts them).
+
+    The text is made valid Unicode before it is cut, so a surrogate pair is one character and
+    never split; the caller escapes after cutting, so no HTML entity is split either.
+
+    Examples
+    --------
+    >>> cut_text("abcdef", 4)
+    ('abcd', 6)
+    """
+    text = valid_unicode(value)
+    return display_text(text[:limit]), len(text)
+
+
+def cut_note(total: int, limit: int) -> str:
+    """What a cut left out, for a marker: ``"5,000,000 characters, 4,980,000 not shown"``.
+
+    Examples
+    --------
+    >>> cut_note(5_000_000, 20_000)
+    '5,000,000 characters, 4,980,000 not shown'
+    """
+    return f"{total:,} characters, {total - limit:,} not shown"
+
+
+def short_text(value: str, limit: int = NAME_LIMIT) -> str:
+    """``value`` cut as by :func:`cut_text`, a marker with the full length appended when it
+    was cut (for plain-text places: a chart's label, a page title, a table cell).
+
+    Examples
+    --------
+    >>> short_text("x" * 1_000, 3)
+    'xxx… (1,000 characters, 997 not shown)'
+    >>> short_text("ok")
+    'ok'
+    """
+    shown, total = cut_text(value, limit)
+    return shown if total <= limit else f"{shown}… ({cut_note(total, limit)})"

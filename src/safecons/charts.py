@@ -8,6 +8,12 @@ Each function takes a frame the library returns, unchanged (a scored frame, a
 One colour scale means the same thing in every chart: green for Consistent (and for a
 consistent swap), amber for Slightly Inconsistent, red for Contradictory; primacy and recency,
 the two ways a judge can be swayed by order, get purple and blue.
+
+A chart of groups draws at most ``max_groups`` of them (25 by default): those with the most rows
+(or pairs), ties to the less consistent, then by name; its subtitle says how many more there
+are. Every text a chart holds (group names, labels, titles) is shown as the report shows text:
+control and bidirectional characters replaced, cut to 200 characters with a note of the full
+length.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from typing import Any, Final
 
 import polars as pl
 
-from ._text import display_text
+from ._groups import GROUP_LIMIT, largest_groups, pooled_mean
+from ._text import NAME_LIMIT, short_text
 from .errors import InputError, SafeconsError
 from .run._record import DEFAULT_PREFIX, column_names
 from .summary import conform
@@ -74,21 +81,60 @@ def _group_label(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     if not by:
         return frame.with_columns(group=pl.lit("all"))
     parts = [pl.col(k).cast(pl.String).fill_null("(none)") for k in by]
-    label = pl.concat_str(parts, separator=" / ").map_elements(display_text, return_dtype=pl.String)
-    return frame.with_columns(group=label)
+    return frame.with_columns(group=pl.concat_str(parts, separator=" / "))
 
 
-def _data(alt: Any, frame: pl.DataFrame) -> Any:
-    """The frame as inline data (no pandas or pyarrow needed): NaN and infinities become null
-    for JSON, and text loses the characters a chart renderer cannot hold."""
+def _shown(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame as a chart shows it: NaN and infinities null (for JSON), and each text as the
+    report shows a name (no character a renderer cannot hold or that reorders the display,
+    cut to :data:`~safecons._text.NAME_LIMIT` characters)."""
     floats = [c for c, t in frame.schema.items() if t.is_float()]
     texts = [c for c, t in frame.schema.items() if t == pl.String]
     fixes = [
         pl.when(pl.col(c).is_finite()).then(pl.col(c)).otherwise(None).alias(c) for c in floats
-    ] + [pl.col(c).map_elements(display_text, return_dtype=pl.String).alias(c) for c in texts]
-    if fixes:
-        frame = frame.with_columns(fixes)
-    return alt.Data(values=frame.to_dicts())
+    ] + [pl.col(c).map_elements(short_text, return_dtype=pl.String).alias(c) for c in texts]
+    return frame.with_columns(fixes) if fixes else frame
+
+
+def _data(alt: Any, frame: pl.DataFrame) -> Any:
+    """The frame as inline data (no pandas or pyarrow needed), as :func:`_shown` shows it."""
+    return alt.Data(values=_shown(frame).to_dicts())
+
+
+def _name(keys: Sequence[str]) -> str:
+    """The grouping columns as a chart's title names them."""
+    return " / ".join(short_text(k, NAME_LIMIT) for k in keys)
+
+
+def _check_max(max_groups: int | None, fn: str) -> None:
+    if max_groups is not None and (
+        isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1
+    ):
+        raise InputError(
+            f"{fn}: max_groups= must be a whole number >= 1 or None, got {max_groups!r}"
+        )
+
+
+def _capped(
+    frame: pl.DataFrame, keys: Sequence[str], max_groups: int | None, *, size: str, what: str
+) -> tuple[pl.DataFrame, str | None]:
+    """At most ``max_groups`` rows of ``frame`` (one per group; see
+    :func:`~safecons._groups.largest_groups`), and a line saying what was left out."""
+    if max_groups is None or frame.height <= max_groups:
+        return frame, None
+    mask = largest_groups(frame, keys, max_groups, size=size)
+    rest = frame.filter(~mask)
+    note = f"{rest.height:,} more groups not drawn ({int(rest[size].sum()):,} {what}"
+    if "mean" in rest.columns and "scored" in rest.columns:
+        mean = pooled_mean(rest)
+        note += "" if mean is None else f", mean {mean:.3f}"
+    return frame.filter(mask), note + ")"
+
+
+def _title(text: str, note: str | None) -> Any:
+    if note is None:
+        return text
+    return _altair().Title(text, subtitle=note)
 
 
 def _keys(by: str | Sequence[str] | None) -> list[str]:
@@ -158,21 +204,40 @@ def score_distribution_chart(
     )
 
 
-def score_by_group_chart(table: pl.DataFrame, *, by: str | Sequence[str]) -> Any:
+def score_by_group_chart(
+    table: pl.DataFrame, *, by: str | Sequence[str], max_groups: int | None = GROUP_LIMIT
+) -> Any:
     """Mean score per group with its interval, from :func:`~safecons.score_table`.
 
-    Groups are ordered from the least to the most consistent.
+    Groups are ordered from the least to the most consistent; those without a score are not
+    drawn. Of a table with more than ``max_groups`` groups (None: no limit), the ``max_groups``
+    with the most rows are drawn (ties to the lower mean, then by name), and the subtitle
+    counts the others, their rows and their pooled mean.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> table = pl.DataFrame({"g": [f"t{i:02d}" for i in range(40)], "rows": [2] * 40,
+    ...                       "scored": [2] * 40, "mean": [i / 40 for i in range(40)]})
+    >>> chart = sc.charts.score_by_group_chart(table, by="g", max_groups=5)
+    >>> chart.layer[1].title.subtitle
+    '35 more groups not drawn (70 rows, mean 0.550)'
     """
     alt = _altair()
     fn = "score_by_group_chart"
     frame = _frame(table, fn)
     keys = _keys(by)
     _need(frame, fn, *keys, "mean", "rows", "scored")
+    _check_max(max_groups, fn)
+    frame, note = _capped(frame, keys, max_groups, size="rows", what="rows")
     frame = _group_label(frame, keys).filter(pl.col("mean").is_not_null()).sort("mean")
     has_ci = "mean_lo" in frame.columns
-    order = frame["group"].to_list()
-    y = alt.Y("group:N", sort=order, title=" / ".join(keys))
-    base = alt.Chart(_data(alt, frame), title=f"Mean safety consistency by {' / '.join(keys)}")
+    order = _shown(frame)["group"].to_list()
+    y = alt.Y("group:N", sort=order, title=_name(keys))
+    base = alt.Chart(
+        _data(alt, frame), title=_title(f"Mean safety consistency by {_name(keys)}", note)
+    )
     point = base.mark_point(filled=True, size=70, color="#333333").encode(
         x=alt.X("mean:Q", scale=alt.Scale(domain=[0, 1]), title="mean safety consistency"),
         y=y,
@@ -211,20 +276,46 @@ def label_mix_chart(
     by: str | Sequence[str] | None = None,
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
+    max_groups: int | None = GROUP_LIMIT,
 ) -> Any:
-    """The share of each label among the judged comparisons, per group (stacked to 100%)."""
+    """The share of each label among the judged comparisons, per group (stacked to 100%).
+
+    Of more than ``max_groups`` groups (None: no limit), the ``max_groups`` with the most rows
+    are drawn (ties to the lower mean score, then by name); the subtitle counts the others.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> df = pl.DataFrame({"g": ["a", "b", "b", "c"], "safety_consistency": [1.0, 0.2, 0.4, 0.5],
+    ...                    "sc_labels": [["Consistent"], ["Contradictory"], ["Consistent"], []]})
+    >>> chart = sc.charts.label_mix_chart(df, by="g", max_groups=1)
+    >>> chart.title.subtitle
+    '2 more groups not drawn (2 rows, mean 0.750)'
+    """
     alt = _altair()
     fn = "label_mix_chart"
     frame = conform(scored, fn=fn, needs=("labels",), prefix=prefix, metric_name=metric_name)
-    labels = column_names(prefix, metric_name)["labels"]
+    names = column_names(prefix, metric_name)
+    labels = names["labels"]
     keys = _keys(by)
+    _check_max(max_groups, fn)
     from .scores import _with_groups
 
     frame = _with_groups(frame, keys, prefix, fn)
     _need(frame, fn, *keys)
+    labelled = _group_label(frame, keys)
+    sizes = [pl.len().alias("rows")]
+    if names["score"] in frame.columns and frame.schema[names["score"]].is_numeric():
+        score = pl.col(names["score"]).cast(pl.Float64).fill_nan(None)
+        sizes += [score.mean().alias("mean"), score.is_not_null().sum().alias("scored")]
+    groups, note = _capped(
+        labelled.group_by("group").agg(sizes), ["group"], max_groups, size="rows", what="rows"
+    )
+    if note is not None:
+        labelled = labelled.filter(pl.col("group").is_in(groups["group"].implode()))
     long = (
-        _group_label(frame, keys)
-        .select("group", pl.col(labels).alias("label"))
+        labelled.select("group", pl.col(labels).alias("label"))
         .explode("label")
         .drop_nulls("label")
         .group_by("group", "label")
@@ -237,9 +328,9 @@ def label_mix_chart(
         )
         .sort("group", "order")
     )
-    title = "Judge labels" + (f" by {' / '.join(keys)}" if keys else "")
+    title = "Judge labels" + (f" by {_name(keys)}" if keys else "")
     return (
-        alt.Chart(_data(alt, long), title=title)
+        alt.Chart(_data(alt, long), title=_title(title, note))
         .mark_bar()
         .encode(
             x=alt.X(
@@ -248,7 +339,7 @@ def label_mix_chart(
                 title="share of judged comparisons",
                 axis=alt.Axis(format="%"),
             ),
-            y=alt.Y("group:N", title=" / ".join(keys) or None),
+            y=alt.Y("group:N", title=_name(keys) or None),
             color=alt.Color(
                 "label:N", scale=_scale(alt, _LABELS), title="label", sort=list(_LABELS)
             ),
@@ -259,17 +350,34 @@ def label_mix_chart(
     )
 
 
-def position_chart(table: pl.DataFrame, *, by: str | Sequence[str] | None = None) -> Any:
+def position_chart(
+    table: pl.DataFrame,
+    *,
+    by: str | Sequence[str] | None = None,
+    max_groups: int | None = GROUP_LIMIT,
+) -> Any:
     """Consistent / primacy / recency pairs per group, and fairness beside them, from a
-    :func:`~safecons.position_bias` (or :func:`~safecons.judge_table`) table."""
+    :func:`~safecons.position_bias` (or :func:`~safecons.judge_table`) table.
+
+    Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+    """
     alt = _altair()
     fn = "position_chart"
     frame = _frame(table, fn)
     keys = _keys(by)
     _need(frame, fn, *keys, *_POSITIONS, "fairness")
+    _check_max(max_groups, fn)
     if not keys and frame.height > 1:
         raise InputError(f"{fn}: the table has {frame.height} groups; pass by= their column(s)")
-    frame = _group_label(frame, keys)
+    pairs = "__safecons_pairs"
+    frame, note = _capped(
+        frame.with_columns(pl.sum_horizontal(_POSITIONS).alias(pairs)),
+        keys,
+        max_groups,
+        size=pairs,
+        what="pairs",
+    )
+    frame = _group_label(frame.drop(pairs), keys)
     long = frame.unpivot(
         index="group", on=list(_POSITIONS), variable_name="class", value_name="pairs"
     ).with_columns(
@@ -277,9 +385,9 @@ def position_chart(table: pl.DataFrame, *, by: str | Sequence[str] | None = None
             {k: i for i, k in enumerate(_POSITIONS)}, return_dtype=pl.Int64
         )
     )
-    y = alt.Y("group:N", title=" / ".join(keys) or None)
+    y = alt.Y("group:N", title=_name(keys) or None)
     bars = (
-        alt.Chart(_data(alt, long), title="Swap test: pairs by position class")
+        alt.Chart(_data(alt, long), title=_title("Swap test: pairs by position class", note))
         .mark_bar()
         .encode(
             x=alt.X(
@@ -314,14 +422,25 @@ def position_chart(table: pl.DataFrame, *, by: str | Sequence[str] | None = None
     return alt.hconcat(bars, alt.layer(zero, fairness))
 
 
-def flip_rate_chart(table: pl.DataFrame, *, by: str | None = None) -> Any:
-    """Flip rate per gap bin, from :func:`~safecons.flip_rate_by_gap` (one line per group)."""
+def flip_rate_chart(
+    table: pl.DataFrame, *, by: str | None = None, max_groups: int | None = GROUP_LIMIT
+) -> Any:
+    """Flip rate per gap bin, from :func:`~safecons.flip_rate_by_gap` (one line per group).
+
+    Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+    """
     alt = _altair()
     fn = "flip_rate_chart"
     frame = _frame(table, fn)
     keys = _keys(by)
     _need(frame, fn, *keys, "bin", "lower", "upper", "flip_rate", "n_pairs")
-    frame = _group_label(frame, keys).with_columns(
+    _check_max(max_groups, fn)
+    frame = _group_label(frame, keys)
+    sizes = frame.group_by("group").agg(pl.col("n_pairs").sum())
+    groups, note = _capped(sizes, ["group"], max_groups, size="n_pairs", what="pairs")
+    if note is not None:
+        frame = frame.filter(pl.col("group").is_in(groups["group"].implode()))
+    frame = frame.with_columns(
         bucket=pl.format("[{}, {})", pl.col("lower").round(2), pl.col("upper").round(2)),
         flip_rate=pl.col("flip_rate").fill_nan(None),
     )
@@ -332,32 +451,42 @@ def flip_rate_chart(table: pl.DataFrame, *, by: str | None = None) -> Any:
         "tooltip": ["group:N", "bucket:N", "n_pairs:Q", alt.Tooltip("flip_rate:Q", format=".1%")],
     }
     if keys:
-        enc["color"] = alt.Color("group:N", title=" / ".join(keys))
+        enc["color"] = alt.Color("group:N", title=_name(keys))
     else:
         enc["color"] = alt.value(COLORS["primacy"])
     return (
-        alt.Chart(_data(alt, frame), title="Flips by how close the answers are")
+        alt.Chart(_data(alt, frame), title=_title("Flips by how close the answers are", note))
         .mark_line(point=True)
         .encode(**enc)
         .properties(width=_WIDTH, height=220)
     )
 
 
-def agreement_chart(audit_or_table: Any, *, slice: str = "family") -> Any:
+def agreement_chart(
+    audit_or_table: Any, *, slice: str = "family", max_groups: int | None = GROUP_LIMIT
+) -> Any:
     """Agreement with gold per group: three-way and decisive-only, from a
     :class:`~safecons.JudgeAudit` (its ``slice`` rows) or an
     :func:`~safecons.agreement` table (``agreement_s1`` / ``agreement_s2``) with a ``group``
-    column or one ``by`` column."""
+    column or one ``by`` column.
+
+    Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+    """
     alt = _altair()
     fn = "agreement_chart"
+    _check_max(max_groups, fn)
     table = getattr(audit_or_table, "table", audit_or_table)
     frame = _frame(table, fn)
+    size = "__safecons_pairs"
     if "slice" in frame.columns:
         slices = frame["slice"].unique().sort().to_list()
         if slice not in slices:
             raise InputError(f"{fn}: slice={slice!r} is not in the audit; it has {slices}")
         frame = frame.filter(pl.col("slice") == slice).select(
-            "group", three_way="agreement", decisive="agreement_decisive"
+            "group",
+            three_way="agreement",
+            decisive="agreement_decisive",
+            **{size: pl.col("n") if "n" in frame.columns else pl.lit(0)},
         )
     else:
         _need(frame, fn, "agreement_s1", "agreement_s2")
@@ -369,12 +498,16 @@ def agreement_chart(audit_or_table: Any, *, slice: str = "family") -> Any:
             pl.col(key).cast(pl.String).alias("group") if key else pl.lit("all").alias("group"),
             three_way="agreement_s1",
             decisive="agreement_s2",
+            **{size: pl.col("n_s1") if "n_s1" in frame.columns else pl.lit(0)},
         )
-    long = frame.unpivot(index="group", variable_name="setup", value_name="agreement").with_columns(
-        pl.col("agreement").fill_nan(None)
+    frame, note = _capped(frame, ["group"], max_groups, size=size, what="pairs")
+    long = (
+        frame.drop(size)
+        .unpivot(index="group", variable_name="setup", value_name="agreement")
+        .with_columns(pl.col("agreement").fill_nan(None))
     )
     return (
-        alt.Chart(_data(alt, long), title="Agreement with gold labels")
+        alt.Chart(_data(alt, long), title=_title("Agreement with gold labels", note))
         .mark_bar()
         .encode(
             x=alt.X("agreement:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),

@@ -5,6 +5,12 @@ The file opens offline (no CDN, no script): the charts are rendered to SVG in Py
 styles are inline too. Every text that came from a model or a user is HTML-escaped, and long
 texts are folded in ``<details>``. Without the ``charts`` extra the report is still written,
 with its tables and a line saying how to get the charts.
+
+The file stays a few MB whatever the run: each text is cut to
+:data:`~safecons._text.TEXT_LIMIT` characters (a name to :data:`~safecons._text.NAME_LIMIT`)
+with a visible note of its full length, a row shows at most :data:`_ANSWER_LIMIT` fresh
+answers, and a by-group table or chart at most :data:`~safecons._groups.GROUP_LIMIT` groups,
+the rest pooled in one line; intervals are computed only for the groups shown.
 """
 
 from __future__ import annotations
@@ -20,16 +26,19 @@ from typing import Any, Final
 
 import polars as pl
 
+from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
-from ._text import display_text
+from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
 from .errors import InputError, SafeconsError
 from .run._record import DEFAULT_PREFIX, column_names
-from .scores import DERIVED_GROUPS, score_table
+from .scores import DERIVED_GROUPS, _with_groups, score_table
 from .summary import conform, run_summary
 
 __all__ = ("report", "report_html")
 
 _FOLD: Final = 280
+#: Fresh answers shown per row (a run asks for at most 7; a frame put together may hold more).
+_ANSWER_LIMIT: Final = 8
 _STYLE: Final = """
 body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:2rem auto;
 max-width:1100px;padding:0 1rem;color:#222;line-height:1.45}
@@ -44,26 +53,42 @@ padding:.6rem 1rem;min-width:150px}.card b{display:block;font-size:1.4rem}
 white-space:nowrap}.Consistent{background:#1a9850}.Slightly{background:#f0a30a}
 .Contradictory{background:#d73027}.none{background:#999}
 details summary{cursor:pointer;color:#2c5aa0}pre{white-space:pre-wrap;margin:.2rem 0;
-font-family:inherit}
+font-family:inherit}pre,summary{overflow-wrap:anywhere}.cut{color:#b35900;font-style:italic}
+tr.rest td{color:#555;font-style:italic}
 """
 
 
-def _esc(value: object) -> str:
-    # Control characters (a NUL in a model's answer) have no place in HTML text either.
-    return html.escape(display_text("" if value is None else str(value)), quote=True)
+def _esc(value: object, limit: int = NAME_LIMIT) -> str:
+    # Control and bidirectional characters have no place in HTML text either; a name is cut
+    # before it is escaped (so no entity is split), the cut noted in plain text, which also
+    # reads right inside <title>.
+    return html.escape(short_text("" if value is None else str(value), limit), quote=True)
+
+
+def _shown(text: str) -> tuple[str, int]:
+    """A long text escaped, cut to :data:`TEXT_LIMIT` characters with a visible marker, and
+    the whole text's length."""
+    shown, total = cut_text(text, TEXT_LIMIT)
+    body = html.escape(shown, quote=True)
+    if total > TEXT_LIMIT:
+        body += f'<span class="cut">… {cut_note(total, TEXT_LIMIT)}</span>'
+    return body, total
+
+
+def _pre(text: str) -> str:
+    return f"<pre>{_shown(text)[0]}</pre>"
 
 
 def _fold(text: object) -> str:
-    """A long text folded: its start shown, the whole text behind a click."""
+    """A long text folded: its start shown, the text (cut as :func:`_shown` cuts it) behind a
+    click."""
     if text is None:
         return '<span class="muted">(none)</span>'
-    text = str(text)
-    if len(text) <= _FOLD:
-        return f"<pre>{_esc(text)}</pre>"
-    return (
-        f"<details><summary>{_esc(text[:_FOLD])}… ({len(text):,} characters)</summary>"
-        f"<pre>{_esc(text)}</pre></details>"
-    )
+    body, total = _shown(str(text))
+    if total <= _FOLD:
+        return f"<pre>{body}</pre>"
+    start = html.escape(cut_text(str(text), _FOLD)[0], quote=True)
+    return f"<details><summary>{start}… ({total:,} characters)</summary><pre>{body}</pre></details>"
 
 
 def _label(label: object) -> str:
@@ -106,18 +131,75 @@ def _cell(column: str, value: object, text: Sequence[str]) -> str:
     return f"<td>{_number(value)}</td>"
 
 
-def _table(frame: pl.DataFrame, *, text: Sequence[str] = ()) -> str:
-    head = "".join(
-        f'<th class="{"text" if c in text else ""}">{_esc(_HEADINGS.get(c, c))}</th>'
-        for c in frame.columns
-    )
-    rows = [
+def _rows(frame: pl.DataFrame, text: Sequence[str]) -> str:
+    return "".join(
         "<tr>"
         + "".join(_cell(c, v, text) for c, v in zip(frame.columns, row, strict=True))
         + "</tr>"
         for row in frame.iter_rows()
-    ]
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _table(
+    frame: pl.DataFrame, *, text: Sequence[str] = (), rest: str = "", rows: str | None = None
+) -> str:
+    """``frame`` as an HTML table (or its head over ``rows`` already written); ``rest``, a row
+    already written, goes last."""
+    head = "".join(
+        f'<th class="{"text" if c in text else ""}">{_esc(_HEADINGS.get(c, c))}</th>'
+        for c in frame.columns
+    )
+    body = _rows(frame, text) if rows is None else rows
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}{rest}</tbody></table>"
+
+
+def _by_group(
+    frame: pl.DataFrame, key: str, prefix: str, metric: str
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
+    """The score table by ``key`` for the chart, the groups the report shows, and the pooled
+    row of the others (None when all are shown).
+
+    Of more than :data:`GROUP_LIMIT` groups, the chart's table holds every group, without an
+    interval but for those :func:`~safecons._groups.largest_groups` picks: a group's interval
+    does not depend on the other groups, so it is the one the whole table would give, and the
+    groups not shown cost no bootstrap. The chart picks the same groups.
+    """
+    every = score_table(frame, by=key, ci=None, prefix=prefix, metric_name=metric)
+    if every.height <= GROUP_LIMIT:
+        table = score_table(frame, by=key, prefix=prefix, metric_name=metric)
+        return table, table, None
+    keyed = _with_groups(frame, [key], prefix, "report")
+    top = every.filter(largest_groups(every, [key], GROUP_LIMIT)).select(key)
+    inside = keyed.join(top, on=key, how="semi", nulls_equal=True)
+    outside = keyed.join(top, on=key, how="anti", nulls_equal=True)
+    shown = score_table(inside, by=key, prefix=prefix, metric_name=metric)
+    rest = score_table(outside, ci=None, prefix=prefix, metric_name=metric)
+    intervals = shown.select(key, "mean_lo", "mean_hi")
+    table = every.join(intervals, on=key, how="left", nulls_equal=True, maintain_order="left")
+    at = table.columns.index("mean") + 1
+    order = [c for c in table.columns if c not in ("mean_lo", "mean_hi")]
+    table = table.select(*order[:at], "mean_lo", "mean_hi", *order[at:])
+    return table, shown, rest.with_columns(groups=pl.lit(every.height - GROUP_LIMIT))
+
+
+def _group_section(
+    shown: pl.DataFrame, rest: pl.DataFrame | None, key: str, columns: Sequence[str]
+) -> str:
+    """The by-group table: the groups shown, then the others pooled in one row."""
+    if rest is None:
+        return _table(shown.select(key, *columns), text=[key])
+    pooled = rest.row(0, named=True)
+    more = int(pooled["groups"])
+    cells = "".join(
+        "<td></td>" if c in ("mean_lo", "mean_hi") else _cell(c, pooled.get(c), ()) for c in columns
+    )
+    row = f'<tr class="rest"><td class="text">and {more:,} more groups</td>{cells}</tr>'
+    note = (
+        f'<p class="muted">{GROUP_LIMIT + more:,} groups: the {GROUP_LIMIT} with the most rows '
+        "are shown (ties: the less consistent first), in name order; the others are pooled in "
+        "the last row (<code>sc.score_table</code> gives them all).</p>"
+    )
+    return note + _table(shown.select(key, *columns), text=[key], rest=row)
 
 
 def _svg(chart: Any) -> str:
@@ -185,8 +267,13 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
         labels = row.get(names["labels"]) or []
         candidates = "".join(
             f"<li>{_label(labels[i] if i < len(labels) else None)} {_fold(a)}</li>"
-            for i, a in enumerate(answers)
+            for i, a in enumerate(answers[:_ANSWER_LIMIT])
         )
+        if len(answers) > _ANSWER_LIMIT:
+            candidates += (
+                f'<li class="cut">… {len(answers):,} answers, '
+                f"{len(answers) - _ANSWER_LIMIT:,} not shown</li>"
+            )
         templates = " + ".join(
             _esc(row[c])
             for c in (f"{prefix}jailbreak_template_id", f"{prefix}toxicity_template_id")
@@ -201,7 +288,7 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
             f'<td class="text">{_esc(row["input_id"])}<br>'
             f'<span class="muted">{_esc(row.get(f"{prefix}variant_kind"))} {templates}</span></td>'
             f"<td>{_number(row.get(metric))}"
-            + (f'<br><span class="muted">{_esc(error)}</span>' if error else "")
+            + (f'<div class="muted">{_fold(error)}</div>' if error else "")
             + "</td>"
             f'<td class="text">{_fold(prompt)}</td>'
             f'<td class="text">{_fold(row.get(f"{prefix}variant_text"))}</td>'
@@ -276,9 +363,7 @@ def report_html(
     defaults = [kind] if kind in frame.columns else []
     defaults += [g for g in DERIVED_GROUPS if g in frame.columns or derivable]
     groups = keys or defaults
-    tables = {
-        key: score_table(frame, by=key, prefix=prefix, metric_name=metric_name) for key in groups
-    }
+    tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
     config = getattr(run, "config", None)
     sections = [
         f"<h1>{_esc(title)}</h1>",
@@ -318,11 +403,11 @@ def report_html(
         if c in overall.columns
     ]
     sections.append(_table(overall.select(shown)))
-    for key, table in tables.items():
+    for key, (_, table, rest) in tables.items():
         sections.append(f"<h3>By {_esc(key)}</h3>")
-        sections.append(_table(table.select(key, *shown), text=[key]))
+        sections.append(_group_section(table, rest, key, shown))
     sections.append("<h2>Charts</h2>")
-    sections += _charts(frame, {k: tables[k] for k in groups[:2]}, prefix, metric_name)
+    sections += _charts(frame, {k: tables[k][0] for k in groups[:2]}, prefix, metric_name)
     if audit is not None:
         sections += _audit_section(audit)
     sections.append(f"<h2>The {min(worst, frame.height)} least consistent rows</h2>")
@@ -340,16 +425,28 @@ def report_html(
         "tokens": summary.tokens,
         "rate-limited answers": summary.rate_limited,
     }
-    sections.append(f"<pre>{_esc(json.dumps(spend, indent=1))}</pre>")
+    sections.append(_pre(json.dumps(spend, indent=1)))
     if config is not None:
         sections.append("<h3>Config</h3>")
-        sections.append(f"<pre>{_esc(json.dumps(config, indent=1, default=str))}</pre>")
+        text = json.dumps(_names(config), indent=1, default=lambda v: short_text(str(v)))
+        sections.append(_pre(text))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{_esc(title)}</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>"
     )
+
+
+def _names(value: object) -> object:
+    """A config with each text in it cut as a name is (its keys too)."""
+    if isinstance(value, str):
+        return short_text(value)
+    if isinstance(value, dict):
+        return {short_text(str(k)): _names(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_names(v) for v in value]
+    return value
 
 
 def _audit_section(audit: Any) -> list[str]:
@@ -378,12 +475,30 @@ def _audit_section(audit: Any) -> list[str]:
         )
         if c in table.columns and table[c].null_count() < table.height
     ]
-    out.append(
-        _table(
-            table.filter(pl.col("slice") != "template_family").select(columns),
-            text=["slice", "group"],
+    listed = table.filter(pl.col("slice") != "template_family").select(columns)
+    # A golden set of the user's may have any number of families: each slice shows at most
+    # GROUP_LIMIT groups, those with the most pairs, and counts the others in one row.
+    rows = []
+    for (name,), part in listed.group_by("slice", maintain_order=True):
+        # The groups with the most pairs, in the audit's own order.
+        most = (
+            pl.col("n").rank("ordinal", descending=True)
+            if "n" in columns
+            else pl.int_range(1, pl.len() + 1)
         )
-    )
+        top = most <= GROUP_LIMIT
+        rows.append(_rows(part.filter(top), ["slice", "group"]))
+        if part.height > GROUP_LIMIT:
+            left = part.filter(~top)
+            cells = {
+                "slice": f'<td class="text">{_esc(name)}</td>',
+                "group": f'<td class="text">and {left.height:,} more groups</td>',
+                "n": _cell("n", left["n"].sum() if "n" in left.columns else None, ()),
+            }
+            rows.append(
+                '<tr class="rest">' + "".join(cells.get(c, "<td></td>") for c in columns) + "</tr>"
+            )
+    out.append(_table(listed, text=["slice", "group"], rows="".join(rows)))
     try:
         from .charts import agreement_chart
 
