@@ -456,6 +456,37 @@ def p20() -> str:
     )
 
 
+def p21() -> str:
+    big = "x" * 5_000_000
+    scored = (
+        _scored()
+        .head(1)
+        .with_columns(prompt=pl.lit(big), sut_response=pl.lit(big), sc_variant_text=pl.lit(big))
+    )
+    page = sc.report_html(scored)
+    many = pl.concat([_scored()] * 500).with_columns(
+        input_id=pl.int_range(1000).cast(pl.Int64),
+        sc_toxicity_template_id=pl.format("tox-{}", pl.int_range(1000)),
+    )
+    wide = sc.report_html(many)
+    return (
+        f"three 5 MB texts: a {len(page.encode()) / 1e6:.2f} MB report (texts cut at 20,000 "
+        f"characters, full length noted); 1,000 template ids: a {len(wide.encode()) / 1e6:.2f} "
+        f"MB report of {wide.count('<tr>')} table rows in all (each by-group table: 25 groups "
+        "and one row pooling the rest)"
+    )
+
+
+def p27() -> str:
+    bidi = "\u202e\u2066\u2067\u2068\u2069\u202a\u202b\u202c\u202d"
+    scored = _scored().with_columns(
+        input_id=pl.Series([f"id{bidi}1", f"id{bidi}2"]), sut_response=pl.lit(f"a{bidi}b")
+    )
+    page = sc.report_html(scored)
+    left = sorted({f"U+{ord(c):04X}" for c in bidi if c in page})
+    return f"bidi controls in the HTML: {', '.join(left) or 'none'} (9 kinds in ids and answers)"
+
+
 def p22() -> str:
     import pickle
 
@@ -579,6 +610,12 @@ PROBES = [
         "report.html overwritten; HTML over notes.txt",
         p20,
     ),
+    (
+        21,
+        "report of 5 MB texts / 1,000 template ids",
+        "250 MB file; a table and chart row per id",
+        p21,
+    ),
     (22, "Azure / `--sut-key-env` key, client pickled", "key inside the pickle", p22),
     (23, "credentials or `?api_key=` in a base URL", "accepted, printed with the password", p23),
     (
@@ -588,6 +625,7 @@ PROBES = [
         p25,
     ),
     (26, "`cache clear --older-than-days -5` / `nan`", "every entry deleted / none", p26),
+    (27, "U+202E, U+2066 in ids and answers", "shown reversed in the report", p27),
 ]
 
 
