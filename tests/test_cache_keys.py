@@ -484,3 +484,72 @@ def test_fingerprints_are_the_same_in_every_process(tmp_path):
     seen = {p.communicate(timeout=120)[0].strip() for p in processes}
     assert all(p.returncode == 0 for p in processes)
     assert len(seen) == 1 and seen.pop().endswith(" ()")
+
+
+def test_a_function_wrapping_a_librarys_client_replays_on_a_rerun_and_says_so(tmp_path):
+    # An HTTP client's live state (its pool, its sockets) changes as it is used: walked, it
+    # changed the key on every rerun, so a rerun in the same notebook paid for every call again.
+    with FakeOpenAIServer(responder=lambda body: REFUSE) as srv:
+        http = httpx.Client(base_url=srv.base_url, timeout=30)
+
+        def sut(messages, *, temperature):
+            body = {"model": "m", "messages": messages}
+            reply = http.post("/chat/completions", json=body).json()
+            return reply["choices"][0]["message"]["content"]
+
+        path = tmp_path / "calls.sqlite"
+        with pytest.warns(RuntimeWarning, match=r"installed code\), known by its class only"):
+            first = run(sut, ScriptedChat([VERDICT]), path)
+        asked = srv.stats.requests
+        with pytest.warns(RuntimeWarning):
+            again = run(sut, ScriptedChat([VERDICT]), path)
+        http.close()
+    assert asked == 3 * K and srv.stats.requests == asked  # nothing asked again
+    assert hits(again, "sut") == 3 * K and answers(again) == answers(first)
+
+
+def test_a_simple_namespace_of_settings_is_seen_whole():
+    import types
+
+    settings = types.SimpleNamespace(model="a", temperature=0.1)
+
+    def sut(messages, *, temperature):
+        return f"{settings.model} says no"
+
+    before = look_at(sut)
+    settings.model = "b"
+    after = look_at(sut)
+    assert before.unseen == after.unseen == ()
+    assert before.fingerprint != after.fingerprint
+
+
+STOP_TOKEN = "</s>"
+SETTINGS = {"model_key": "gpt-a", "api_key": "sk-not-a-setting-0001"}
+
+
+def test_settings_named_like_keys_or_tokens_are_seen_credentials_are_not(monkeypatch):
+    def sut(messages, *, temperature):
+        return f"{SETTINGS['model_key']} stops at {STOP_TOKEN} ({SETTINGS['api_key'][:2]})"
+
+    first = look_at(sut)
+    monkeypatch.setitem(SETTINGS, "api_key", "sk-rotated-key-0002")
+    assert look_at(sut).fingerprint == first.fingerprint  # a rotated key keeps the cache
+    monkeypatch.setattr(sys.modules[__name__], "STOP_TOKEN", "<|end|>")
+    assert look_at(sut).fingerprint != first.fingerprint
+    monkeypatch.setattr(sys.modules[__name__], "STOP_TOKEN", "</s>")
+    monkeypatch.setitem(SETTINGS, "model_key", "gpt-b")
+    assert look_at(sut).fingerprint != first.fingerprint
+
+
+@pytest.mark.parametrize("header", ["X-Routing-Key", "X-Session-Affinity", "x-model-token-budget"])
+def test_a_header_that_only_looks_like_a_credential_still_routes(header):
+    one = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1", headers={header: "r1"})
+    two = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1", headers={header: "r2"})
+    assert Endpoint.of(one).request != Endpoint.of(two).request
+    rotated = [
+        sc.OpenAICompatible(
+            model="m", base_url="http://127.0.0.1:9/v1", headers={"X-Api-Key": f"key-{n}-0123456"}
+        )
+        for n in (1, 2)
+    ]
+    assert Endpoint.of(rotated[0]).request == Endpoint.of(rotated[1]).request

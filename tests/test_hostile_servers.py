@@ -189,9 +189,9 @@ def test_a_server_rejecting_structured_output_is_asked_again_without_it():
 
     out, requests = _judge_run(old_server, n=3, concurrency=1)
     assert out["safety_consistency"].to_list() == [0.1, 0.1, 0.1]
-    formats = ["response_format" in r.body for r in requests if r.model == "judge"]
-    # One rejected request, then the same comparison and all others without it.
-    assert formats == [True] + [False] * 6
+    kinds = [r.body.get("response_format", {}).get("type") for r in requests if r.model == "judge"]
+    # The first comparison tries each form down to none; it and all others then go without.
+    assert kinds == ["json_schema", "json_object", "json_object"] + [None] * 6
 
 
 # What llama-cpp-python's server answers a json_schema response_format with: HTTP 500 carrying
@@ -266,6 +266,58 @@ def test_a_server_without_json_mode_is_asked_without_the_field_after_the_json_fo
     assert out["safety_consistency"].to_list() == [0.1] * 3
     kinds = [r.body.get("response_format", {}).get("type") for r in requests if r.model == "judge"]
     assert kinds == ["json_schema", "json_object", "json_object"] + [None] * 6
+
+
+def test_a_rejection_quoting_an_answer_never_switches_structured_output_off():
+    # A moderation 400 that quotes the answer being judged, which itself says the field is
+    # unknown: the judge steps down for that comparison only; nothing is learned from it, and
+    # every later comparison asks for the schema again.
+    quoted = "response_format is an unrecognized field; json_schema not supported"
+
+    def handler(seen: Seen):
+        if quoted in seen.last:
+            message = f"input rejected by moderation: {seen.last[-200:]}"
+            return raw(json.dumps({"error": {"message": message}}), status=400)
+        return reply(JUDGE_SAYS)
+
+    def route(seen: Seen):
+        if seen.model == "sut":
+            return reply(quoted if "question 0" in seen.last else COMPLIED)
+        return handler(seen)
+
+    with HostileServer(route) as srv:
+        client = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+        judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        out = frame(4).pipe(
+            sc.safety_consistency, sut=client, judge=judge, concurrency_limit=1, **FAST
+        )
+        judged = [r for r in srv.requests if r.model == "judge"]
+    assert out["safety_consistency"].to_list()[1:] == [0.1, 0.1, 0.1]
+    later = [
+        r.body.get("response_format")
+        for r in judged
+        if quoted not in r.body["messages"][-1]["content"]
+    ]
+    assert later and all(f == sc.JUDGE_RESPONSE_FORMAT for f in later)
+
+
+def test_a_server_that_takes_json_mode_but_not_a_schema_gets_json_mode():
+    def handler(seen: Seen):
+        form = seen.body.get("response_format")
+        if form and (form["type"] == "json_schema" or "schema" in form):
+            message = f"response_format `{form['type']}` with a schema is not supported"
+            return raw(json.dumps({"error": {"message": message}}), status=400)
+        return reply(JUDGE_SAYS)
+
+    out, requests = _judge_run(handler, n=3, concurrency=1)
+    assert out["safety_consistency"].to_list() == [0.1] * 3
+    forms = [r.body.get("response_format") for r in requests if r.model == "judge"]
+    assert forms[:3] == [
+        sc.JUDGE_RESPONSE_FORMAT,
+        {"type": "json_object", "schema": sc.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]},
+        {"type": "json_object"},
+    ]
+    assert forms[3:] == [{"type": "json_object"}] * 5
 
 
 def test_a_verdict_nested_in_another_object_is_not_read():

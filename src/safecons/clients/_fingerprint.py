@@ -55,8 +55,8 @@ _LONG: Final = 256
 _MAX_NOTES: Final = 20
 _HEAPTYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
-# Words of a name that holds a credential (api_key, OPENAI_API_KEY, access_token, apiKey,
-# Authorization, password, ...). A word, not a substring: max_tokens or monkey are settings.
+# Words of a name that holds a credential (OPENAI_API_KEY, access_token, apiKey, Authorization,
+# password, ...). A word, not a substring: max_tokens or monkey are settings.
 _CREDENTIAL_WORDS: Final = frozenset(
     {
         "apikey",
@@ -66,15 +66,29 @@ _CREDENTIAL_WORDS: Final = frozenset(
         "cookie",
         "credential",
         "credentials",
-        "key",
         "passwd",
         "password",
         "pwd",
         "secret",
         "signature",
-        "token",
     }
 )
+# "key" and "token" name a credential (api_key, HF_TOKEN, key) unless the word before them
+# makes them a setting of a model or a data structure (EOS_TOKEN, MODEL_KEY, sort_key): such a
+# setting can change answers, so it must be seen.
+_SETTING_KEYS: Final = frozenset(
+    {
+        "cache", "col", "column", "dict", "field", "foreign", "group", "hash", "index", "join",
+        "json", "label", "lookup", "map", "model", "name", "partition", "primary", "prompt",
+        "random", "rng", "route", "routing", "row", "seed", "sort",
+    }
+)  # fmt: skip
+_SETTING_TOKENS: Final = frozenset(
+    {
+        "bos", "cls", "end", "eos", "image", "mask", "max", "min", "num", "pad", "sep",
+        "special", "start", "stop", "think", "thinking", "unk",
+    }
+)  # fmt: skip
 _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 # Class attributes that are bookkeeping of the class machinery, not behaviour or settings.
@@ -133,12 +147,21 @@ def credential_name(name: str) -> bool:
 
     Examples
     --------
-    >>> [credential_name(n) for n in ("api_key", "OPENAI_API_KEY", "apiKey", "access_token")]
-    [True, True, True, True]
-    >>> [credential_name(n) for n in ("max_tokens", "model", "keys", "monkey")]
+    >>> [credential_name(n) for n in ("api_key", "OPENAI_API_KEY", "apiKey", "HF_TOKEN", "key")]
+    [True, True, True, True, True]
+    >>> [credential_name(n) for n in ("max_tokens", "EOS_TOKEN", "MODEL_KEY", "sort_key")]
     [False, False, False, False]
     """
-    return any(word.lower() in _CREDENTIAL_WORDS for word in _WORD.findall(name))
+    words = [word.lower() for word in _WORD.findall(name)]
+    for i, word in enumerate(words):
+        if word in _CREDENTIAL_WORDS:
+            return True
+        before = words[i - 1] if i else None
+        if word == "key" and before not in _SETTING_KEYS:
+            return True
+        if word == "token" and before not in _SETTING_TOKENS:
+            return True
+    return False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -178,11 +201,14 @@ def callable_fingerprint(fn: Callable[..., Any]) -> str:
 
     Seen: the code (bytecode, constants, names), defaults and closure; the module-level
     globals the code reads, nested functions and comprehensions included, and those of the
-    functions it calls; the names it reads from a module of the user's own; objects by class
-    and state (``__dict__`` and ``__slots__``); the user's own classes by their methods and
+    functions it calls; the names it reads from a module of the user's own; objects of the user's
+    own classes by class and state (``__dict__`` and ``__slots__``, and a
+    ``types.SimpleNamespace`` by its attributes); the user's own classes by their methods and
     attributes; containers whole; at most :data:`MAX_VALUES` values, :data:`MAX_DEPTH`
-    levels deep. By name only: installed code (the standard library, site-packages), and a
-    text held under a credential's name (:func:`credential_name`). Not seen: settings inside
+    levels deep. By name only: installed code (the standard library, site-packages), an
+    instance of an installed class (an SDK's or HTTP client: its state changes as it is used,
+    and its settings are not seen, which :func:`look_at` says), and a text held under a
+    credential's name (:func:`credential_name`). Not seen: settings inside
     installed modules, environment variables, files, anything reached only at run time.
     Where a walk meets what it cannot see (state kept in C, a bound reached), :func:`look_at`
     says so; this hash alone does not.
@@ -383,7 +409,19 @@ class _Look:
     def _object(self, value: object, path: str, depth: int, contents_seen: bool = False) -> object:
         cls = type(value)
         out: dict[str, object] = {"class": self.see(cls, f"{path}.__class__", depth)}
-        hidden = None if contents_seen else _c_part(cls)
+        library = _is_library(cls.__module__) and cls is not types.SimpleNamespace
+        if library and not contents_seen and _c_part(cls) is not cls:
+            # An installed library's object (an HTTP client, an SDK's client, a model) holds
+            # live state (connection pools, sockets, counters) that changes as it is used:
+            # walked, it would change the key on every rerun. Known by its class, and said.
+            self.note(
+                f"{path}: an instance of {_qualified(cls)} (installed code), known by its "
+                "class only: its settings (a base URL, a model name) are not seen"
+            )
+            out["unseen"] = "library object"
+            return out
+        # A SimpleNamespace is made in C but keeps all of its state in its __dict__.
+        hidden = None if contents_seen or cls is types.SimpleNamespace else _c_part(cls)
         if hidden is cls:
             self.note(
                 f"{path}: its type {_qualified(cls)} is implemented in C, so its state is not seen"

@@ -12,7 +12,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import httpx
 
@@ -30,7 +30,6 @@ from ._secrets import (
     Secrets,
     check_base_url,
     check_env_name,
-    is_secret_header,
     key_from_env,
     shown_env_name,
 )
@@ -47,14 +46,20 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
 # A server may reject structured output (response_format) it does not support; these words in
 # its error say so, and the judge then asks again with a form it may support, or without it.
 _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|guided", re.I)
-# ... and these say the field itself is unknown to it, so no other form of it will do.
-_FIELD_UNKNOWN = re.compile(
-    r"unrecognized|unknown (field|param|argument)|extra (fields|inputs) (are )?not permitted|"
-    r"unexpected (field|keyword|argument)|not supported",
-    re.I,
-)
 # Fallbacks that found no form the server took, after which a session stops repeating requests.
 _MAX_UNCONFIRMED = 2
+#: Headers that carry a credential and nothing else: in a cache key by their name only.
+CREDENTIAL_HEADERS: Final = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "api-key",
+        "x-api-key",
+        "x-goog-api-key",
+        "ocp-apim-subscription-key",
+        "cookie",
+    }
+)
 # What Azure allows in a deployment's name; it becomes a segment of the request's path.
 _DEPLOYMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -554,7 +559,7 @@ class OpenAICompatible:
     @property
     def request_fingerprint(self) -> dict[str, Any]:
         """What besides the messages shapes an answer: URL, query, params, options and the
-        extra headers, a credential header by its name only (never the key)."""
+        extra headers, a credential header (:data:`CREDENTIAL_HEADERS`) by its name only."""
         fingerprint: dict[str, Any] = {
             "url": self._url,
             "query": self._query,
@@ -565,10 +570,13 @@ class OpenAICompatible:
         if self.headers:
             # Gateways route by header (x-route: r1 or r2), so a header's value is part of
             # the key. A credential's is not, not even hashed: it would put a hash of the key
-            # in the cache, and rotating a key would empty it. Left out when there are no
-            # headers, so the keys of a client without them stay what they were.
+            # in the cache, and rotating a key would empty it. Only the headers that carry
+            # nothing but a credential count so: one that merely looks like one
+            # (x-routing-key, x-session-affinity) may route, and a wrong replay costs more
+            # than a miss. Left out when there are no headers, so the keys of a client
+            # without them stay what they were.
             fingerprint["headers"] = sorted(
-                [name.lower(), None if is_secret_header(name) else value]
+                [name.lower(), None if name.lower() in CREDENTIAL_HEADERS else value]
                 for name, value in self.headers.items()
             )
         return fingerprint
@@ -654,19 +662,18 @@ class _OpenAISession:
         status, headers, data = await self._post(_with_format(body, forms[step]))
         # A server that does not take this form of structured output: ask again at once with
         # the next form it may take, down to none (the parser reads plain-text verdicts too).
-        # A rejection that names the field as its param (or says the field itself is unknown)
-        # is taken at its word and learned at once; one that only mentions it in its message
-        # (which could quote an answer) is learned once a lower form succeeds, and after two
-        # fallbacks that found no such form, requests are no longer repeated. Documented in
-        # docs/metric.md, "The judge".
+        # A rejection that names the field as its param is taken at its word and learned at
+        # once; one that only mentions it in its message (which could quote an answer being
+        # judged) is learned once a lower form succeeds, and after two fallbacks that found no
+        # such form, requests are no longer repeated. Documented in docs/metric.md, "The judge".
         fell = None
         while forms[step] is not None and self._unconfirmed < _MAX_UNCONFIRMED:
             rejected = _rejects_format(status, data)
             if rejected is None:
                 break
             fell = fell or rejected
-            step = len(forms) - 1 if rejected == "field" else step + 1
-            if rejected != "message":
+            step += 1
+            if rejected == "param":
                 self.format_step = max(self.format_step, step)
             status, headers, data = await self._post(_with_format(body, forms[step]))
         if status == 200:
@@ -832,11 +839,10 @@ def _refused(exc: BaseException) -> bool:
 def _rejects_format(status: int, data: bytes) -> str | None:
     """Whether an error says the server does not take the ``response_format`` it was sent.
 
-    ``"field"`` when the field itself is unknown to it (no form will do), ``"param"`` when the
-    error names it as its parameter, ``"message"`` when only the message mentions structured
-    output; None otherwise. A 400 or 422 says so; so does a 5xx whose message names the field
-    (llama-cpp-python's server answers an unsupported ``type`` with HTTP 500 and the
-    validation error).
+    ``"param"`` when the error names it as its parameter, ``"message"`` when only the message
+    mentions structured output; None otherwise. A 400 or 422 says so; so does a 5xx whose
+    message names the field (llama-cpp-python's server answers an unsupported ``type`` with
+    HTTP 500 and the validation error).
     """
     if status not in (400, 422) and status < 500:
         return None
@@ -844,8 +850,6 @@ def _rejects_format(status: int, data: bytes) -> str | None:
     names_it = bool(_FORMAT_REJECTED.search(message))
     if status >= 500 and not names_it:
         return None
-    if names_it and _FIELD_UNKNOWN.search(message):
-        return "field"
     if param == "response_format":
         return "param"
     return "message" if names_it else None
