@@ -204,7 +204,7 @@ def test_cache_info_prints_dates(tmp_path, capsys):
     assert info["oldest"].endswith("+00:00") and info["entries"] == 1
 
 
-@pytest.mark.parametrize("days", ["-5", "nan", "inf", "-0.5", "soon"])
+@pytest.mark.parametrize("days", ["-5", "nan", "inf", "-0.5", "soon", "1e308"])
 def test_cache_clear_refuses_an_age_that_would_clear_all_or_nothing(tmp_path, capsys, days):
     from safecons import ResponseCache
 
@@ -385,3 +385,20 @@ def test_a_key_pasted_where_its_variables_name_belongs_is_not_echoed(tmp_path, c
     out, err = capsys.readouterr()
     assert err.startswith("safecons: error: --sut-key-env: ") and "not set" in err
     assert "PASTED-0123" not in out + err
+
+
+def test_a_servers_error_text_is_printed_without_its_terminal_controls(tmp_path, capsys):
+    from safecons.testing import Fault
+
+    hostile = "\x1b[2J\x1b[1;1Hrows: 1, scored: 1 \x1b]0;pwned\x07 \u202eevil"
+
+    def refuse(body):
+        raise Fault.bad_request(hostile)
+
+    responder = route_by_model({"sut": refuse, "judge": lambda b: VERDICT})
+    with FakeOpenAIServer(responder=responder) as srv:
+        assert main(_run_args(tmp_path, srv)) == 0
+    printed = capsys.readouterr()
+    assert "most common row errors" in printed.out
+    for control in ("\x1b", "\x07", "\u202e"):
+        assert control not in printed.out and control not in printed.err

@@ -9,6 +9,7 @@ import pickle
 import re
 import traceback
 
+import httpx
 import polars as pl
 import pytest
 
@@ -312,3 +313,34 @@ def test_the_url_checks_keep_what_is_valid_and_say_what_is_not(monkeypatch):
     for url, problem in expected.items():
         with pytest.raises(InputError, match=re.escape(problem)):
             sc.OpenAICompatible(model="m", base_url=url)
+
+
+def test_header_names_and_values_are_checked_without_showing_the_value():
+    secret = "sk-header-SECRET-0123456789"
+    for headers, said in (
+        ({"Authorization": f"Bearer {secret}\n"}, "the value of 'Authorization'"),
+        ({"X-User": "José"}, "the value of 'X-User'"),
+        ({"X User": "x"}, "is not a header name"),
+    ):
+        with pytest.raises(sc.InputError, match=said) as raised:
+            sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1", headers=headers)
+        assert secret not in str(raised.value)
+
+
+def test_a_base_url_with_path_parameters_is_refused_without_echoing_them():
+    with pytest.raises(sc.InputError, match="path parameters") as raised:
+        sc.OpenAICompatible(model="m", base_url="http://host/v1;api_key=SECRET-PARAM")
+    assert "SECRET-PARAM" not in str(raised.value)
+
+
+def test_an_authentication_error_with_a_lone_surrogate_can_be_printed_and_logged():
+    def handle(request):
+        return httpx.Response(401, content=json.dumps({"error": {"message": "bad \ud800"}}))
+
+    client = sc.OpenAICompatible(
+        model="m", base_url="http://127.0.0.1:9/v1", transport=httpx.MockTransport(handle)
+    )
+    frame = pl.DataFrame({"input_id": [1], "prompt": ["q"], "sut_response": ["no"]})
+    with pytest.raises(sc.AuthenticationError) as raised:
+        frame.pipe(sc.safety_consistency, sut=client, judge=sc.OfflineJudge(), progress=False)
+    str(raised.value).encode("utf-8")  # raised on the lone surrogate before

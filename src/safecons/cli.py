@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from ._outputs import check_output, fresh_name, write_output
+from ._text import display_text
 from .errors import SafeconsError
 
 __all__ = ("main",)
@@ -61,7 +62,7 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
     if errors.len():
         print("most common row errors:")
         for text, count in errors.str.slice(0, 100).value_counts(sort=True).head(3).iter_rows():
-            print(f"  {count}x {text}")
+            print(f"  {count}x {display_text(text)}")
     if summary.n_not_finished:
         again = f"with --cache {cache}" if cache else "with a --cache file"
         if output:
@@ -350,7 +351,7 @@ def _audit(args: argparse.Namespace) -> int:
     if errors.len():
         print(f"\n{errors.len()} call(s) gave no verdict; most common:")
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
-            print(f"  {count}x {text}")
+            print(f"  {count}x {display_text(text)}")
     if output is not None:
         written = _write_frame(audit.pairs, output, overwrite=args.force)
         print(f"wrote {audit.pairs.height} pairs to {written}")
@@ -386,7 +387,8 @@ def _days(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
+    # In seconds too: 1e308 days is a finite number of days but no finite number of seconds.
+    if not math.isfinite(value * 86400.0) or value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {text!r}")
     return value
 
@@ -518,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except SafeconsError as exc:
-        print(f"safecons: error: {exc}", file=sys.stderr)
+        print(f"safecons: error: {display_text(str(exc))}", file=sys.stderr)
         return 2
     return code
 

@@ -68,7 +68,10 @@ def score_expr(scores: str | pl.Expr, *, errors: str | pl.Expr | None = None) ->
     """The score stage as an expression: the mean of a row's judged scores.
 
     Null scores (failed comparisons) are left out of the mean; a row with none, or with a
-    non-null ``errors`` value, scores null.
+    non-null ``errors`` value, scores null. As an expression it cannot raise on bad values:
+    it trusts its input, so a score outside 0-1, infinite or NaN goes into the mean as it is.
+    The readers of a scored frame (:func:`~safecons.run_summary`,
+    :func:`~safecons.score_table`, :func:`~safecons.report`) refuse such scores by name.
 
     Examples
     --------

@@ -480,13 +480,13 @@ def _audit_section(audit: Any) -> list[str]:
     # GROUP_LIMIT groups, those with the most pairs, and counts the others in one row.
     rows = []
     for (name,), part in listed.group_by("slice", maintain_order=True):
-        # The groups with the most pairs, in the audit's own order.
-        most = (
-            pl.col("n").rank("ordinal", descending=True)
+        # The groups with the most pairs, chosen as the audit chart chooses them (so the two
+        # show the same groups), listed in the audit's own order.
+        top = (
+            largest_groups(part, ["group"], GROUP_LIMIT, size="n")
             if "n" in columns
-            else pl.int_range(1, pl.len() + 1)
+            else pl.Series([i < GROUP_LIMIT for i in range(part.height)])
         )
-        top = most <= GROUP_LIMIT
         rows.append(_rows(part.filter(top), ["slice", "group"]))
         if part.height > GROUP_LIMIT:
             left = part.filter(~top)
@@ -543,7 +543,8 @@ def report(
         Column(s) to break the score down by (default: the variant kind and the derived
         template families).
     worst
-        How many of the least consistent rows to show in full.
+        How many of the least consistent rows to show in full (each text cut to 20,000
+        characters, at most 8 answers): the report grows with it, at most about 0.25 MB a row.
     audit
         A :class:`~safecons.JudgeAudit` of the judge, shown beside the score.
     prefix, metric_name

@@ -127,6 +127,9 @@ def _error_text(data: bytes, scrub: Callable[[str], str]) -> tuple[str, str | No
 
 
 def _cut(text: str, limit: int = _MAX_ERROR_TEXT) -> str:
+    # Every server text that reaches a message passes here: made valid Unicode too, so that an
+    # error raised out of a run (an AuthenticationError) can be printed or logged.
+    text = valid_unicode(text)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
@@ -285,6 +288,24 @@ def _check_key(key: str) -> str:
             "(the key is not shown); strip it before passing it"
         )
     return key
+
+
+# RFC 9110's token: what a header's name may be made of.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _check_header(name: str, value: str) -> None:
+    # Refused here, once, rather than failing every call in the HTTP layer with an error that
+    # may quote the value (a key read from a file keeps its newline). The value is never shown.
+    if not _HEADER_NAME.fullmatch(name):
+        raise InputError(
+            f"headers: {name[:40]!r} is not a header name (letters, digits and !#$%&'*+.^_`|~-)"
+        )
+    if not value.isascii() or not value.isprintable() or value != value.strip():
+        raise InputError(
+            f"headers: the value of {name!r} holds whitespace at an end, control or non-ASCII "
+            "characters (the value is not shown); strip it, or encode it as the server expects"
+        )
 
 
 def _on_asyncio() -> bool:
@@ -453,6 +474,8 @@ class OpenAICompatible:
             and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
         ):
             raise ValueError("headers: expected a mapping of header names to string values")
+        for name, value in (headers or {}).items():
+            _check_header(name, value)
         self.headers = dict(headers or {})
         self.transport = transport
         self.http_timeout = http_timeout

@@ -232,6 +232,9 @@ def check_base_url(url: object, name: str = "base_url", *, from_env: bool = Fals
         )
     if "#" in url:
         raise InputError(f"{name}: a fragment (#...) is not part of an API root {_NOT_SHOWN}")
+    if ";" in url:
+        # Path parameters (;api_key=...) are another place gateways take keys.
+        raise InputError(f"{name}: a ';' (path parameters) is not supported {_NOT_SHOWN}")
     example = "such as http://localhost:8000/v1"
     try:
         parts = urllib.parse.urlsplit(url)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import os
 import sqlite3
 import stat
@@ -428,22 +429,22 @@ class ResponseCache:
         >= 0: a negative age would match every entry and NaN none, both silently.
         ``kind`` is one of ``"sut"``, ``"judge"``, ``"pairwise"``.
         """
-        if older_than is not None and (
-            isinstance(older_than, bool)
-            or not isinstance(older_than, int | float)
-            or not math.isfinite(older_than)
-            or older_than < 0
+        # Typed float, but a user may pass anything: numpy numbers are Reals; bools are not.
+        given: object = older_than
+        if given is not None and (
+            isinstance(given, bool)
+            or not isinstance(given, numbers.Real)
+            or not math.isfinite(float(given))
+            or float(given) < 0
         ):
-            raise InputError(
-                f"older_than: expected a finite number of seconds >= 0, got {older_than!r}"
-            )
+            raise InputError(f"older_than: expected a finite number of seconds >= 0, got {given!r}")
         if kind is not None and kind not in _KINDS:
             raise InputError(f"kind: expected one of {sorted(_KINDS)}, got {kind!r}")
         clauses: list[str] = []
         args: list[Any] = []
         if older_than is not None:
             clauses.append("created < ?")
-            args.append(time.time() - older_than)
+            args.append(time.time() - float(older_than))
         if kind is not None:
             clauses.append("kind = ?")
             args.append(kind)
