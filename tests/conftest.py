@@ -28,3 +28,30 @@ def shared_seeds() -> Path:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def run_args(rows: object, output: object, base_url: str, *extra: str) -> list[str]:
+    """``safecons run`` of ``rows`` to ``output`` with the SUT (model ``sut``) and the judge
+    (model ``judge``) at ``base_url``, no progress bar, and ``extra`` options."""
+    return [
+        "run",
+        str(rows),
+        "--output",
+        str(output),
+        "--sut-model",
+        "sut",
+        "--sut-base-url",
+        base_url,
+        "--judge-model",
+        "judge",
+        "--judge-base-url",
+        base_url,
+        "--no-progress",
+        *extra,
+    ]
+
+
+@pytest.fixture
+def cli_run_args():
+    """:func:`run_args`, for tests that call the command line."""
+    return run_args

@@ -655,31 +655,16 @@ def test_swap_test_and_audit_keep_an_error_text_with_lone_surrogates_as_valid_te
 
 
 @pytest.mark.network
-def test_cli_run_writes_its_output_when_every_error_holds_lone_surrogates(tmp_path, capsys):
+def test_cli_run_writes_its_output_when_every_error_holds_lone_surrogates(
+    tmp_path, capsys, cli_run_args
+):
     from safecons.cli import main
 
     src = tmp_path / "rows.parquet"
     frame(3).write_parquet(src)
+    out = tmp_path / "out.parquet"
     with _bad_server({"sut": 500}) as srv:
-        code = main(
-            [
-                "run",
-                str(src),
-                "--output",
-                str(tmp_path / "out.parquet"),
-                "--sut-model",
-                "sut",
-                "--sut-base-url",
-                srv.base_url,
-                "--judge-model",
-                "judge",
-                "--judge-base-url",
-                srv.base_url,
-                "--set",
-                "n_sut_retries=0",
-                "--no-progress",
-            ]
-        )
+        code = main(cli_run_args(src, out, srv.base_url, "--set", "n_sut_retries=0"))
     printed = capsys.readouterr()
     assert code != 1, printed.err  # not a crash (exit codes for errored rows: the CLI's --help)
     out = pl.read_parquet(tmp_path / "out.parquet")

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
+from conftest import run_args
 from safecons._outputs import check_output, write_output
 from safecons.cli import main
 from safecons.testing import FakeOpenAIServer, StandInSUT, route_by_model
@@ -33,24 +34,7 @@ def _rows(tmp_path: Path) -> Path:
 
 
 def _run(tmp_path: Path, srv: FakeOpenAIServer, output: Path | str, *extra: str) -> int:
-    return main(
-        [
-            "run",
-            str(_rows(tmp_path)),
-            "--output",
-            str(output),
-            "--sut-model",
-            "sut",
-            "--sut-base-url",
-            srv.base_url,
-            "--judge-model",
-            "judge",
-            "--judge-base-url",
-            srv.base_url,
-            "--no-progress",
-            *extra,
-        ]
-    )
+    return main(run_args(_rows(tmp_path), output, srv.base_url, *extra))
 
 
 def _server(**kw) -> FakeOpenAIServer:
