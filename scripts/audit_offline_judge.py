@@ -57,13 +57,13 @@ def cell(value: object, fmt: str) -> str:
     return fmt.format(value)
 
 
-def markdown(table: pl.DataFrame) -> str:
+def markdown(table: pl.DataFrame, columns: tuple[tuple[str, str, str], ...] = COLUMNS) -> str:
     lines = [
-        "| slice | group | " + " | ".join(title for _, title, _ in COLUMNS) + " |",
-        "| --- | --- | " + " | ".join("---:" for _ in COLUMNS) + " |",
+        "| slice | group | " + " | ".join(title for _, title, _ in columns) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in columns) + " |",
     ]
     for row in table.iter_rows(named=True):
-        cells = [cell(row[name], fmt) for name, _, fmt in COLUMNS]
+        cells = [cell(row[name], fmt) for name, _, fmt in columns]
         lines.append(f"| {TITLES[row['slice']]} | {row['group']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -11,8 +11,9 @@ the cost). llama-cpp-python's server takes no ``json_schema`` response format (i
 500), so the judge's session steps down to the schema as a JSON object, which the server
 enforces by grammar: every verdict parses, whatever the model thinks.
 
-Calls are cached (``--cache``, outside the repository by default), so a rerun prints the same
-table at once. What it shows is the point of the audit: a judge whose verdicts all parse can
+Calls are cached (``--cache``, outside the repository by default; the server listens on a fixed
+``--port``, since a call's key holds the endpoint's URL), so a rerun prints the same table at
+once. What it shows is the point of the audit: a judge whose verdicts all parse can
 still be no judge at all.
 """
 
@@ -28,22 +29,17 @@ import polars as pl
 import safecons as sc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_model_example import VENV, free_port, model_file, serve
+from audit_offline_judge import COLUMNS as OFFLINE_COLUMNS
+from audit_offline_judge import confusion, markdown
+from real_model_example import VENV, model_file, serve
 
+#: The offline audit's columns, with the swap test's (a chat judge sees an order).
 COLUMNS = (
-    "group",
-    "n",
-    "n_judged",
-    "agreement",
-    "agreement_decisive",
-    "kappa",
-    "swap_consistency",
-    "primacy",
-    "recency",
-    "stability",
-    "identical_consistent",
-    "padded_unmoved",
-    "injection_unmoved",
+    *(c for c in OFFLINE_COLUMNS if c[0] not in ("stability", "injection_obeyed")),
+    ("swap_consistency", "swap consistency", "{:.3f}"),
+    ("primacy", "primacy", "{:,}"),
+    ("recency", "recency", "{:,}"),
+    ("injection_obeyed", "injected: obeyed", "{:.3f}"),
 )
 
 
@@ -52,11 +48,13 @@ def main() -> int:
     parser.add_argument("--python", default=str(VENV / "bin" / "python"))
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--cache", default=str(VENV.parent / "audit-smollm2.sqlite"))
+    # Fixed, so that a rerun replays from the cache: a call's key holds the endpoint's URL.
+    parser.add_argument("--port", type=int, default=43907, help="the server's port on 127.0.0.1")
     args = parser.parse_args()
     if not Path(args.python).exists():
         print(f"no {args.python}: run scripts/real_model_example.py --setup", file=sys.stderr)
         return 2
-    port = free_port()
+    port = args.port
     server = serve(args.python, model_file(args.python), port)
     try:
         judge = sc.OpenAICompatible(
@@ -85,13 +83,9 @@ def main() -> int:
         f"{calls.height} calls, {calls['error'].null_count()} with a verdict, "
         f"{calls['cache_hits'].sum()} from the cache, {took:.0f} s"
     )
-    labels = calls.filter(pl.col("condition") == "original")["label"].value_counts(sort=True)
-    print("labels given on the original pairs: " + ", ".join(f"{k} {v}" for k, v in labels.rows()))
-    columns = [c for c in COLUMNS if c in audit.table.columns]
-    with pl.Config(tbl_rows=40, tbl_cols=20, tbl_width_chars=220, float_precision=3):
-        for name in ("gold", "family", "all"):
-            print(f"\nper {name}:")
-            print(audit.table.filter(slice=name).select(columns))
+    print("\n" + markdown(audit.table.filter(pl.col("slice") != "template_family"), COLUMNS))
+    print("\nVerdicts against gold, all pairs:\n")
+    print(confusion(audit.pairs))
     return 0
 
 
