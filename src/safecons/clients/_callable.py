@@ -263,17 +263,21 @@ class CallableClient:
     * seen: its code (bytecode, constants, names), defaults and closure; the module-level
       globals its code reads (its nested functions and comprehensions included), and, through
       them, those of the functions it calls; the names it reads from a module of your own (a
-      ``config.py``); objects by their class and state (``__dict__`` and ``__slots__``, so
-      ``dataclass(slots=True)`` too), classes of your own by their methods and attributes;
-      containers whole. A text held under a credential's name (``api_key``,
-      ``OPENAI_API_KEY``, ``access_token``, ``Authorization``, ...) counts by its name only:
-      no key reaches the cache, not even hashed, and rotating one keeps the cache.
+      ``config.py``); objects of your own classes by their class and state (``__dict__`` and
+      ``__slots__``, so ``dataclass(slots=True)`` too) and a ``types.SimpleNamespace`` by its
+      attributes, classes of your own by their methods and attributes; containers whole. A
+      text held under a credential's name (``api_key``, ``OPENAI_API_KEY``, ``HF_TOKEN``,
+      ``Authorization``, ...; not ``EOS_TOKEN`` or ``MODEL_KEY``, which are settings) counts
+      by its name only: no key reaches the cache, not even hashed, and rotating one keeps
+      the cache.
     * not seen: code of installed packages and the standard library (known by module and
       name: an upgrade is not seen), settings inside such a module (``litellm.api_base =
       ...``), environment variables, files the callable reads, and anything reached only at
       run time (``getattr`` by a computed name, ``eval``).
-    * guessed: an object that shows no state (implemented in C: a socket, a NumPy array, the
-      TLS context of an SDK client; a lock is seen as a lock), a class deriving from one, a
+    * guessed: an instance of an installed package's class (an ``httpx.Client``, an SDK's
+      client: known by its class only, since its live state changes as it is used and its
+      settings are not seen), an object that shows no state (implemented in C: a socket, a
+      NumPy array; a lock is seen as a lock), a class deriving from one, a
       callable that is itself a builtin, more than 100,000 values or a nesting deeper than 40
       levels. A guessed identity is listed by :attr:`unseen`, and a run that uses a cache
       warns once per client, saying what was not seen.
