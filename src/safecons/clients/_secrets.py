@@ -196,7 +196,8 @@ def check_base_url(url: object, name: str = "base_url", *, from_env: bool = Fals
     Refused, in this order and by a message that never quotes the value: whitespace at an
     end (stripped instead for a value ``from_env``, as keys from the environment are) or
     whitespace and control characters anywhere; an ``@`` (credentials, ``user:pw@host``);
-    a ``?`` (a query string, where gateways take keys); a ``#``; then a value that does not
+    a ``?`` (a query string, where gateways take keys); a ``#``; a ``;`` (path parameters,
+    another place for a key); then a value that does not
     parse, whose scheme is not ``http``/``https`` (in any case), or that has no host or a
     bad port. The scheme is written in lower case; a trailing ``/`` is dropped.
 
