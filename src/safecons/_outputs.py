@@ -35,13 +35,15 @@ def check_output(
     suffixes: Iterable[str],
     overwrite: bool = False,
     overwrite_hint: str = "overwrite=True",
+    suffix_hint: str = "",
     not_same_as: Iterable[tuple[str, str | os.PathLike[str] | None]] = (),
 ) -> Path:
     """Check that ``path`` can take a new output file, before any work; return it as a Path.
 
     ``parameter`` names the argument or option in errors; ``overwrite_hint`` says how to
-    replace an existing file; ``not_same_as`` are ``(name, path)`` pairs of files the output
-    must never be (the run's cache), whatever ``overwrite`` says.
+    replace an existing file; ``suffix_hint`` is added to a wrong file type's error (why only
+    those types); ``not_same_as`` are ``(name, path)`` pairs of files the output must never be
+    (the run's cache), whatever ``overwrite`` says.
 
     Examples
     --------
@@ -65,7 +67,9 @@ def check_output(
     if target.is_dir():
         raise InputError(f"{parameter}: {shown} is a folder; expected a file name")
     if target.suffix.lower() not in allowed:
-        raise InputError(f"{parameter}: expected a {' or '.join(allowed)} file name, got {shown}")
+        raise InputError(
+            f"{parameter}: expected a {' or '.join(allowed)} file name, got {shown}{suffix_hint}"
+        )
     parent = target.parent
     if not parent.is_dir():
         raise InputError(f"{parameter}: folder {str(parent)!r} does not exist")

@@ -187,18 +187,13 @@ _FRAME_SUFFIXES = (".parquet", ".jsonl", ".ndjson")
 
 def _check_output(args: argparse.Namespace) -> Path:
     # Checked before the run: a paid run must not end in an unwritable output.
-    path = Path(args.output)
-    if path.suffix.lower() not in _FRAME_SUFFIXES and not path.is_dir():
-        raise SafeconsError(
-            f"--output: unsupported file type {path.suffix!r}; use .parquet or .jsonl (the "
-            "result has list columns, which CSV cannot hold)"
-        )
     return check_output(
-        path,
+        args.output,
         parameter="--output",
         suffixes=_FRAME_SUFFIXES,
         overwrite=args.force,
         overwrite_hint="--force",
+        suffix_hint=" (the result has list columns, which CSV cannot hold)",
         not_same_as=[("--cache", args.cache)],
     )
 
