@@ -55,3 +55,20 @@ def run_args(rows: object, output: object, base_url: str, *extra: str) -> list[s
 def cli_run_args():
     """:func:`run_args`, for tests that call the command line."""
     return run_args
+
+
+@pytest.fixture(scope="session")
+def demo_run():
+    """The metric run on the demo frame (a stand-in SUT, the offline judge): the scored run
+    the report's tests read."""
+    import safecons as sc
+    from safecons.testing import StandInSUT
+
+    return sc.safety_consistency_run(
+        sc.demo_frame(),
+        sut=StandInSUT(seed=3),
+        judge=sc.OfflineJudge(),
+        progress=False,
+        responses_per_query=3,
+        dpi_ratio=0.5,
+    )

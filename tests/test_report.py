@@ -14,22 +14,15 @@ import pytest
 
 import safecons as sc
 from safecons.cli import main
-from safecons.testing import ScriptedChat, StandInSUT
+from safecons.testing import ScriptedChat
 
 ROOT = Path(__file__).parents[1]
 HOSTILE = '<script>alert("x")</script><img src=x onerror="alert(1)"> & </td></table>'
 
 
 @pytest.fixture(scope="module")
-def run() -> sc.SafetyConsistencyRun:
-    return sc.safety_consistency_run(
-        sc.demo_frame(),
-        sut=StandInSUT(seed=3),
-        judge=sc.OfflineJudge(),
-        progress=False,
-        responses_per_query=3,
-        dpi_ratio=0.5,
-    )
+def run(demo_run) -> sc.SafetyConsistencyRun:
+    return demo_run
 
 
 def test_the_report_is_self_contained(run, tmp_path):

@@ -16,7 +16,6 @@ import pytest
 import safecons as sc
 from safecons._groups import GROUP_LIMIT
 from safecons._text import NAME_LIMIT, TEXT_LIMIT, cut_text, display_text
-from safecons.testing import StandInSUT
 
 BIG = 5_000_000
 #: Every control that can reorder what is displayed, and the invisible marks.
@@ -24,15 +23,8 @@ BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c
 
 
 @pytest.fixture(scope="module")
-def run() -> sc.SafetyConsistencyRun:
-    return sc.safety_consistency_run(
-        sc.demo_frame(),
-        sut=StandInSUT(seed=3),
-        judge=sc.OfflineJudge(),
-        progress=False,
-        responses_per_query=3,
-        dpi_ratio=0.5,
-    )
+def run(demo_run) -> sc.SafetyConsistencyRun:
+    return demo_run
 
 
 def huge_texts(run: sc.SafetyConsistencyRun) -> pl.DataFrame:
