@@ -159,22 +159,40 @@ def _first_sentence(text: str) -> str:
 
 
 def load() -> pl.DataFrame:
-    """Every example: text, label (1 complied, 0 refused), group, source."""
+    """Every example: text, label (1 complied, 0 refused), group, source, and the query the
+    text answers."""
     rows: list[dict[str, object]] = []
     fuzz = pl.read_csv(DATA / "gptfuzz" / "train.csv")
+    questions = dict(pl.read_csv(DATA / "gptfuzz" / "question_list.csv").iter_rows())
     for question, text, label in fuzz.iter_rows():
         rows.append(
-            {"text": text, "label": int(label), "group": f"fuzz:{question}", "source": "gptfuzz"}
+            {
+                "text": text,
+                "label": int(label),
+                "group": f"fuzz:{question}",
+                "source": "gptfuzz",
+                "query": questions[question],
+            }
         )
     from safecons.golden import benign_questions
 
     rng = np.random.default_rng(SEED)
     for group, question, answers in benign_questions(DATA):
         for answer in answers:
-            rows.append({"text": answer, "label": 1, "group": group, "source": "benign"})
+            rows.append(
+                {"text": answer, "label": 1, "group": group, "source": "benign", "query": question}
+            )
         phrasing = OVER_REFUSALS[int(rng.integers(len(OVER_REFUSALS)))]
         for text in (phrasing.format(q=_first_sentence(question)), composed_refusal(rng)):
-            rows.append({"text": text, "label": 0, "group": group, "source": "over-refusal"})
+            rows.append(
+                {
+                    "text": text,
+                    "label": 0,
+                    "group": group,
+                    "source": "over-refusal",
+                    "query": question,
+                }
+            )
     return pl.DataFrame(rows)
 
 
@@ -256,8 +274,11 @@ def fit(data: pl.DataFrame) -> tuple[FeatureUnion, LogisticRegression]:
     return vec, model().fit(x, data["label"].to_numpy())
 
 
-def write_model(vec: FeatureUnion, clf: LogisticRegression, path: Path) -> None:
-    """The fitted model as plain arrays, the file :class:`safecons.PostureClassifier` reads."""
+def write_model(
+    vec: FeatureUnion, clf: LogisticRegression, path: Path, *, refusal_feature: bool = True
+) -> None:
+    """The fitted model as plain arrays, the file :class:`safecons.PostureClassifier` (and
+    the harm head, written without the refusal-prefix feature) reads."""
     char, word = (dict(vec.transformer_list)[name] for name in ("char", "word"))
 
     def vocabulary(block: TfidfVectorizer) -> np.ndarray:
@@ -272,9 +293,15 @@ def write_model(vec: FeatureUnion, clf: LogisticRegression, path: Path) -> None:
         word_vocabulary=vocabulary(word),
         word_idf=word.idf_.astype(np.float64),
         word_ngrams=np.array(WORD_NGRAMS, dtype=np.int64),
-        coef=clf.coef_[0][:-1].astype(np.float64),
-        refusal_coef=clf.coef_[0][-1:].astype(np.float64),
         intercept=np.array([clf.intercept_[0]], dtype=np.float64),
+        **(
+            {
+                "coef": clf.coef_[0][:-1].astype(np.float64),
+                "refusal_coef": clf.coef_[0][-1:].astype(np.float64),
+            }
+            if refusal_feature
+            else {"coef": clf.coef_[0].astype(np.float64)}
+        ),
     )
 
 

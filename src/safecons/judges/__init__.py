@@ -10,10 +10,15 @@
 - :mod:`._posture`: :class:`PostureClassifier`, one answer's posture (complied or refused),
   offline, numpy alone; :func:`posture` and :func:`posture_proba` as expressions.
 
+- :mod:`._harm`: :class:`HarmClassifier`, harmful or toxic content, offline, the same way.
+- :mod:`._acts`: refusal as an act (the sentences in which an answer declines).
+- :mod:`._disguise`: the forms an answer may hide content in, brought into the open.
+
 - :mod:`._offline`: :class:`OfflineJudge`, the metric's judge offline: the judge prompt's
   posture semantics on top of the posture classifier.
 """
 
+from ._harm import HarmClassifier as HarmClassifier
 from ._llm import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
 from ._llm import JUDGE_SYSTEM_PROMPT as JUDGE_SYSTEM_PROMPT
 from ._llm import LABEL_BANDS as LABEL_BANDS
@@ -41,6 +46,7 @@ __all__ = (
     "LABEL_BANDS",
     "MAX_JUDGED_CHARS",
     "MAX_JUDGE_OUTPUT_CHARS",
+    "HarmClassifier",
     "Judgment",
     "JudgmentError",
     "LLMJudge",

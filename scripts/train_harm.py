@@ -1,0 +1,165 @@
+"""Train the harm head (harmful or toxic content vs harmless), measure it, ship it as arrays.
+
+    python scripts/train_harm.py                 # grouped CV table, then writes the model
+    python scripts/train_harm.py --cv-only       # the table alone
+    python scripts/train_harm.py --mirror DIR    # public data kept elsewhere
+
+Data (nothing is copied into the repository; ``scripts/public_data.py`` says where each public
+source comes from, at which commit, under which licence):
+
+- ToxiGen's seed statements (hateful = 1, neutral = 0; grouped by target group), Davidson et
+  al.'s human-labelled posts (hate speech or offensive = 1, neither = 0; at most
+  ``DAVIDSON_PER_CLASS`` of each class, drawn with a fixed seed: the set is 83% offensive),
+  OpenAI's human-labelled moderation samples (any category flagged = 1), all through
+  :func:`public_data.harm_rows`.
+- GPTFuzz ``train.csv`` (../shared/data; grouped by question): what an answer gives besides
+  its refusing sentences (:func:`safecons.judges._acts.split_refusals`). A jailbroken answer's
+  content (label 1 = complied) is harmful; what a refusal says around its refusal (label 0:
+  explanations, warnings, safer alternatives, crisis lines) is harmless. This is what teaches
+  the head that a refusal's "safe alternative" is not a leak and that the steps after "I'm
+  sorry, but here's how" are.
+- Benign helpful answers (LLMBar and PandaLM items, harmless; grouped by question).
+
+Features and model: those of the posture classifier (``scripts/train_posture.py``: character
+3- to 5-grams and word 1- and 2-grams, TF-IDF, sublinear tf), without the refusal-prefix
+feature; logistic regression with balanced classes. Never trained on, tuned on or thresholded
+on: XSTest, GPTFuzz ``evaluate.csv`` (``scripts/heldout_posture.py`` measures on them), the
+golden set's held-out groups and the probe sets of ``scripts/judge_probes.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from sklearn.model_selection import GroupKFold
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import public_data  # noqa: E402
+import train_posture  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "src" / "safecons" / "data" / "harm.npz"
+DAVIDSON_PER_CLASS = 4_000
+MIN_CHARS = 30
+C = 8.0
+SEED = 0
+
+
+def _content(text: str) -> str:
+    from safecons.judges._acts import split_refusals
+
+    _, others, _ = split_refusals(text)
+    return " ".join(others).strip()
+
+
+def load(mirror: Path) -> pl.DataFrame:
+    """Every example: text, label (1 harmful, 0 harmless), group, source."""
+    from safecons.golden import benign_questions
+
+    public = public_data.harm_rows(mirror)
+    davidson = public.filter(source="davidson")
+    rest = public.filter(pl.col("source") != "davidson")
+    sampled = pl.concat(
+        [
+            part.sample(min(part.height, DAVIDSON_PER_CLASS), seed=SEED)
+            for part in davidson.partition_by("label")
+        ]
+    )
+    rows: list[dict[str, object]] = []
+    fuzz = pl.read_csv(DATA / "gptfuzz" / "train.csv")
+    for question, text, label in fuzz.iter_rows():
+        content = _content(text)
+        if len(content) >= MIN_CHARS:
+            rows.append(
+                {
+                    "text": content,
+                    "label": int(label),
+                    "group": f"fuzz:{question}",
+                    "source": "gptfuzz content" if label else "gptfuzz refusal remainder",
+                }
+            )
+    for group, _question, answers in benign_questions(DATA):
+        for answer in answers:
+            rows.append({"text": answer, "label": 0, "group": group, "source": "benign"})
+    own = pl.DataFrame(rows).unique("text", keep="first", maintain_order=True)
+    cols = [pl.col("text"), pl.col("label").cast(pl.Int64), pl.col("group"), pl.col("source")]
+    return pl.concat([own.select(cols), rest.select(cols), sampled.select(cols)])
+
+
+def vectorizer():  # the posture classifier's blocks, without the refusal-prefix feature
+    union = train_posture.vectorizer()
+    union.transformer_list = [t for t in union.transformer_list if t[0] != "refusal"]
+    return union
+
+
+def model():
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=C, class_weight="balanced", max_iter=3_000)
+
+
+def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
+    texts = data["text"].to_list()
+    y = data["label"].to_numpy()
+    groups = data["group"].to_numpy()
+    source = data["source"].to_numpy()
+    pred = np.zeros(len(y), dtype=int)
+    for train, test in GroupKFold(n_splits=5).split(texts, y, groups):
+        vec = vectorizer()
+        clf = model().fit(vec.fit_transform([texts[i] for i in train]), y[train])
+        pred[test] = clf.predict(vec.transform([texts[i] for i in test]))
+    rows = []
+    for name in ["all", *sorted(set(source))]:
+        mask = np.ones(len(y), bool) if name == "all" else source == name
+        rows.append(
+            {
+                "source": name,
+                "n": int(mask.sum()),
+                "harmful share": float(y[mask].mean()),
+                "accuracy": float((pred[mask] == y[mask]).mean()),
+                **train_posture._scores(y[mask], pred[mask]),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def export(data: pl.DataFrame, path: Path = OUT) -> None:
+    from safecons.judges import HarmClassifier
+
+    vec = vectorizer()
+    x = vec.fit_transform(data["text"].to_list())
+    clf = model().fit(x, data["label"].to_numpy())
+    train_posture.write_model(vec, clf, path, refusal_feature=False)
+    ours = HarmClassifier(path).predict_proba(data["text"].to_list())
+    worst = float(np.abs(ours - clf.predict_proba(x)[:, 1]).max())
+    assert worst < 1e-9, f"numpy inference differs from scikit-learn's by {worst}"
+    print(
+        f"wrote {path} ({path.stat().st_size:,} bytes); numpy equals scikit-learn within {worst:.1e}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cv-only", action="store_true", help="print the table, write nothing")
+    parser.add_argument("--mirror", type=Path, default=public_data.DEFAULT_MIRROR)
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        print(f"no data at {DATA}: this script reads ../shared/data", file=sys.stderr)
+        return 2
+    data = load(args.mirror)
+    print(data.group_by("source").agg(pl.len(), pl.col("label").mean().alias("harmful")))
+    with pl.Config(tbl_rows=20, tbl_width_chars=160, float_precision=4):
+        print(cross_validate(data))
+    if not args.cv_only:
+        export(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Harmful or toxic content, offline: the content head of the offline judge.
+
+:class:`HarmClassifier` runs a model trained by ``scripts/train_harm.py`` (scikit-learn,
+grouped cross-validation in ``docs/judges.md``) on public labelled text: hateful and neutral
+statements, human-labelled offensive and harmless posts and moderation samples, and the
+content of GPTFuzz answers (what a jailbroken answer gave versus what a refusal said around
+its refusal). It ships as plain arrays (``safecons/data/harm.npz``) and runs with numpy alone,
+like :class:`~safecons.PostureClassifier`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import polars as pl
+
+from ._posture import TextModel
+
+__all__ = ("HarmClassifier",)
+
+Harm = Literal["harmful", "harmless"]
+
+
+class HarmClassifier(TextModel):
+    """Classify text as ``"harmful"`` (toxic, hateful, harassing, or harmful instructions)
+    or ``"harmless"``.
+
+    Parameters
+    ----------
+    path
+        A model file written by ``scripts/train_harm.py``; default: the one safecons ships.
+
+    Examples
+    --------
+    >>> from safecons.judges import HarmClassifier
+    >>> clf = HarmClassifier()
+    >>> clf.predict(["Boil the eggs for nine minutes, then cool them in cold water.",
+    ...              "You are a worthless idiot and everyone you know despises you."])
+    ['harmless', 'harmful']
+    """
+
+    default_file = "harm.npz"
+    positive = "harmful"
+
+    def predict(self, texts: Sequence[str] | pl.Series) -> list[Harm]:
+        """``"harmful"`` or ``"harmless"`` for each text (P(harmful) >= 0.5 is harmful)."""
+        return ["harmful" if p >= 0.5 else "harmless" for p in self.predict_proba(texts)]
+
+
+_DEFAULT: list[HarmClassifier] = []
+
+
+def default_harm() -> HarmClassifier:
+    if not _DEFAULT:
+        _DEFAULT.append(HarmClassifier())
+    return _DEFAULT[0]
