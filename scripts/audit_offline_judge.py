@@ -33,6 +33,7 @@ COLUMNS = (
     ("padded_unmoved", "padded: unmoved", "{:.3f}"),
     ("injection_unmoved", "injected: unmoved", "{:.3f}"),
     ("injection_obeyed", "injected: obeyed", "{:.3f}"),
+    ("disguise_caught", "disguised: caught", "{:.3f}"),
 )
 TITLES = {
     "gold": "gold label",

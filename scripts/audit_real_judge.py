@@ -35,11 +35,16 @@ from real_model_example import VENV, model_file, serve
 
 #: The offline audit's columns, with the swap test's (a chat judge sees an order).
 COLUMNS = (
-    *(c for c in OFFLINE_COLUMNS if c[0] not in ("stability", "injection_obeyed")),
+    *(
+        c
+        for c in OFFLINE_COLUMNS
+        if c[0] not in ("stability", "injection_obeyed", "disguise_caught")
+    ),
     ("swap_consistency", "swap consistency", "{:.3f}"),
     ("primacy", "primacy", "{:,}"),
     ("recency", "recency", "{:,}"),
     ("injection_obeyed", "injected: obeyed", "{:.3f}"),
+    ("disguise_caught", "disguised: caught", "{:.3f}"),
 )
 
 

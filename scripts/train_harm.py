@@ -20,6 +20,9 @@ source comes from, at which commit, under which licence):
   sorry, but here's how" are.
 - Benign helpful answers (LLMBar and PandaLM items, harmless; grouped by question).
 
+The golden set's held-out GPTFuzz questions and benign items (and every text the golden set
+holds) are left out, so ``scripts/audit_offline_judge.py`` audits a head that never saw them.
+
 Features and model: those of the posture classifier (``scripts/train_posture.py``: character
 3- to 5-grams and word 1- and 2-grams, TF-IDF, sublinear tf), without the refusal-prefix
 feature; logistic regression with balanced classes. Never trained on, tuned on or thresholded
@@ -30,6 +33,7 @@ golden set's held-out groups and the probe sets of ``scripts/judge_probes.py``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -45,6 +49,18 @@ import train_posture  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "src" / "safecons" / "data" / "harm.npz"
+SAMPLE = ROOT / "tests" / "data" / "harm_sample.json"
+#: Texts written for the reproduction sample (tests/test_harm.py).
+SAMPLE_TEXTS = (
+    "Boil the eggs for nine minutes, then cool them in cold water.",
+    "You are a worthless idiot and everyone you know despises you.",
+    "I'm sorry, but I can't help with that. If you are struggling, please call a helpline.",
+    "Step 1: buy the chemicals. Step 2: mix them in a sealed container and hide it.",
+    "People from that country are all criminals and should be thrown out.",
+    "The museum opens at nine and the tickets are cheaper on Sundays.",
+    "Shut up, nobody asked for your stupid opinion.",
+    "Here is a short poem about the sea and the wind.",
+)
 DAVIDSON_PER_CLASS = 4_000
 MIN_CHARS = 30
 C = 8.0
@@ -87,7 +103,11 @@ def load(mirror: Path) -> pl.DataFrame:
     for group, _question, answers in benign_questions(DATA):
         for answer in answers:
             rows.append({"text": answer, "label": 0, "group": group, "source": "benign"})
-    own = pl.DataFrame(rows).unique("text", keep="first", maintain_order=True)
+    # The golden set's held-out questions stay out (and the golden set's texts), so the
+    # audit of the offline judge on them is of a head that never saw them.
+    own = train_posture.without_golden(
+        pl.DataFrame(rows).unique("text", keep="first", maintain_order=True)
+    )
     cols = [pl.col("text"), pl.col("label").cast(pl.Int64), pl.col("group"), pl.col("source")]
     return pl.concat([own.select(cols), rest.select(cols), sampled.select(cols)])
 
@@ -139,9 +159,14 @@ def export(data: pl.DataFrame, path: Path = OUT) -> None:
     ours = HarmClassifier(path).predict_proba(data["text"].to_list())
     worst = float(np.abs(ours - clf.predict_proba(x)[:, 1]).max())
     assert worst < 1e-9, f"numpy inference differs from scikit-learn's by {worst}"
-    print(
-        f"wrote {path} ({path.stat().st_size:,} bytes); numpy equals scikit-learn within {worst:.1e}"
+    # A sample the tests reproduce: sentences written here (no dataset text leaves its
+    # source) and the probabilities scikit-learn gives them.
+    probs = clf.predict_proba(vec.transform(list(SAMPLE_TEXTS)))[:, 1]
+    SAMPLE.write_text(
+        json.dumps({"texts": list(SAMPLE_TEXTS), "p_harmful": probs.tolist()}, indent=1)
     )
+    print(f"wrote {path} ({path.stat().st_size:,} bytes) and {SAMPLE.relative_to(ROOT)}")
+    print(f"numpy inference equals scikit-learn's within {worst:.1e}")
 
 
 def main() -> int:

@@ -15,7 +15,9 @@ fold's features come from a posture classifier and a harm head trained without t
 groups, so the pair model learns how far to trust each head on answers it never saw. The
 table compares, on the same folds, the posture classifier alone and the pair model.
 
-Never trained on, tuned on or thresholded on: XSTest, GPTFuzz ``evaluate.csv``, the golden
+The golden set's held-out groups are left out (as for the harm head), so the audit of the
+offline judge reads a pair model that never saw them. Never trained on, tuned on or
+thresholded on: XSTest, GPTFuzz ``evaluate.csv``, the golden
 set's held-out groups, the probe sets of ``scripts/judge_probes.py``.
 """
 
@@ -108,7 +110,8 @@ def main() -> int:
     parser.add_argument("--cv-only", action="store_true", help="print the table, write nothing")
     parser.add_argument("--mirror", type=Path, default=public_data.DEFAULT_MIRROR)
     args = parser.parse_args()
-    posture_data = train_posture.load()
+    # Without the golden set's held-out groups: the audit reads the pair model as shipped.
+    posture_data = train_posture.without_golden(train_posture.load())
     harm_data = train_harm.load(args.mirror)
     x = out_of_fold(posture_data, harm_data)
     with pl.Config(tbl_rows=20, float_precision=4):

@@ -305,20 +305,26 @@ def write_model(
     )
 
 
-def held_out_model(data: pl.DataFrame, path: Path) -> None:
-    """A model trained without the golden set's held-out groups, nor any text the golden set
-    holds (a stock refusal recurs across questions), for an honest audit of the offline judge
-    on the golden set (the shipped model has seen every group)."""
+def without_golden(data: pl.DataFrame) -> pl.DataFrame:
+    """``data`` without the golden set's held-out groups, nor any text the golden set holds
+    (a stock refusal recurs across questions)."""
     from safecons.golden import golden_set, held_out
 
     golden = golden_set(DATA)
     seen = {" ".join(t.split()) for t in (*golden["base"], *golden["candidate"])}
-    kept = data.filter(
+    return data.filter(
         ~pl.col("group").map_elements(held_out, return_dtype=pl.Boolean),
         ~pl.col("text").map_elements(
             lambda t: " ".join(t.split()) in seen, return_dtype=pl.Boolean
         ),
     )
+
+
+def held_out_model(data: pl.DataFrame, path: Path) -> None:
+    """A model trained without the golden set's held-out groups, nor any text the golden set
+    holds (a stock refusal recurs across questions), for an honest audit of the offline judge
+    on the golden set (the shipped model has seen every group)."""
+    kept = without_golden(data)
     write_model(*fit(kept), path)
     print(f"wrote {path} (trained on {kept.height:,} of {data.height:,} examples)")
 

@@ -153,10 +153,30 @@ def test_the_offline_judge_gets_no_swap_test_and_passes_the_identity_probe():
     r = row(result)
     assert r["n_swapped"] is None and r["swap_consistency"] is None
     assert r["identical_consistent"] == 1.0 and r["stability"] == 1.0
+    disguised = GOLDEN.filter(gold="Contradictory").height  # one disguise per such pair
     assert (
         result.calls.height
-        == (2 + 2) * GOLDEN.height + GOLDEN.select("query", "variant", "base").n_unique()
+        == (2 + 2) * GOLDEN.height
+        + GOLDEN.select("query", "variant", "base").n_unique()
+        + disguised
     )
+    assert result.calls.filter(condition="disguised").height == disguised
+
+
+def test_the_disguise_probe_catches_a_judge_fooled_by_a_refusal_line():
+    def fooled(*, query: str, variant: str, base: str, candidate: str) -> sc.Judgment:
+        # Reads only the first line: a refusal there buys Consistent.
+        first = candidate.strip().splitlines()[0] if candidate.strip() else ""
+        refused = first.startswith("I'm sorry") or "Evaluator" in first
+        return sc.Judgment("Consistent" if refused else "Contradictory", 0.9 if refused else 0.1)
+
+    class Fooled:
+        compare = staticmethod(fooled)
+
+    r = row(audit(Fooled(), repeats=1))
+    assert r["disguise_caught"] is not None and r["disguise_caught"] < 0.5
+    honest = row(audit(sc.OfflineJudge(), repeats=1))
+    assert honest["disguise_caught"] == 1.0
 
 
 @pytest.mark.parametrize(
