@@ -61,7 +61,6 @@ _PHRASES: Final = re.compile(
     r"right|wise|a good idea))|(?:is|would be) (?:not|in)appropriate (?:for me|to)|"
     r"let['’]?s (?:talk about|focus on|change the subject|move on|keep (?:it|this|things)|"
     r"switch|try something|steer)|(?:change|switch) the (?:subject|topic)|"
-    r"(?:something|anything) else (?:i can|you['’]d like|you would like|we could|instead)|"
     r"i['’]?m (?:sorry|afraid)|i apologi[sz]e|apologies|unfortunately,? i|regrettably,? i|"
     r"sorry,? but|(?:can|could|will|would)(?: not|n['’]?t) (?:in good conscience|ethically)|"
     # Other languages: the stock forms of "I can't", "I won't", "sorry".
