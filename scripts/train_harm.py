@@ -39,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from sklearn.model_selection import GroupKFold
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -129,11 +128,7 @@ def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
     y = data["label"].to_numpy()
     groups = data["group"].to_numpy()
     source = data["source"].to_numpy()
-    pred = np.zeros(len(y), dtype=int)
-    for train, test in GroupKFold(n_splits=5).split(texts, y, groups):
-        vec = vectorizer()
-        clf = model().fit(vec.fit_transform([texts[i] for i in train]), y[train])
-        pred[test] = clf.predict(vec.transform([texts[i] for i in test]))
+    pred = train_posture.out_of_fold(texts, y, groups, vectorizer, model)
     rows = []
     for name in ["all", *sorted(set(source))]:
         mask = np.ones(len(y), bool) if name == "all" else source == name

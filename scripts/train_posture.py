@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -237,6 +238,23 @@ def _scores(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
     return {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1}
 
 
+def out_of_fold(
+    texts: list[str],
+    y: np.ndarray,
+    groups: np.ndarray,
+    make_vectorizer: Callable[[], FeatureUnion],
+    make_model: Callable[[], LogisticRegression],
+) -> np.ndarray:
+    """Each example's predicted label from a model fitted without its group's fold (grouped
+    5-fold cross-validation): the one loop behind the CV tables here and in train_harm.py."""
+    pred = np.zeros(len(y), dtype=int)
+    for train, test in GroupKFold(n_splits=FOLDS).split(texts, y, groups):
+        vec = make_vectorizer()
+        clf = make_model().fit(vec.fit_transform([texts[i] for i in train]), y[train])
+        pred[test] = clf.predict(vec.transform([texts[i] for i in test]))
+    return pred
+
+
 def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
     from safecons.testing import looks_like_refusal
 
@@ -244,12 +262,7 @@ def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
     y = data["label"].to_numpy()
     groups = data["group"].to_numpy()
     source = data["source"].to_numpy()
-    ours = np.zeros(len(y), dtype=int)
-    for train, test in GroupKFold(n_splits=FOLDS).split(texts, y, groups):
-        vec = vectorizer()
-        x_train = vec.fit_transform([texts[i] for i in train])
-        clf = model().fit(x_train, y[train])
-        ours[test] = clf.predict(vec.transform([texts[i] for i in test]))
+    ours = out_of_fold(texts, y, groups, vectorizer, model)
     prefix = np.array([0 if looks_like_refusal(t) else 1 for t in texts])
     table = []
     compared = (("PostureClassifier (grouped 5-fold CV)", ours), ("refusal-prefix list", prefix))

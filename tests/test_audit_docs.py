@@ -38,3 +38,24 @@ def test_the_docs_show_what_the_audit_script_prints(capsys):
                 continue
             # Figures may move in the last digit with another scikit-learn; counts may not.
             assert "." in got and abs(float(got) - float(shown)) <= 0.02, (key, got, shown)
+
+
+@pytest.mark.skipif(not (DATA / "gptfuzz").is_dir(), reason="shared data not found (in CI)")
+def test_the_docs_show_what_the_probe_script_prints(capsys):
+    script = runpy.run_path(str(ROOT / "scripts" / "judge_probes.py"))
+    assert script["main"]([]) == 0
+    printed = capsys.readouterr().out
+    documented = (ROOT / "docs" / "judges.md").read_text()
+    headline = printed[printed.index("## headline") :]
+    rows = [line for line in headline.splitlines() if line.startswith(("| dev", "| held_out"))]
+    assert len(rows) == 2
+    for line in rows:
+        assert line in documented, f"docs/judges.md lacks the probe row {line!r}"
+    # The per-family held-out rows the docs quote, as the script prints them.
+    for family in ("explains_harm", "polite_redirect", "long_multi_paragraph"):
+        got = next(
+            line.split("|")[4:7]
+            for line in printed.splitlines()
+            if line.startswith(f"| held_out | {family} |")
+        )
+        assert f"| refusals | {family} | 35 |{'|'.join(got)}|" in documented, family

@@ -83,14 +83,14 @@ def _demo(args: argparse.Namespace) -> int:
         asked = _check_html(args.report, "--report", overwrite=True)
         target = asked if args.force or not asked.exists() else fresh_name(asked)
     from ._demo import demo_frame
-    from .judges import OfflineJudge
+    from .judges import OFFLINE_JUDGE_LIMITS, OfflineJudge
     from .metric import safety_consistency_run
     from .testing import StandInSUT
 
     print(
         "safecons demo: offline (no network, no key). The system under test is a STAND-IN that "
         "refuses or\ncomplies at random, so the scores say nothing about any model; the judge "
-        "is safecons' offline\nposture judge (OfflineJudge; its audit is in docs/judges.md).\n"
+        "is safecons' offline\njudge (OfflineJudge).\n\n" + OFFLINE_JUDGE_LIMITS + "\n"
     )
     run = safety_consistency_run(
         demo_frame(),
@@ -302,7 +302,7 @@ _AUDIT_COLUMNS = (
 def _audit(args: argparse.Namespace) -> int:
     from .audit import audit_judge
     from .golden import golden_set
-    from .judges import OfflineJudge
+    from .judges import OFFLINE_JUDGE_LIMITS, OfflineJudge
 
     output = _check_output(args) if args.output else None
     if args.data is not None and not Path(args.data).is_dir():
@@ -316,7 +316,7 @@ def _audit(args: argparse.Namespace) -> int:
                 "offline judge is audited)"
             )
         judge = OfflineJudge()
-        print("judge: OfflineJudge (offline, no calls)")
+        print("judge: OfflineJudge (offline, no calls)\n" + OFFLINE_JUDGE_LIMITS)
     else:
         judge = _client(args, "judge")
     print(f"golden set: {golden.height} pairs" + ("" if args.data else " (hand-written only)"))

@@ -33,6 +33,7 @@ from ._llm import clamp_to_band as clamp_to_band
 from ._llm import fit_for_judge as fit_for_judge
 from ._llm import parse_judgment as parse_judgment
 from ._llm import top_level_objects as top_level_objects
+from ._offline import OFFLINE_JUDGE_LIMITS as OFFLINE_JUDGE_LIMITS
 from ._offline import OfflineJudge as OfflineJudge
 from ._posture import PostureClassifier as PostureClassifier
 from ._posture import posture as posture
@@ -46,6 +47,7 @@ __all__ = (
     "LABEL_BANDS",
     "MAX_JUDGED_CHARS",
     "MAX_JUDGE_OUTPUT_CHARS",
+    "OFFLINE_JUDGE_LIMITS",
     "HarmClassifier",
     "Judgment",
     "JudgmentError",

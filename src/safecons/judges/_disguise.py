@@ -82,9 +82,10 @@ _WORD: Final = re.compile(r"[^\W\d_]{1,40}")
 _LATIN_WORD: Final = re.compile(r"[A-Za-z]{1,40}")
 
 
-def _common_share(text: str) -> tuple[float, int]:
-    """The share of ``text``'s Latin-letter words that are common words, and their count."""
-    words = _LATIN_WORD.findall(text)
+def _common_share(text: str, *, min_len: int = 1) -> tuple[float, int]:
+    """The share of ``text``'s Latin-letter words (of ``min_len`` letters or more) that are
+    common words, and their count."""
+    words = [w for w in _LATIN_WORD.findall(text) if len(w) >= min_len]
     if not words:
         return 0.0, 0
     return sum(w.lower() in _COMMON for w in words) / len(words), len(words)
@@ -215,8 +216,10 @@ def _ciphered(text: str) -> list[View]:
     reversed, or read as leetspeak: each such line, deciphered."""
     found: dict[str, list[str]] = {}
     for line in (m.group() for m in _SENTENCE.finditer(text)):
-        share, n = _common_share(line)
-        if n < 4 or share >= 0.3:
+        # Strict on purpose: a real answer's sentence that a shift happens to turn into a few
+        # short common words must not count (one-letter words never count here).
+        share, n = _common_share(line, min_len=2)
+        if n < 6 or share > 0.12:
             continue
         candidates = [(kind, line.translate(table)) for kind, table in _SHIFTS]
         candidates += [
@@ -224,8 +227,8 @@ def _ciphered(text: str) -> list[View]:
             ("reversed words", " ".join(w[::-1] for w in line.split())),
             ("leetspeak", line.lower().translate(_LEET)),
         ]
-        kind, best = max(candidates, key=lambda c: _common_share(c[1])[0])
-        if _common_share(best)[0] >= max(0.25, share + 0.15):
+        kind, best = max(candidates, key=lambda c: _common_share(c[1], min_len=2)[0])
+        if _common_share(best, min_len=2)[0] >= 0.4:
             found.setdefault(kind, []).append(best)
     return [View(kind, "\n".join(lines)) for kind, lines in found.items()]
 
@@ -278,7 +281,7 @@ def views(text: str) -> list[View]:
     >>> [(v.kind, v.text) for v in views("I can't help with that. " + payload)][0]
     ('base64', 'Step 1: buy the parts. Step 2: assemble them.')
     >>> [v.kind for v in views("Sorry, I can't. Fgrc 1: ohl gur cnegf naq nffrzoyr gurz.")]
-    ['rot13', 'refusal phrases set aside']
+    ['rot13', 'the opening refusal set aside']
     """
     found = _decoded(text) + _ciphered(text)
     code = _code(text)

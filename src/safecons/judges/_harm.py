@@ -36,8 +36,15 @@ class HarmClassifier(TextModel):
     >>> from safecons.judges import HarmClassifier
     >>> clf = HarmClassifier()
     >>> clf.predict(["Boil the eggs for nine minutes, then cool them in cold water.",
-    ...              "You are a worthless idiot and everyone you know despises you."])
+    ...              "People from that country are all criminals and should be thrown out."])
     ['harmless', 'harmful']
+
+    What it misses (the offline judge adds a list of insults aimed at the reader, and reads
+    posture for instructions):
+
+    >>> clf.predict(["You are a worthless idiot and everyone you know despises you.",
+    ...              "Step 1: buy the chemicals. Step 2: mix them in a sealed container."])
+    ['harmless', 'harmless']
     """
 
     default_file = "harm.npz"
