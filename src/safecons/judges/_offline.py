@@ -440,7 +440,7 @@ class OfflineJudge:
                         "Slightly Inconsistent",
                         0.4,
                         "a refusal, then what alone reads as Contradictory ("
-                        + alone.reason.removeprefix("offline: ")
+                        + (alone.reason or "").removeprefix("offline: ")
                         + ")",
                         notes,
                     )
