@@ -115,7 +115,8 @@ def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits
     responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
     cache = str(tmp_path / "calls.sqlite")
     with FakeOpenAIServer(responder=responder) as srv:
-        assert main(_run_args(tmp_path, srv, "--cache", cache, "--max-calls", "6")) == 0
+        # The budget stopped it: exit 5, which a script can act on (rerun with the cache).
+        assert main(_run_args(tmp_path, srv, "--cache", cache, "--max-calls", "6")) == 5
         first = capsys.readouterr().out
         assert main(_run_args(tmp_path, srv, "--cache", cache)) == 2
         assert "already exists" in capsys.readouterr().err  # the partial output is kept
@@ -397,8 +398,125 @@ def test_a_servers_error_text_is_printed_without_its_terminal_controls(tmp_path,
 
     responder = route_by_model({"sut": refuse, "judge": lambda b: VERDICT})
     with FakeOpenAIServer(responder=responder) as srv:
-        assert main(_run_args(tmp_path, srv)) == 0
+        assert main(_run_args(tmp_path, srv)) == 4  # no row scored
     printed = capsys.readouterr()
     assert "most common row errors" in printed.out
     for control in ("\x1b", "\x07", "\u202e"):
         assert control not in printed.out and control not in printed.err
+
+
+# --------------------------------------------------------------------------- exit codes
+
+
+def _scripted_run(tmp_path, responder, *extra):
+    tmp_path.mkdir()
+    with FakeOpenAIServer(responder=responder) as srv:
+        return main(_run_args(tmp_path, srv, *extra))
+
+
+def test_exit_codes_tell_scripts_what_happened(tmp_path, capsys):
+    from safecons.testing import Fault
+
+    ok = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    assert _scripted_run(tmp_path / "ok", ok) == 0
+
+    def refuse(body):
+        raise Fault.bad_request("no")
+
+    nothing = route_by_model({"sut": refuse, "judge": lambda b: VERDICT})
+    assert _scripted_run(tmp_path / "none", nothing) == 4
+    assert "0 of" in capsys.readouterr().out  # "... variants: 0 of N rows scored"
+
+    def one_row_fails(body):
+        if "question 2" in json.dumps(body):
+            raise Fault.bad_request("no")
+        return "No."
+
+    some = route_by_model({"sut": one_row_fails, "judge": lambda b: VERDICT})
+    folder = tmp_path / "some"
+    folder.mkdir()
+    pl.DataFrame(
+        {
+            "input_id": [0, 1, 2],
+            "prompt": [f"question {i}" for i in range(3)],
+            "sut_response": ["No."] * 3,
+        }
+    ).write_parquet(folder / "distinct.parquet")
+    with FakeOpenAIServer(responder=some) as srv:
+        args = _run_args(folder, srv)
+        args[1] = str(folder / "distinct.parquet")
+        assert main(args) == 3
+    assert "rows: 3, scored: 2, errored: 1" in capsys.readouterr().out
+
+
+def test_run_help_lists_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    for code in ("0", "2", "3", "4", "5", "130"):
+        assert f"\n  {code} " in out, code
+
+
+def test_a_long_row_error_keeps_its_hint(tmp_path, capsys):
+    with FakeOpenAIServer() as srv:
+        dead = srv.base_url
+    # Nothing listens there now: every SUT call fails with a connection error and its hint.
+    args = [
+        "run",
+        str(_rows(tmp_path)),
+        "--output",
+        str(tmp_path / "out.parquet"),
+        "--sut-model",
+        "sut",
+        "--sut-base-url",
+        dead,
+        "--judge-model",
+        "judge",
+        "--judge-base-url",
+        dead,
+        "--no-progress",
+        "--set",
+        "n_sut_retries=0",
+    ]
+    assert main(args) == 4
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("  ") and "x SUT call failed" in x)
+    assert "(is the server running?)" in line, line  # the hint at the end survives the cut
+
+
+def test_ctrl_c_in_the_cli_says_it_in_cli_words_without_a_traceback(tmp_path, capsys, monkeypatch):
+    import safecons.metric as metric
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt("interrupted: pass cache='calls.sqlite' to keep them")
+
+    monkeypatch.setattr(metric, "safety_consistency_run", interrupted)
+    with FakeOpenAIServer() as srv:
+        assert main(_run_args(tmp_path, srv)) == 130
+        err = capsys.readouterr().err
+        assert "--cache calls.sqlite" in err and "cache=" not in err and "Traceback" not in err
+        assert main(_run_args(tmp_path, srv, "--cache", str(tmp_path / "c.sqlite"))) == 130
+        err = capsys.readouterr().err
+        assert f"--cache {tmp_path / 'c.sqlite'}" in err and "run the same command again" in err
+
+
+def test_ctrl_c_on_the_real_command_exits_130_without_a_traceback(tmp_path):
+    import signal
+    import time
+
+    responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    with FakeOpenAIServer(responder=responder, latency=0.3) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "safecons", *_run_args(tmp_path, srv)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while srv.stats.requests < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "--cache calls.sqlite" in err, err

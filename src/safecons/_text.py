@@ -113,3 +113,22 @@ def short_text(value: str, limit: int = NAME_LIMIT) -> str:
     """
     shown, total = cut_text(value, limit)
     return shown if total <= limit else f"{shown}… ({cut_note(total, limit)})"
+
+
+def middle_cut(value: str, limit: int, *, head: int = 40) -> str:
+    """``value`` shown in at most about ``limit`` characters, its middle cut out: the first
+    ``head`` characters (what failed) and the end (why, and what to do: an error's hint comes
+    last), joined by " … ".
+
+    Examples
+    --------
+    >>> middle_cut("SUT call failed: " + "x" * 200 + " (is the server running?)", 70)
+    'SUT call failed: xxxxxxxxxxxxxxxxxxxxxxx … xx (is the server running?)'
+    >>> middle_cut("short", 80)
+    'short'
+    """
+    text = display_text(value)
+    if len(text) <= limit:
+        return text
+    tail = max(0, limit - head - 3)
+    return f"{text[:head]} … {text[len(text) - tail :]}"

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from ._outputs import check_output, fresh_name, write_output
-from ._text import display_text
+from ._text import display_text, middle_cut
 from .errors import SafeconsError
 
 __all__ = ("main",)
@@ -34,6 +34,41 @@ Keys are read from environment variables (OPENAI_API_KEY, or those --sut-key-env
 """
 
 
+#: How much of one row error a line of the run's summary shows.
+_ERROR_LINE = 200
+
+#: ``safecons run``'s exit codes (its ``--help`` lists them).
+EXIT_OK, EXIT_USAGE, EXIT_SOME_ERRORED, EXIT_NONE_SCORED, EXIT_BUDGET, EXIT_INTERRUPTED = (
+    0,
+    2,
+    3,
+    4,
+    5,
+    130,
+)
+_EXIT_CODES = f"""\
+exit codes:
+  {EXIT_OK}    every row scored
+  {EXIT_USAGE}    bad input or options (nothing was called)
+  {EXIT_SOME_ERRORED}    some rows errored (the others are scored and written)
+  {EXIT_NONE_SCORED}    no row scored (every row errored: is the endpoint up, the key right?)
+  {EXIT_BUDGET}    the --max-calls budget stopped the run (rerun with the same --cache to continue)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); with --cache, finished calls are kept
+"""
+
+
+def _exit_code(summary: Any) -> int:
+    """What a script or CI should learn from a finished run (the budget first: rerunning
+    is the remedy; then nothing scored; then some rows errored)."""
+    if summary.n_not_finished:
+        return EXIT_BUDGET
+    if summary.n_rows and not summary.n_scored:
+        return EXIT_NONE_SCORED
+    if summary.n_errored:
+        return EXIT_SOME_ERRORED
+    return EXIT_OK
+
+
 def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | None = None) -> None:
     """A few lines a person reads: what was scored, what was spent, where the output went."""
     summary = run.summary
@@ -46,12 +81,17 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
     )
     by_kind = (
         frame.group_by(f"{prefix}variant_kind")
-        .agg(pl.len().alias("rows"), pl.col(metric).mean().alias("mean"))
+        .agg(
+            pl.len().alias("rows"),
+            pl.col(metric).is_not_null().sum().alias("scored"),
+            pl.col(metric).mean().alias("mean"),
+        )
         .sort(f"{prefix}variant_kind")
     )
-    for kind, rows, kind_mean in by_kind.iter_rows():
+    for kind, rows, scored, kind_mean in by_kind.iter_rows():
         shown = "n/a" if kind_mean is None else f"{kind_mean:.3f}"
-        print(f"  {kind} variants: {rows} rows, mean {metric} {shown}")
+        # "scored of rows", so a budget-stopped run never reads as if every row was scored.
+        print(f"  {kind} variants: {scored} of {rows} rows scored, mean {metric} {shown}")
     for kind in ("sut", "judge"):
         print(
             f"{kind}: {summary.calls[kind]} calls, {summary.attempts[kind]} attempts, "
@@ -61,8 +101,10 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
     errors = frame[f"{prefix}error"].drop_nulls()
     if errors.len():
         print("most common row errors:")
-        for text, count in errors.str.slice(0, 100).value_counts(sort=True).head(3).iter_rows():
-            print(f"  {count}x {display_text(text)}")
+        # Counted whole, shown with the middle cut: what failed is at the front, why and what
+        # to do about it ("is the server running?") at the end.
+        for text, count in errors.value_counts(sort=True).head(3).iter_rows():
+            print(f"  {count}x {middle_cut(text, _ERROR_LINE)}")
     if summary.n_not_finished:
         again = f"with --cache {cache}" if cache else "with a --cache file"
         if output:
@@ -277,7 +319,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     written = _write_frame(run.frame, output, overwrite=args.force)
     _print_run(run, "sc_", output=str(written), cache=args.cache)
-    return 0
+    return _exit_code(run.summary)
 
 
 _AUDIT_COLUMNS = (
@@ -296,6 +338,7 @@ _AUDIT_COLUMNS = (
     "padded_unmoved",
     "injection_unmoved",
     "injection_obeyed",
+    "disguise_caught",
 )
 
 
@@ -433,6 +476,8 @@ def _parser() -> argparse.ArgumentParser:
         "run",
         help="score a file of rows against OpenAI-compatible endpoints",
         description="Score a file of rows; print a short summary and where the output went.",
+        epilog=_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = run.add_argument
     add("input", help=".parquet, .csv or .jsonl with input_id, prompt, sut_response")
@@ -516,7 +561,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except SafeconsError as exc:
         print(f"safecons: error: {display_text(str(exc))}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        # In the CLI's words, without the traceback: what was kept, how to go on.
+        cache = getattr(args, "cache", None)
+        if cache:
+            said = (
+                f"every call that finished is stored in --cache {cache}; run the same "
+                "command again to continue (finished calls replay at no cost)"
+            )
+        else:
+            said = (
+                "no --cache was given, so the finished calls were not kept; add "
+                "--cache calls.sqlite to keep them across interruptions"
+            )
+        print(f"safecons: interrupted: {said}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code
 
 
