@@ -125,3 +125,42 @@ def test_an_azure_deployment_name_cannot_leave_its_path_segment():
             sc.OpenAICompatible.azure(
                 endpoint="https://res.openai.azure.com", deployment=bad, api_version="v"
             )
+
+
+def test_a_client_for_openai_s_api_without_a_key_says_so_at_once(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    with pytest.raises(sc.InputError, match="no key for OpenAI's API.*set OPENAI_API_KEY"):
+        sc.OpenAICompatible(model="gpt-4o-mini")
+    with pytest.raises(sc.InputError, match="set AZURE_OPENAI_API_KEY"):
+        sc.OpenAICompatible.azure(
+            endpoint="https://my-resource.openai.azure.com",
+            deployment="gpt4o",
+            api_version="2024-06-01",
+        )
+    # A local server, a gateway or a proxy may take no key; a credential header is a key.
+    sc.OpenAICompatible(model="m", base_url="http://localhost:8000/v1")
+    sc.OpenAICompatible(model="m", headers={"Authorization": "Bearer sk-x"})
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    sc.OpenAICompatible(model="gpt-4o-mini")
+
+
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        ("http://localhost:4000", "check the /v1 part of the base URL"),
+        ("http://localhost:4000/v1", "check the base URL and the model name"),
+    ],
+)
+def test_a_404_on_the_chat_path_says_what_to_check(base_url, said):
+    def not_found(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    sut = sc.OpenAICompatible(
+        model="m", base_url=base_url, api_key="k", transport=httpx.MockTransport(not_found)
+    )
+    frame = pl.DataFrame({"input_id": ["a"], "prompt": ["q"], "sut_response": ["No."]})
+    out = sc.safety_consistency(frame, sut=sut, judge=StandInJudge(), progress=False)
+    error = out["sc_error"][0]
+    assert "HTTP 404" in error and said in error, error

@@ -463,6 +463,16 @@ class OpenAICompatible:
             # A key the client was made with is expected wherever it is unpickled: sending
             # without it would fail later, at the endpoint, with a less helpful 401.
             self._key_required = key is not None or api_key_env is not None
+        if self._api_key is None and not _has_credential(headers):
+            hosted = _hosted_api(self.base_url)
+            if hosted is not None:
+                # OpenAI's and Azure's APIs answer nothing without a key: say so now, not as
+                # a 401 (or, offline, a DNS failure) on every row.
+                variable = self._key_env or _default_key_env
+                raise InputError(
+                    f"OpenAICompatible: no key for {hosted} ({self.base_url}): set {variable} "
+                    "(or pass api_key= or api_key_env=)"
+                )
         reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
         if reserved:
             raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
@@ -769,6 +779,8 @@ class _OpenAISession:
         hint = ""
         if param == "temperature" or ("temperature" in message.lower() and status == 400):
             hint = " (this model may not accept temperature: pass send_temperature=False)"
+        elif status == 404:
+            hint = _not_found_hint(c.base_url, c._url, code)
         raise NonRetryableCallError(f"{where}: {message}{hint}")
 
     def _read_ok(self, data: bytes) -> Completion:
@@ -984,3 +996,33 @@ async def _direct_post(client: OpenAICompatible) -> AsyncIterator[_Post]:
                 raise
 
         yield post
+
+
+def _hosted_api(base_url: str) -> str | None:
+    """Whose API ``base_url`` is, when it is one that always needs a key: OpenAI's or
+    Azure OpenAI's (a local server, a gateway or a proxy may take none)."""
+    host = (httpx.URL(base_url).host or "").lower()
+    if host == "api.openai.com":
+        return "OpenAI's API"
+    if host.endswith((".openai.azure.com", ".cognitiveservices.azure.com")):
+        return "Azure OpenAI's API"
+    return None
+
+
+def _has_credential(headers: Mapping[str, str] | None) -> bool:
+    return any(name.lower() in CREDENTIAL_HEADERS for name in (headers or {}))
+
+
+def _not_found_hint(base_url: str, url: str, code: str | None) -> str:
+    """What a 404 most likely means: no such model, or a base URL without its ``/v1`` (a
+    server's chat endpoint is ``<root>/v1/chat/completions``)."""
+    if code == "model_not_found":
+        return " (the server has no such model: check the model name)"
+    if url != f"{base_url}/chat/completions":
+        return ""  # a URL of its own (Azure's deployments): no /v1 to check
+    if not httpx.URL(base_url).path.rstrip("/").endswith("/v1"):
+        return (
+            f" (no chat endpoint at {url}: OpenAI-compatible servers serve it under /v1; "
+            f"check the /v1 part of the base URL, e.g. base_url='{base_url.rstrip('/')}/v1')"
+        )
+    return " (no chat endpoint there, or no such model: check the base URL and the model name)"
