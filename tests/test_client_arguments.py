@@ -131,7 +131,7 @@ def test_a_client_for_openai_s_api_without_a_key_says_so_at_once(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
-    with pytest.raises(sc.InputError, match="no key for OpenAI's API.*set OPENAI_API_KEY"):
+    with pytest.raises(sc.InputError, match=r"no key for OpenAI's API.*set OPENAI_API_KEY"):
         sc.OpenAICompatible(model="gpt-4o-mini")
     with pytest.raises(sc.InputError, match="set AZURE_OPENAI_API_KEY"):
         sc.OpenAICompatible.azure(
