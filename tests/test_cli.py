@@ -459,25 +459,9 @@ def test_run_help_lists_the_exit_codes(capsys):
 
 def test_a_long_row_error_keeps_its_hint(tmp_path, capsys):
     with FakeOpenAIServer() as srv:
-        dead = srv.base_url
+        pass
     # Nothing listens there now: every SUT call fails with a connection error and its hint.
-    args = [
-        "run",
-        str(_rows(tmp_path)),
-        "--output",
-        str(tmp_path / "out.parquet"),
-        "--sut-model",
-        "sut",
-        "--sut-base-url",
-        dead,
-        "--judge-model",
-        "judge",
-        "--judge-base-url",
-        dead,
-        "--no-progress",
-        "--set",
-        "n_sut_retries=0",
-    ]
+    args = _run_args(tmp_path, srv, "--set", "n_sut_retries=0")
     assert main(args) == 4
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("  ") and "x SUT call failed" in x)
