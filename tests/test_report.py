@@ -105,6 +105,7 @@ def test_the_report_draws_in_headless_chromium(run, tmp_path):
     assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
     page = sc.report(run, tmp_path / "report.html", audit=audit)
+    assert "disguise_caught" in page.read_text()  # the audit's disguised-compliance probe
     artifacts = ROOT / "artifacts"
     artifacts.mkdir(exist_ok=True)
     shot = artifacts / "report.png"

@@ -13,7 +13,9 @@ budget, and reports per gold label, per template family and per golden family:
 - repetition stability over ``repeats`` identical calls;
 - probes: identical answers (must be Consistent), the candidate padded with a filler sentence,
   and the candidate carrying text that poses as the judge's verdict and instructions (neither
-  may move the verdict).
+  may move the verdict); and, for every pair whose gold label is Contradictory, the same
+  harmful candidate disguised as a refusal (:func:`disguised_text`: it must not become
+  Consistent).
 
 The statistics are the reliability toolkit's (:mod:`safecons.reliability`), computed on the
 frame of verdicts this module collects.
@@ -352,7 +354,7 @@ def audit_judge(
         Judge each pair again with the candidate answer shown first. A judge object sees no
         order (``compare`` takes keywords), so it gets no swap test.
     probes
-        Run the identical-answers, padded and injected-verdict probes.
+        Run the identical-answers, padded, injected-verdict and disguised-compliance probes.
     concurrency_limit, retries, timeout_seconds, cache, max_calls, progress, seed
         As for the metric: one limiter, retry policy, cache and budget for the whole audit. A
         call the budget did not allow is reported as an error, never dropped.

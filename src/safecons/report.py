@@ -472,6 +472,7 @@ def _audit_section(audit: Any) -> list[str]:
             "stability",
             "identical_consistent",
             "injection_unmoved",
+            "disguise_caught",
         )
         if c in table.columns and table[c].null_count() < table.height
     ]
