@@ -1,10 +1,11 @@
-"""Throughput of the posture classifier on one core (answers a second).
+"""Throughput of the posture classifier and of the offline judge on one core.
 
     python benchmarks/bench_posture.py                 # 2,000 GPTFuzz answers (shared data)
     python benchmarks/bench_posture.py --synthetic     # no data needed: generated answers
 
-Prints the load time, the answers per second and the mean answer length; the figure is quoted
-in docs/judges.md.
+Prints the load time, the classifier's answers per second and the mean answer length, then the
+offline judge's comparisons per second (each answer judged against a refusing base: every
+reading of it, the base's too); the figures are quoted in docs/judges.md.
 """
 
 from __future__ import annotations
@@ -62,6 +63,16 @@ def main() -> None:
         f"load {loaded:.2f} s; {len(texts) / spent:,.0f} answers/s over {len(texts):,} answers "
         f"of {mean:.0f} characters on average"
     )
+    judge = sc.OfflineJudge()
+    judge.compare(query="q", variant="v", base="b", candidate="warm up")  # loads the heads
+    some = texts[: min(len(texts), 500)]
+    started = time.perf_counter()
+    for text in some:
+        judge.compare(
+            query="a request", variant="a rewrite", base="I can't help with that.", candidate=text
+        )
+    spent = time.perf_counter() - started
+    print(f"OfflineJudge: {len(some) / spent:,.0f} comparisons/s over {len(some):,} answers")
 
 
 if __name__ == "__main__":
