@@ -443,7 +443,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"safecons {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
-        "demo", help="run the metric offline on a built-in frame (stand-in SUT, offline judge)"
+        "demo",
+        help="run the metric offline on a built-in frame (stand-in SUT, offline judge)",
+        description="Run the metric offline, with no network and no key: twelve built-in "
+        "prompts, a stand-in system under test that refuses or complies at random, and "
+        "safecons' offline judge; print the scores and write an HTML report.",
     )
     demo.add_argument("--seed", type=int, default=0, help="seed of the variant draws (default 0)")
     demo.add_argument("--responses-per-query", type=int, default=3, help="default 3")
