@@ -504,3 +504,9 @@ def test_ctrl_c_on_the_real_command_exits_130_without_a_traceback(tmp_path):
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err and "--cache calls.sqlite" in err, err
+
+
+def test_demo_help_says_what_the_demo_does(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "no network and no key" in capsys.readouterr().out
