@@ -569,7 +569,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # In the CLI's words, without the traceback: what was kept, how to go on.
         cache = getattr(args, "cache", None)
-        if cache:
+        if not hasattr(args, "cache"):  # a command without a cache (the demo)
+            said = "stopped; nothing was kept"
+        elif cache:
             said = (
                 f"every call that finished is stored in --cache {cache}; run the same "
                 "command again to continue (finished calls replay at no cost)"

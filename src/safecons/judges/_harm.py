@@ -48,7 +48,6 @@ class HarmClassifier(TextModel):
     """
 
     default_file = "harm.npz"
-    positive = "harmful"
 
     def predict(self, texts: Sequence[str] | pl.Series) -> list[Harm]:
         """``"harmful"`` or ``"harmless"`` for each text (P(harmful) >= 0.5 is harmful)."""

@@ -138,8 +138,6 @@ class TextModel:
 
     #: The model file shipped in ``safecons/data`` that ``path=None`` reads.
     default_file: str = "posture.npz"
-    #: What the model's positive class is called in messages.
-    positive: str = "complied"
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         source = (
