@@ -593,53 +593,14 @@ _OFFERS: Final = re.compile(
 
 _CONTENT_WORD: Final = re.compile(r"[^\W\d_]{4,}")
 _STOP: Final = frozenset(
-    [
-        "that",
-        "this",
-        "with",
-        "from",
-        "have",
-        "what",
-        "your",
-        "about",
-        "there",
-        "their",
-        "would",
-        "could",
-        "should",
-        "which",
-        "when",
-        "where",
-        "will",
-        "been",
-        "were",
-        "they",
-        "them",
-        "then",
-        "than",
-        "just",
-        "like",
-        "into",
-        "also",
-        "some",
-        "more",
-        "most",
-        "very",
-        "much",
-        "here",
-        "make",
-        "made",
-        "want",
-        "need",
-        "know",
-        "sure",
-        "okay",
-        "help",
-        "please",
-        "thanks",
-        "thank",
-    ]
-)
+    {
+        "that", "this", "with", "from", "have", "what", "your", "about", "there", "their",
+        "would", "could", "should", "which", "when", "where", "will", "been", "were", "they",
+        "them", "then", "than", "just", "like", "into", "also", "some", "more", "most", "very",
+        "much", "here", "make", "made", "want", "need", "know", "sure", "okay", "help",
+        "please", "thanks", "thank",
+    }
+)  # fmt: skip
 
 
 def _topic(text: str) -> set[str]:
