@@ -37,7 +37,7 @@ async def test_n_retries_means_at_most_n_plus_one_attempts(retries, failures):
     else:
         assert got.value is None and f"failure {retries + 1}" in got.error
         assert f"({retries + 1} attempt" in got.error
-    assert runner.stats.attempts["sut"] == state["n"]
+    assert got.attempts == state["n"]
 
 
 async def test_non_retryable_stops_at_once():
@@ -173,14 +173,19 @@ async def test_rate_limits_lower_the_in_flight_target_then_it_recovers():
         finally:
             state["live"] -= 1
 
+    outcomes = []
+
+    async def one():
+        outcomes.append(await runner.call(attempt, retries=20, kind="sut"))
+
     async with anyio.create_task_group() as tg:
         for _ in range(200):
-            tg.start_soon(lambda: runner.call(attempt, retries=20, kind="sut"))
+            tg.start_soon(one)
     low = runner.stats.min_target
-    assert runner.stats.rate_limited > 0 and low <= 4
-    assert runner.stats.failed_calls == {}
+    assert sum(o.rate_limited for o in outcomes) > 0 and low <= 4
+    assert all(o.error is None for o in outcomes)
     # Pressure kept the retries far below the 200 x 21 worst case.
-    assert runner.stats.attempts["sut"] < 400
+    assert sum(o.attempts for o in outcomes) < 400
 
     state["limited"] = False
     async with anyio.create_task_group() as tg:
@@ -257,3 +262,49 @@ def test_an_attempt_is_counted_when_it_starts_not_while_it_waits_for_a_thread():
     assert run.summary.attempts["sut"] == len(entered)
     assert any("not started within 0.1 s" in e for e in errors)
     assert all("timed out" in e or "not started" in e for e in errors)
+
+
+async def test_a_bug_raises_instead_of_becoming_a_row_error():
+    # Only a failed attempt (a client's CallFailed, the timeout) is a row's error: any other
+    # exception is a bug of safecons itself, and it must end the run, not pass as data.
+    runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST)
+
+    async def buggy():
+        return {}["missing"]
+
+    with pytest.raises(KeyError):
+        await runner.call(buggy, retries=3, kind="sut")
+    assert runner.stats.in_flight == 0
+
+
+def test_a_users_own_client_failing_is_a_row_error_not_a_crash():
+    # A ChatClient of the user's making is user code, like a callable: what its session
+    # raises is a failed attempt.
+    import contextlib
+
+    import polars as pl
+
+    import safecons as sc
+    from safecons.testing import StandInJudge
+
+    class Flaky:
+        identity = "my-client"
+
+        @contextlib.asynccontextmanager
+        async def session(self):
+            yield self
+
+        async def complete(self, messages, *, temperature, seed=None):
+            if "boom" in messages[-1]["content"]:
+                raise ZeroDivisionError("my own bug")
+            return sc.Completion(text="No.")
+
+    df = pl.DataFrame(
+        {"input_id": [1, 2], "prompt": ["hello", "boom"], "sut_response": ["No.", "No."]}
+    )
+    out = sc.safety_consistency(
+        df, sut=Flaky(), judge=StandInJudge(), progress=False, n_sut_retries=0, cache=False
+    )
+    errors = out["sc_error"].to_list()
+    assert errors[0] is None
+    assert "my-client raised ZeroDivisionError: my own bug" in errors[1]

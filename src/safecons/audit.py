@@ -35,15 +35,16 @@ import polars as pl
 
 from .errors import InputError
 from .golden import GOLDEN_SCHEMA, golden_set
-from .judges._sessions import JudgeSession, check_judge, open_judge
+from .judges._sessions import check_judge, open_judge
 from .reliability import agreement, position_bias, repetition_stability
 from .reliability._common import UndefinedStatisticWarning
 from .reliability._probes import PADDING_FILLER
-from .run._cache import CacheArg, opened_cache
+from .run._cache import CacheArg
 from .run._calls import slot
+from .run._engine import engine
 from .run._options import RunOptions
 from .run._record import Sample
-from .run._runner import UnitGate, progress_bar, run_in_order, run_sync
+from .run._runner import run_sync
 from .run._units import judge_sample
 
 __all__ = (
@@ -282,42 +283,34 @@ async def audit_judge_async(
         seed=seed,
     )
     rows = golden.to_dicts()
-    with opened_cache(options.cache) as store:
-        runner = options.runner(store)
-        async with open_judge(judge, concurrency=options.concurrency_limit) as session:
-            runner.protect(getattr(session, "client", None))
-            ordered = session.ordered
-            calls = _plan(golden, repeats, swap and ordered, probes)
-            gate = UnitGate(2 * options.concurrency_limit)
-            bar = progress_bar(len(calls), options.progress, desc="audit_judge", unit="call")
+    async with engine(options) as run:
+        session = await run.enter(open_judge(judge, concurrency=options.concurrency_limit))
+        run.protect(getattr(session, "client", None))
+        ordered = session.ordered
+        calls = _plan(golden, repeats, swap and ordered, probes)
 
-            async def one(call: _Call, session: JudgeSession) -> None:
-                row = rows[call.pair]
-                comparison = session.prepare(
-                    slot(f"audit:{row['input_id']}:{call.condition}", call.repeat),
-                    query=row["query"],
-                    variant=row["variant"],
-                    base=row["base"],
-                    candidate=call.candidate,
-                    candidate_first=call.candidate_first,
-                )
-                await judge_sample(
-                    runner,
-                    session,
-                    comparison,
-                    call.sample,
-                    retries=options.retries["judge"],
-                    gate=gate,
-                )
-
-            await run_in_order(
-                (functools.partial(one, c, session) for c in calls), gate=gate, bar=bar
+        async def one(call: _Call) -> None:
+            row = rows[call.pair]
+            comparison = session.prepare(
+                slot(f"audit:{row['input_id']}:{call.condition}", call.repeat),
+                query=row["query"],
+                variant=row["variant"],
+                base=row["base"],
+                candidate=call.candidate,
+                candidate_first=call.candidate_first,
             )
-            endpoint = session.endpoint
+            await judge_sample(run, session, comparison, call.sample)
+
+        await run.each(
+            (functools.partial(one, c) for c in calls),
+            total=len(calls),
+            desc="audit_judge",
+            unit="call",
+        )
     calls_frame = _calls_frame(golden, calls)
     pairs = _pairs_frame(golden, calls_frame, repeats)
     table = _table(pairs, calls_frame, ordered=ordered and swap, probes=probes)
-    return JudgeAudit(table, pairs, calls_frame, endpoint, repeats, ordered)
+    return JudgeAudit(table, pairs, calls_frame, session.endpoint, repeats, ordered)
 
 
 def audit_judge(

@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 import polars as pl
 
-from .clients._adapt import as_chat_client, open_session
+from .clients._adapt import as_chat_client
 from .clients._base import RetryableCallError
 from .errors import InputError
 from .judges._llm import _block, _tag
@@ -32,10 +32,11 @@ from .reliability._columns import (
     WINNER_XY,
     WINNER_YX,
 )
-from .run._cache import CacheArg, cache_key, opened_cache
+from .run._cache import CacheArg, cache_key
 from .run._calls import Endpoint, ModelCall
+from .run._engine import engine
 from .run._options import RunOptions
-from .run._runner import UnitGate, progress_bar, run_in_order, run_sync
+from .run._runner import run_sync
 
 __all__ = (
     "MIXED_XY",
@@ -327,60 +328,55 @@ async def swap_test_async(
     slots = _content_slots(questions, xs, ys, refs)
     where = Endpoint.of(client)
     endpoint = where.identity
-    bar = progress_bar(2 * df.height, options.progress, desc="swap_test", unit="judge call")
-    gate = UnitGate(2 * options.concurrency_limit)
-    with opened_cache(options.cache) as store:
-        runner = options.runner(store)
-        runner.protect(client)
-        async with open_session(client, concurrency=options.concurrency_limit) as session:
+    async with engine(options) as run:
+        session = await run.session(client)
 
-            async def one(row: int, order: int, out: _Call) -> None:
-                first, second = (xs[row], ys[row]) if order == 0 else (ys[row], xs[row])
-                call = ModelCall(
-                    "pairwise",
-                    where,
-                    build_pairwise_messages(questions[row], first, second, reference=refs[row]),
-                    0.0,
-                    f"{slots[row]}#{'xy' if order == 0 else 'yx'}",
-                )
-
-                async def attempt() -> str:
-                    out.raw = None  # the raw text shown is always the last attempt's
-                    completion = await session.complete(call.messages, temperature=0.0)
-                    out.raw = completion.text
-                    if parse_verdict(completion.text, rule=rule) == "error":
-                        # No verdict token spends an attempt, like any other failure.
-                        raise RetryableCallError(
-                            f"{endpoint}: no [[A]]/[[B]]/[[C]] verdict in the judge output"
-                        )
-                    return completion.text
-
-                got = await runner.call(
-                    attempt,
-                    retries=options.retries["pairwise"],
-                    kind="pairwise",
-                    cache_key=call.key,
-                    endpoint=endpoint,
-                    encode=str,
-                    decode=_decode_verdict(rule),
-                    while_backing_off=gate.lend,
-                )
-                out.cached = got.cached
-                if got.value is not None:
-                    out.raw = got.value
-                    out.letter = parse_verdict(got.value, rule=rule)
-                else:
-                    out.error = got.error
-
-            await run_in_order(
-                (
-                    functools.partial(one, row, order, out)
-                    for row, pair in enumerate(calls)
-                    for order, out in enumerate(pair)
-                ),
-                gate=gate,
-                bar=bar,
+        async def one(row: int, order: int, out: _Call) -> None:
+            first, second = (xs[row], ys[row]) if order == 0 else (ys[row], xs[row])
+            call = ModelCall(
+                "pairwise",
+                where,
+                build_pairwise_messages(questions[row], first, second, reference=refs[row]),
+                0.0,
+                f"{slots[row]}#{'xy' if order == 0 else 'yx'}",
             )
+
+            async def attempt() -> str:
+                out.raw = None  # the raw text shown is always the last attempt's
+                completion = await session.complete(call.messages, temperature=0.0)
+                out.raw = completion.text
+                if parse_verdict(completion.text, rule=rule) == "error":
+                    # No verdict token spends an attempt, like any other failure.
+                    raise RetryableCallError(
+                        f"{endpoint}: no [[A]]/[[B]]/[[C]] verdict in the judge output"
+                    )
+                return completion.text
+
+            got = await run.call(
+                "pairwise",
+                attempt,
+                call=call,
+                endpoint=endpoint,
+                encode=str,
+                decode=_decode_verdict(rule),
+            )
+            out.cached = got.cached
+            if got.value is not None:
+                out.raw = got.value
+                out.letter = parse_verdict(got.value, rule=rule)
+            else:
+                out.error = got.error
+
+        await run.each(
+            (
+                functools.partial(one, row, order, out)
+                for row, pair in enumerate(calls)
+                for order, out in enumerate(pair)
+            ),
+            total=2 * df.height,
+            desc="swap_test",
+            unit="judge call",
+        )
 
     def errors(pair: tuple[_Call, _Call]) -> str | None:
         parts = [

@@ -1,17 +1,56 @@
-"""Chat clients: OpenAI-compatible HTTP endpoints and plain Python callables."""
+"""Chat clients: OpenAI-compatible HTTP endpoints and plain Python callables.
 
+Users meet :class:`OpenAICompatible`, :class:`CallableClient`, the :class:`ChatClient` and
+:class:`ChatSession` protocols (to write a client of their own) and :class:`Completion`. The
+rest of this door is for the engine and the judges: turning what a user passed into a client
+and a session, the errors an attempt raises, the identity of a callable, the secrets every
+error is scrubbed of.
+"""
+
+from ._adapt import as_chat_client as as_chat_client
+from ._adapt import open_session as open_session
+from ._adapt import request_fingerprint as request_fingerprint
 from ._base import CONTENT_FILTER_TEXT as CONTENT_FILTER_TEXT
+from ._base import CURRENT_ATTEMPT as CURRENT_ATTEMPT
+from ._base import AttemptStart as AttemptStart
+from ._base import CallFailed as CallFailed
 from ._base import ChatClient as ChatClient
 from ._base import ChatSession as ChatSession
 from ._base import Completion as Completion
+from ._base import NonRetryableCallError as NonRetryableCallError
+from ._base import RetryableCallError as RetryableCallError
+from ._base import describe as describe
 from ._callable import CallableClient as CallableClient
+from ._callable import UserCode as UserCode
+from ._callable import callable_fingerprint as callable_fingerprint
+from ._callable import check_signature as check_signature
+from ._callable import warn_if_guessed as warn_if_guessed
+from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
 from ._openai import OpenAICompatible as OpenAICompatible
+from ._secrets import Secrets as Secrets
+from ._secrets import secrets_of as secrets_of
 
 __all__ = (
     "CONTENT_FILTER_TEXT",
+    "CURRENT_ATTEMPT",
+    "OPENAI_BASE_URL",
+    "AttemptStart",
+    "CallFailed",
     "CallableClient",
     "ChatClient",
     "ChatSession",
     "Completion",
+    "NonRetryableCallError",
     "OpenAICompatible",
+    "RetryableCallError",
+    "Secrets",
+    "UserCode",
+    "as_chat_client",
+    "callable_fingerprint",
+    "check_signature",
+    "describe",
+    "open_session",
+    "request_fingerprint",
+    "secrets_of",
+    "warn_if_guessed",
 )

@@ -21,6 +21,7 @@ from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..metric import _Job, _job_of
 from ..run._cache import CacheArg, ResponseCache, opened_cache
+from ..run._engine import engine
 from ..run._options import MAX_CONCURRENCY, _whole
 from ..run._record import DEFAULT_PREFIX
 from ..run._runner import Runner
@@ -177,14 +178,11 @@ class _Scorer:
                 self._limiter, self._holder, ttl=self._ttl, local_limit=self._local_limit
             ),
         )
-        sessions = await self._stack.enter_async_context(
-            open_sessions(
-                sut=self._job.sut,
-                judge=self._job.judge,
-                concurrency=self._local_limit,
-                runner=runner,
-            )
+        # The actor's engine holds its sessions for its life; each batch runs on its runner.
+        run = await self._stack.enter_async_context(
+            engine(dataclasses.replace(options, concurrency_limit=self._local_limit), runner=runner)
         )
+        sessions = await open_sessions(run, sut=self._job.sut, judge=self._job.judge)
         return runner, sessions
 
     async def __call__(self, batch: pa.Table) -> pa.Table:

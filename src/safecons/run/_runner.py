@@ -9,15 +9,13 @@ off leaves its slot to others.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import math
 import random
-import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -33,7 +31,6 @@ from ..clients._base import (
 )
 from ..clients._callable import warn_if_guessed
 from ..clients._secrets import Secrets, secrets_of
-from ..errors import AuthenticationError
 from ._cache import ResponseCache
 from ._permits import LocalPermits, Permits
 
@@ -76,35 +73,33 @@ class RetryPolicy:
 
 @dataclass(slots=True)
 class RunStats:
-    """Counters of one run, kept for its summary."""
+    """What only the run itself can know (its frame records every call's spend): the calls in
+    flight now, the most in flight at once, and the lowest in-flight target adaptive pressure
+    reached."""
 
-    calls: dict[str, int] = field(default_factory=dict)
-    attempts: dict[str, int] = field(default_factory=dict)
-    failed_calls: dict[str, int] = field(default_factory=dict)
-    cache_hits: dict[str, int] = field(default_factory=dict)
-    skipped_calls: dict[str, int] = field(default_factory=dict)
-    rate_limited: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
     min_target: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "calls": dict(self.calls),
-            "attempts": dict(self.attempts),
-            "failed_calls": dict(self.failed_calls),
-            "cache_hits": dict(self.cache_hits),
-            "skipped_calls": dict(self.skipped_calls),
-            "rate_limited": self.rate_limited,
-            "max_in_flight": self.max_in_flight,
-            "min_concurrency_target": self.min_target,
-            "elapsed_seconds": time.perf_counter() - self.started,
-        }
 
 
-def _bump(counter: dict[str, int], kind: str) -> None:
-    counter[kind] = counter.get(kind, 0) + 1
+@dataclass(slots=True)
+class _Tally:
+    """One call's attempts so far: how many started, how many were 429s, and what the last
+    failed one left (its error, the server's ``Retry-After``, an unusable output)."""
+
+    made: int = 0
+    limited: int = 0
+    error: str = "no attempt made"
+    retry_after: float | None = None
+    output: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended(Generic[T]):
+    """An attempt that ends its call: a value, or a failure another attempt cannot mend."""
+
+    value: T | None
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +166,7 @@ class Runner:
         )
         self.timeout_seconds = timeout_seconds
         self.policy = policy or RetryPolicy()
-        self.stats = RunStats()
+        self.stats = RunStats(min_target=concurrency_limit)
         self.cache = cache
         self.max_calls = max_calls
         self._spent = 0
@@ -179,7 +174,6 @@ class Runner:
         self._guessed: set[str] = set()  # callables already warned about
         self._rng = random.Random(seed)
         self.secrets = Secrets()
-        self.stats.min_target = concurrency_limit
 
     @property
     def limiter(self) -> anyio.CapacityLimiter:
@@ -246,121 +240,156 @@ class Runner:
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` attempts of ``attempt`` and return the outcome.
 
-        ``attempt`` raises :class:`~safecons.clients._base.CallFailed` for a failed attempt
-        (retryable or not). :class:`~safecons.AuthenticationError` is never retried: it
-        propagates and ends the run. A timeout is a retryable failure. With a ``cache_key``
-        (and ``encode``/``decode``) a cached value is replayed without an attempt, and a
-        successful value is stored before this returns. ``while_backing_off`` wraps each
-        backoff sleep (the caller can lend out its own resources while the call waits).
-        ``budgeted=False`` keeps a local call (a judge object, no network) out of ``max_calls``.
+        The steps: replay the value stored under ``cache_key`` (with ``encode``/``decode``)
+        if there is one; else, while the ``max_calls`` budget allows, make an attempt under a
+        permit and within the timeout, back off before the next; store a value as soon as
+        one comes. ``while_backing_off`` wraps each backoff sleep (the caller can lend out
+        its own resources while the call waits). ``budgeted=False`` keeps a local call (a
+        judge object, no network) out of ``max_calls``.
 
-        Any other exception an attempt raises is a failed attempt too (retried, then reported
-        in the outcome): one broken call never takes the run down.
+        Only a failed attempt is a row's error: a :class:`~safecons.clients.CallFailed` that
+        a client or the user's code raised (transport, server, unusable output, a user's
+        function failing), or the timeout. :class:`~safecons.AuthenticationError` ends the
+        run, and so does any other exception: that is a bug, and it must not pass as data.
         """
-        stats = self.stats
-        _bump(stats.calls, kind)
-        caching = self.cache is not None and cache_key is not None
-        if caching and decode is not None:
-            assert self.cache is not None and cache_key is not None
-            stored = self._lookup(self.cache, cache_key)
-            replayed = replay(stored, decode, self.secrets)
+        caching = (
+            self.cache is not None
+            and cache_key is not None
+            and encode is not None
+            and decode is not None
+        )
+        if caching:
+            assert self.cache is not None and cache_key is not None and decode is not None
+            replayed = replay(self._lookup(self.cache, cache_key), decode, self.secrets)
             if replayed is not None:
-                _bump(stats.cache_hits, kind)
                 return CallOutcome(value=replayed, error=None, attempts=0, cached=True)
-        error = "no attempt made"
-        made = 0  # attempts that started: an attempt is counted when it starts
-        limited = 0
-        output: str | None = None
+        tally = _Tally()
         for n in range(retries + 1):
             if budgeted and self.budget_spent:
-                _bump(stats.skipped_calls, kind)
-                spent = f"the run's max_calls budget ({self.max_calls}) was spent"
-                message = (
-                    f"not run: {spent}"
-                    if made == 0
-                    else f"{error} ({made} attempt{'s' if made > 1 else ''}; then {spent})"
-                )
-                return self._outcome(None, message, made, limited, output, skipped=True)
-            if budgeted:
-                self._spent += 1
-            retry_after: float | None = None
-            start = AttemptStart()
-            async with self.permits.slot(endpoint) as permit:
-                stats.in_flight += 1
-                stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
-                token = CURRENT_ATTEMPT.set(start)
-                try:
-                    with anyio.fail_after(self.timeout_seconds):
-                        value = await attempt()
-                except TimeoutError:
-                    if start.started:
-                        error = f"timed out after {self.timeout_seconds:g} s"
-                    else:
-                        error = (
-                            f"not started within {self.timeout_seconds:g} s: the client had no "
-                            "free capacity (a sync callable's threads are all still running "
-                            "calls that overran their timeout)"
-                        )
-                except AuthenticationError:
-                    raise
-                except NonRetryableCallError as exc:
-                    _bump(stats.failed_calls, kind)
-                    made += start.started
-                    return self._outcome(None, str(exc), made, limited, exc.output or output)
-                except RetryableCallError as exc:
-                    error = str(exc)
-                    retry_after = exc.retry_after
-                    output = exc.output or output
-                    if exc.rate_limited:
-                        limited += 1
-                        stats.rate_limited += 1
-                        permit.rate_limited(retry_after)
-                except CallFailed as exc:
-                    error = str(exc)
-                except Exception as exc:
-                    error = f"{type(exc).__name__}: {exc}"
-                else:
-                    made += 1
-                    permit.succeeded()
-                    if caching and encode is not None:
-                        assert self.cache is not None and cache_key is not None
-                        mine = encode(value)
-                        kept = self._store(self.cache, cache_key, kind, endpoint, mine)
-                        if kept is not None and kept != mine and decode is not None:
-                            # Another run sharing the file answered this call first: use its
-                            # answer, which is what every rerun will replay.
-                            with contextlib.suppress(Exception):
-                                value = decode(kept)
-                    return self._outcome(value, None, made, limited)
-                finally:
-                    CURRENT_ATTEMPT.reset(token)
-                    stats.in_flight -= 1
-                    stats.min_target = min(stats.min_target, self.permits.lowest_target)
-                    if start.started:
-                        _bump(stats.attempts, kind)
-                    elif budgeted:
-                        self._spent -= 1  # nothing was sent: the budget is not spent
-            made += start.started
+                return self._skipped(tally)
+            ended = await self._attempt(attempt, tally, endpoint=endpoint, budgeted=budgeted)
+            if ended is not None:
+                value = ended.value
+                if value is not None and caching:
+                    assert encode is not None and decode is not None and cache_key is not None
+                    value = self._keep(
+                        cache_key,
+                        kind=kind,
+                        endpoint=endpoint,
+                        value=value,
+                        encode=encode,
+                        decode=decode,
+                    )
+                return self._outcome(value, ended.error, tally)
             if n < retries:
-                delay = self.policy.delay(n, retry_after, self._rng)
-                if while_backing_off is None:
-                    await anyio.sleep(delay)
-                else:
-                    async with while_backing_off():
-                        await anyio.sleep(delay)
-        _bump(stats.failed_calls, kind)
-        plural = "s" if made != 1 else ""
-        return self._outcome(None, f"{error} ({made} attempt{plural})", made, limited, output)
+                await self._back_off(n, tally.retry_after, while_backing_off)
+        plural = "s" if tally.made != 1 else ""
+        return self._outcome(None, f"{tally.error} ({tally.made} attempt{plural})", tally)
+
+    async def _attempt(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        tally: _Tally,
+        *,
+        endpoint: str,
+        budgeted: bool,
+    ) -> _Ended[T] | None:
+        """One attempt under a permit and the timeout: how it ended the call, or None when
+        another attempt may mend it (what it left is in ``tally``)."""
+        stats = self.stats
+        if budgeted:
+            self._spent += 1
+        tally.retry_after = None
+        start = AttemptStart()
+        succeeded = False
+        async with self.permits.slot(endpoint) as permit:
+            stats.in_flight += 1
+            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+            token = CURRENT_ATTEMPT.set(start)
+            try:
+                with anyio.fail_after(self.timeout_seconds):
+                    value = await attempt()
+            except TimeoutError:
+                tally.error = self._timed_out(start)
+            except NonRetryableCallError as exc:
+                tally.output = exc.output or tally.output
+                return _Ended(None, str(exc))
+            except RetryableCallError as exc:
+                tally.error, tally.retry_after = str(exc), exc.retry_after
+                tally.output = exc.output or tally.output
+                if exc.rate_limited:
+                    tally.limited += 1
+                    permit.rate_limited(exc.retry_after)
+            except CallFailed as exc:
+                tally.error = str(exc)
+            else:
+                succeeded = True
+                permit.succeeded()
+                return _Ended(value, None)
+            finally:
+                CURRENT_ATTEMPT.reset(token)
+                stats.in_flight -= 1
+                stats.min_target = min(stats.min_target, self.permits.lowest_target)
+                tally.made += start.started or succeeded
+                if budgeted and not start.started:
+                    self._spent -= 1  # nothing was sent: the budget is not spent
+        return None
+
+    def _timed_out(self, start: AttemptStart) -> str:
+        if start.started:
+            return f"timed out after {self.timeout_seconds:g} s"
+        return (
+            f"not started within {self.timeout_seconds:g} s: the client had no free capacity "
+            "(a sync callable's threads are all still running calls that overran their timeout)"
+        )
+
+    async def _back_off(
+        self,
+        n: int,
+        retry_after: float | None,
+        while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None,
+    ) -> None:
+        delay = self.policy.delay(n, retry_after, self._rng)
+        if while_backing_off is None:
+            await anyio.sleep(delay)
+            return
+        async with while_backing_off():
+            await anyio.sleep(delay)
+
+    def _keep(
+        self,
+        key: str,
+        *,
+        kind: str,
+        endpoint: str,
+        value: T,
+        encode: Callable[[T], str],
+        decode: Callable[[str], T],
+    ) -> T:
+        """Store ``value``; the value to use is the one the cache holds after."""
+        assert self.cache is not None
+        mine = encode(value)
+        kept = self._store(self.cache, key, kind, endpoint, mine)
+        if kept is not None and kept != mine:
+            # Another run sharing the file answered this call first: use its answer, which
+            # is what every rerun will replay (unless it no longer decodes).
+            theirs = replay(kept, decode, self.secrets)
+            if theirs is not None:
+                return theirs
+        return value
+
+    def _skipped(self, tally: _Tally) -> CallOutcome[T]:
+        spent = f"the run's max_calls budget ({self.max_calls}) was spent"
+        made = tally.made
+        message = (
+            f"not run: {spent}"
+            if made == 0
+            else f"{tally.error} ({made} attempt{'s' if made > 1 else ''}; then {spent})"
+        )
+        return self._outcome(None, message, tally, skipped=True)
 
     def _outcome(
-        self,
-        value: T | None,
-        error: str | None,
-        attempts: int,
-        rate_limited: int = 0,
-        output: str | None = None,
-        *,
-        skipped: bool = False,
+        self, value: T | None, error: str | None, tally: _Tally, *, skipped: bool = False
     ) -> CallOutcome[T]:
         # Defence in depth: every client scrubs what its server sends, and the run scrubs
         # every error and output it keeps once more with the secrets of all of its clients.
@@ -369,12 +398,13 @@ class Runner:
         # stored in a frame or a cache, and found out only when the frame is built, it would
         # lose a run whose every call was paid for.
         scrub = self.secrets.scrub
+        output = None if value is not None else tally.output
         return CallOutcome(
             value=value,
             error=None if error is None else valid_unicode(scrub(error)),
-            attempts=attempts,
+            attempts=tally.made,
             skipped=skipped,
-            rate_limited=rate_limited,
+            rate_limited=tally.limited,
             output=None if output is None else valid_unicode(scrub(output)),
         )
 
@@ -382,16 +412,16 @@ class Runner:
 def replay(stored: str | None, decode: Callable[[str], T], secrets: Secrets) -> T | None:
     """What a stored value replays as, or None for a miss; the run and the dry run share it.
 
-    A file written before a secret was known to the scrubber (or by an older safecons) must
-    not replay it, so the stored text is scrubbed first; an entry that does not decode (a
-    judge output that no longer parses under the judge's limits, an answer without text) is a
-    miss, not a failure.
+    A file written before a secret was known to the scrubber must not replay it, so the stored
+    text is scrubbed first; an entry that does not decode (a judge output that no longer
+    parses under the judge's limits, a file another program wrote into) is a miss, not a
+    failure.
     """
     if stored is None:
         return None
     try:
         return decode(secrets.scrub(stored))
-    except Exception:
+    except (ValueError, TypeError, LookupError, RecursionError):
         return None
 
 

@@ -10,23 +10,21 @@ judge call, which starts as soon as the answer arrives; units start in row order
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from ..clients._adapt import as_chat_client, open_session
-from ..clients._base import ChatSession, Completion
+from ..clients import ChatSession, Completion, as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..judges._sessions import Comparison, JudgeSession, Verdict, encode_judgment, open_judge
 from ..variants import query_of
-from ._cache import opened_cache
 from ._calls import Endpoint, ModelCall, decode_completion, encode_completion, sample_seed, slot
+from ._engine import Engine, engine
 from ._options import RunOptions
 from ._record import Sample, assemble, column_names
-from ._runner import Runner, UnitGate, progress_bar, run_in_order
+from ._runner import Runner
 
 __all__ = ("Sessions", "judge_sample", "open_sessions", "run_frame", "sut_call")
 
@@ -52,15 +50,9 @@ def sut_call(
 
 
 async def judge_sample(
-    runner: Runner,
-    session: JudgeSession,
-    comparison: Comparison,
-    sample: Sample,
-    *,
-    retries: int,
-    gate: UnitGate,
+    run: Engine, session: JudgeSession, comparison: Comparison, sample: Sample
 ) -> None:
-    """Ask ``session`` for its verdict on ``comparison`` through ``runner`` (retries, cache,
+    """Ask ``session`` for its verdict on ``comparison`` through the engine (retries, cache,
     budget, limiter) and fill the judge fields of ``sample``: the metric's judge unit, and the
     judge audit's."""
     sample.judge_input_cut = comparison.cut
@@ -68,16 +60,13 @@ async def judge_sample(
     async def ask() -> Verdict:
         return await session.judge(comparison)
 
-    got = await runner.call(
+    got = await run.call(
+        "judge",
         ask,
-        retries=retries,
-        kind="judge",
-        # No cache, no key: hashing every request would be work for nothing.
-        cache_key=None if comparison.call is None or runner.cache is None else comparison.call.key,
+        call=comparison.call,
         endpoint=session.endpoint,
         encode=encode_judgment,
         decode=session.decode,
-        while_backing_off=gate.lend,
         budgeted=not session.local,
     )
     sample.judge_attempts += got.attempts
@@ -107,29 +96,22 @@ class Sessions:
     judge: JudgeSession | None
 
 
-@asynccontextmanager
-async def open_sessions(
-    *, sut: object | None, judge: object | None, concurrency: int, runner: Runner
-) -> AsyncIterator[Sessions]:
-    """Open the SUT's and the judge's sessions for as long as the block runs, and tell
-    ``runner`` their secrets. One run opens them once; a Ray actor keeps them for its life."""
-    async with AsyncExitStack() as stack:
-        sut_session: ChatSession | None = None
-        endpoint = Endpoint("")
-        if sut is not None:
-            client = as_chat_client(sut, "sut")
-            runner.protect(client)
-            endpoint = Endpoint.of(client)
-            sut_session = await stack.enter_async_context(
-                open_session(client, concurrency=concurrency)
-            )
-        judge_session: JudgeSession | None = None
-        if judge is not None:
-            judge_session = await stack.enter_async_context(
-                open_judge(judge, concurrency=concurrency)
-            )
-            runner.protect(getattr(judge_session, "client", None))
-        yield Sessions(sut_session, endpoint, judge_session)
+async def open_sessions(run: Engine, *, sut: object | None, judge: object | None) -> Sessions:
+    """Open the SUT's and the judge's sessions on ``run``, for as long as it is open. One run
+    opens them once; a Ray actor keeps them for its life."""
+    sut_session: ChatSession | None = None
+    endpoint = Endpoint("")
+    if sut is not None:
+        client = as_chat_client(sut, "sut")
+        endpoint = Endpoint.of(client)
+        sut_session = await run.session(client)
+    judge_session: JudgeSession | None = None
+    if judge is not None:
+        judge_session = await run.enter(
+            open_judge(judge, concurrency=run.options.concurrency_limit)
+        )
+        run.protect(getattr(judge_session, "client", None))
+    return Sessions(sut_session, endpoint, judge_session)
 
 
 async def run_frame(
@@ -151,36 +133,28 @@ async def run_frame(
     :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
     opening new ones.
     """
-    async with AsyncExitStack() as stack:
-        if runner is None:
-            runner = options.runner(stack.enter_context(opened_cache(options.cache)))
+    async with engine(options, runner=runner) as run:
         if sessions is None:
-            sessions = await stack.enter_async_context(
-                open_sessions(
-                    sut=sut, judge=judge, concurrency=options.concurrency_limit, runner=runner
-                )
-            )
+            sessions = await open_sessions(run, sut=sut, judge=judge)
         return await _run_units(
+            run,
             df,
             responding=sut is not None,
             judging=judge is not None,
             config=config,
-            options=options,
             prefix=prefix,
-            runner=runner,
             sessions=sessions,
         )
 
 
 async def _run_units(
+    run: Engine,
     df: pl.DataFrame,
     *,
     responding: bool,
     judging: bool,
     config: SafetyConsistencyConfig,
-    options: RunOptions,
     prefix: str,
-    runner: Runner,
     sessions: Sessions,
 ) -> pl.DataFrame:
     names = column_names(prefix, config.metric_name)
@@ -202,21 +176,12 @@ async def _run_units(
     else:
         results = [[Sample() for _ in range(config.responses_per_query - 1)] for _ in ids]
         messages = df[f"{prefix}variant_messages"].to_list()
-
-    total = sum(len(r) for r in results)
-    bar = progress_bar(total, options.progress, desc="safety_consistency", unit="comparison")
-    # Twice the limit keeps the limiter busy while some units wait on their next attempt.
-    gate = UnitGate(2 * options.concurrency_limit)
     sut_session, endpoint, judge_session = sessions.sut, sessions.endpoint, sessions.judge
+    seed = run.options.seed
 
     async def respond(i: int, j: int, sample: Sample, session: ChatSession) -> None:
         call = sut_call(
-            endpoint,
-            messages[i],
-            ids[i],
-            j,
-            temperature=config.sut_temperature,
-            seed=options.seed,
+            endpoint, messages[i], ids[i], j, temperature=config.sut_temperature, seed=seed
         )
 
         async def ask() -> Completion:
@@ -224,15 +189,13 @@ async def _run_units(
                 call.messages, temperature=call.temperature, seed=call.seed
             )
 
-        got = await runner.call(
+        got = await run.call(
+            "sut",
             ask,
-            retries=options.retries["sut"],
-            kind="sut",
-            cache_key=call.key if runner.cache is not None else None,
+            call=call,
             endpoint=endpoint.identity,
             encode=encode_completion,
             decode=decode_completion,
-            while_backing_off=gate.lend,
         )
         sample.sut_attempts += got.attempts
         sample.sut_cache_hits += got.cached
@@ -254,9 +217,7 @@ async def _run_units(
             base=bases[i],
             candidate=sample.response or "",
         )
-        await judge_sample(
-            runner, session, comparison, sample, retries=options.retries["judge"], gate=gate
-        )
+        await judge_sample(run, session, comparison, sample)
 
     async def unit(i: int, j: int, sample: Sample) -> None:
         if sut_session is not None:
@@ -264,14 +225,14 @@ async def _run_units(
         if judge_session is not None and sample.response is not None:
             await judge_one(i, j, sample, judge_session)
 
-    await run_in_order(
+    await run.each(
         (
             functools.partial(unit, i, j, sample)
             for i, row in enumerate(results)
             for j, sample in enumerate(row)
         ),
-        gate=gate,
-        bar=bar,
+        total=sum(len(r) for r in results),
+        desc="safety_consistency",
+        unit="comparison",
     )
-
     return assemble(df, results, names, responded=responding, judged=judging)

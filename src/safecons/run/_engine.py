@@ -1,0 +1,129 @@
+"""The engine: the one place that runs the model calls of a plan.
+
+Every front that makes model calls (the metric, ``swap_test``, ``audit_judge``, a Ray actor)
+hands the engine its *units*, the pieces of work of its plan, each a coroutine function that
+makes its calls through :meth:`Engine.call`; the engine does the rest, once for all of them:
+the response cache, the runner (one limiter, retries with backoff honouring ``Retry-After``,
+per-call timeouts, the ``max_calls`` budget), the sessions of the clients (whose secrets are
+scrubbed from every error of the run), the gate that starts units in order, the progress bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TypeVar
+
+from ..clients import ChatClient, ChatSession, open_session
+from ._cache import opened_cache
+from ._calls import CallKind, ModelCall
+from ._options import RunOptions
+from ._runner import CallOutcome, Runner, UnitGate, progress_bar, run_in_order
+
+__all__ = ("Engine", "engine")
+
+T = TypeVar("T")
+
+#: Units in progress per permit of the limiter: with twice as many units as permits, the
+#: limiter stays busy while some units wait to make their next attempt.
+UNITS_PER_PERMIT = 2
+
+
+class Engine:
+    """One run of model calls, open for as long as its :func:`engine` block runs.
+
+    Parameters
+    ----------
+    options
+        The run's options (concurrency, retries per kind of call, timeout, budget, progress).
+    runner
+        Makes each call (shared with other engines when a caller scores in batches).
+    stack
+        Where the sessions the engine opens are closed when the block ends.
+    """
+
+    def __init__(self, options: RunOptions, runner: Runner, stack: AsyncExitStack) -> None:
+        self.options = options
+        self.runner = runner
+        self._stack = stack
+        self._gate = UnitGate(UNITS_PER_PERMIT * options.concurrency_limit)
+
+    def protect(self, client: object) -> None:
+        """Scrub ``client``'s secrets from every error of the run (and, with a cache, warn
+        once when its identity is a guess)."""
+        self.runner.protect(client)
+
+    async def session(self, client: ChatClient) -> ChatSession:
+        """A session of ``client`` for as long as the engine is open."""
+        self.protect(client)
+        return await self._stack.enter_async_context(
+            open_session(client, concurrency=self.options.concurrency_limit)
+        )
+
+    async def enter(self, context: AbstractAsyncContextManager[T]) -> T:
+        """Enter ``context`` (a judge's session, say) until the engine closes."""
+        return await self._stack.enter_async_context(context)
+
+    async def call(
+        self,
+        kind: CallKind,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        call: ModelCall | None,
+        endpoint: str,
+        encode: Callable[[T], str] | None = None,
+        decode: Callable[[str], T] | None = None,
+        budgeted: bool = True,
+    ) -> CallOutcome[T]:
+        """Make one call of the plan: replayed where the cache holds ``call``'s key, else up to
+        ``retries[kind] + 1`` attempts of ``attempt``, its unit lending its place in the gate
+        while it backs off. ``call=None`` (a local judge) is never cached."""
+        runner = self.runner
+        return await runner.call(
+            attempt,
+            retries=self.options.retries[kind],
+            kind=kind,
+            # No cache, no key: hashing every request would be work for nothing.
+            cache_key=None if call is None or runner.cache is None else call.key,
+            endpoint=endpoint,
+            encode=encode,
+            decode=decode,
+            while_backing_off=self._gate.lend,
+            budgeted=budgeted,
+        )
+
+    async def each(
+        self, units: Iterable[Callable[[], Awaitable[None]]], *, total: int, desc: str, unit: str
+    ) -> None:
+        """Run ``units`` (``total`` of them), started in order through the gate, with a
+        progress bar named ``desc`` counting ``unit``\\ s; the first error a unit raises ends
+        the others and is raised."""
+        bar = progress_bar(total, self.options.progress, desc=desc, unit=unit)
+        await run_in_order(units, gate=self._gate, bar=bar)
+
+
+@asynccontextmanager
+async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncIterator[Engine]:
+    """An :class:`Engine` for ``options``; the cache it opens and the sessions it opens on
+    the way are closed when the block ends.
+
+    ``runner`` shares one limiter, budget and cache across several engines (the batches of a
+    LazyFrame, an actor's batches); without one, a runner is made from ``options``.
+
+    Examples
+    --------
+    >>> import anyio
+    >>> from safecons.run import RunOptions, engine
+    >>> async def main():
+    ...     async with engine(RunOptions(progress=False, cache=False)) as run:
+    ...         async def answer():
+    ...             return "ok"
+    ...         got = await run.call("sut", answer, call=None, endpoint="example")
+    ...         return got.value, got.attempts
+    >>> anyio.run(main)
+    ('ok', 1)
+    """
+    async with AsyncExitStack() as stack:
+        if runner is None:
+            runner = options.runner(stack.enter_context(opened_cache(options.cache)))
+        yield Engine(options, runner, stack)
