@@ -133,7 +133,7 @@ def test_a_judge_that_fails_on_some_pairs_is_counted():
             raise RuntimeError("boom")
         return fair(messages, temperature)
 
-    result = audit(sometimes, repeats=1, swap=False, probes=False, retries=0)
+    result = audit(sometimes, repeats=1, swap=False, probes=False, n_judge_retries=0)
     failed = result.pairs.filter(pl.col("label").is_null())
     assert failed.height == 5 and failed["error"].str.contains("boom").all()
     assert row(result)["n_error"] == 5
@@ -275,5 +275,8 @@ def test_flags_and_retries_are_checked():
         audit(fair, swap="no")
     with pytest.raises(sc.InputError, match="probes"):
         audit(fair, probes=0)
-    with pytest.raises(sc.InputError, match="retries"):
-        audit(fair, retries=-1)
+    with pytest.raises(sc.ConfigError, match="'n_judge_retries': -1 is out of range"):
+        audit(fair, n_judge_retries=-1)
+    # One spelling of an option for every front: the metric's config field, not retries=.
+    with pytest.raises(sc.InputError, match="audit_judge: unknown option.*'retries'"):
+        audit(fair, retries=1)

@@ -94,7 +94,7 @@ def test_no_verdict_is_retried_then_kept_as_error():
         return "Still unsure." if first.startswith("short") else "Fine: [[A]]"
 
     judge = ScriptedChat(undecided_when_x_first)
-    out = pairs(1).pipe(sc.swap_test, judge=judge, retries=1, progress=False)
+    out = pairs(1).pipe(sc.swap_test, judge=judge, n_judge_retries=1, progress=False)
     # x first: two attempts, no verdict in either. y first: one attempt, "[[A]]".
     assert len(judge.calls) == 3
     row = out.row(0, named=True)
@@ -130,7 +130,7 @@ def test_http_retries_and_cache(tmp_path):
     with FakeOpenAIServer(responder=route_by_model({"judge": judge_fn}), faults=faults) as srv:
         judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
         out = pairs(10).pipe(
-            sc.swap_test, judge=judge, cache=tmp_path / "c.sqlite", retries=5, progress=False
+            sc.swap_test, judge=judge, cache=tmp_path / "c.sqlite", n_judge_retries=5, progress=False
         )
         first = srv.stats.requests
         srv.reset_stats()
@@ -145,19 +145,21 @@ def test_http_retries_and_cache(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"),
+    ("kwargs", "error", "match"),
     [
-        ({"question": "missing"}, "question='missing': no such column"),
-        ({"x": "question", "y": "nope"}, "y='nope'"),
-        ({"rule": "first"}, "rule"),
-        ({"retries": 9}, "retries"),
-        ({"concurrency_limit": 0}, "concurrency_limit"),
-        ({"timeout_seconds": 0}, "timeout_seconds"),
+        ({"question": "missing"}, sc.InputError, "question='missing': no such column"),
+        ({"x": "question", "y": "nope"}, sc.InputError, "y='nope'"),
+        ({"rule": "first"}, sc.InputError, "rule"),
+        ({"retries": 1}, sc.InputError, "swap_test: unknown option.*'retries'"),
+        # The run's options are the config's fields, checked by the config's field table.
+        ({"n_judge_retries": 9}, sc.ConfigError, "'n_judge_retries': 9 is out of range"),
+        ({"concurrency_limit": 0}, sc.ConfigError, "concurrency_limit"),
+        ({"timeout_seconds": 0}, sc.ConfigError, "timeout_seconds"),
     ],
 )
-def test_bad_arguments_raise_before_any_call(kwargs, match):
+def test_bad_arguments_raise_before_any_call(kwargs, error, match):
     judge = ScriptedChat(["[[A]]"])
-    with pytest.raises(sc.InputError, match=match):
+    with pytest.raises(error, match=match):
         pairs(2).pipe(sc.swap_test, judge=judge, **kwargs)
     assert not judge.calls
 
@@ -225,9 +227,6 @@ def test_primacy_and_recency_swap_places_when_x_and_y_swap_names():
     [
         ({"max_calls": "3"}, "max_calls: expected a whole number >= 0 or None, got '3'"),
         ({"cache": 123}, "cache: expected a path, a ResponseCache, None or False, got int"),
-        ({"retries": 9}, r"retries\['pairwise'\]: expected a whole number from 0 to 5"),
-        ({"concurrency_limit": 0}, "concurrency_limit: expected a whole number from 1 to 64"),
-        ({"timeout_seconds": -1}, "timeout_seconds: expected a number of seconds > 0"),
         ({"progress": "yes"}, "progress: expected True or False"),
     ],
 )

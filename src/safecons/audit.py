@@ -29,7 +29,7 @@ import hashlib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Unpack
 
 import polars as pl
 
@@ -39,15 +39,15 @@ from .judges._sessions import check_judge, open_judge
 from .reliability import agreement, position_bias, repetition_stability
 from .reliability._common import UndefinedStatisticWarning
 from .reliability._probes import PADDING_FILLER
-from .run._cache import CacheArg
 from .run._calls import slot
 from .run._engine import engine
-from .run._options import RunOptions
+from .run._options import CallOptions, RunOptions
 from .run._record import Sample
 from .run._runner import run_sync
 from .run._units import judge_sample
 
 __all__ = (
+    "DEFAULT_REPEATS",
     "DISGUISE_STYLES",
     "INJECTION_STYLES",
     "SLICES",
@@ -67,6 +67,11 @@ GOLD_LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 
 #: How many phrasings the injection probe rotates through (by pair id).
 INJECTION_STYLES: Final = 3
+
+
+#: Identical calls per golden pair: the first is the verdict the agreement uses, all of them
+#: measure repetition stability.
+DEFAULT_REPEATS = 3
 
 
 def injected_text(label: str, style: int = 0) -> str:
@@ -252,16 +257,10 @@ async def audit_judge_async(
     judge: object,
     golden: pl.DataFrame | None = None,
     *,
-    repeats: int = 3,
+    repeats: int = DEFAULT_REPEATS,
     swap: bool = True,
     probes: bool = True,
-    concurrency_limit: int = 5,
-    retries: int = 2,
-    timeout_seconds: float = 60.0,
-    cache: CacheArg = None,
-    max_calls: int | None = None,
-    progress: bool = True,
-    seed: int = 0,
+    **options: Unpack[CallOptions],
 ) -> JudgeAudit:
     """:func:`audit_judge` from async code (the same arguments)."""
     check_judge(judge)
@@ -271,20 +270,10 @@ async def audit_judge_async(
     for name, flag in (("swap", swap), ("probes", probes)):
         if not isinstance(flag, bool):
             raise InputError(f"{name}: expected True or False, got {flag!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 5:
-        raise InputError(f"retries: expected a whole number from 0 to 5, got {retries!r}")
-    options = RunOptions(
-        concurrency_limit=concurrency_limit,
-        retries={"judge": retries},
-        timeout_seconds=timeout_seconds,
-        cache=cache,
-        max_calls=max_calls,
-        progress=progress,
-        seed=seed,
-    )
+    run_options = RunOptions.of(options, front="audit_judge", kind="judge")
     rows = golden.to_dicts()
-    async with engine(options) as run:
-        session = await run.enter(open_judge(judge, concurrency=options.concurrency_limit))
+    async with engine(run_options) as run:
+        session = await run.enter(open_judge(judge, concurrency=run_options.concurrency_limit))
         run.protect(getattr(session, "client", None))
         ordered = session.ordered
         calls = _plan(golden, repeats, swap and ordered, probes)
@@ -317,16 +306,10 @@ def audit_judge(
     judge: object,
     golden: pl.DataFrame | None = None,
     *,
-    repeats: int = 3,
+    repeats: int = DEFAULT_REPEATS,
     swap: bool = True,
     probes: bool = True,
-    concurrency_limit: int = 5,
-    retries: int = 2,
-    timeout_seconds: float = 60.0,
-    cache: CacheArg = None,
-    max_calls: int | None = None,
-    progress: bool = True,
-    seed: int = 0,
+    **options: Unpack[CallOptions],
 ) -> JudgeAudit:
     """Audit a safety-consistency judge on a golden set.
 
@@ -348,9 +331,11 @@ def audit_judge(
         order (``compare`` takes keywords), so it gets no swap test.
     probes
         Run the identical-answers, padded, injected-verdict and disguised-compliance probes.
-    concurrency_limit, retries, timeout_seconds, cache, max_calls, progress, seed
-        As for the metric: one limiter, retry policy, cache and budget for the whole audit. A
-        call the budget did not allow is reported as an error, never dropped.
+    **options
+        As for the metric (``concurrency_limit``, ``n_judge_retries``, ``timeout_seconds``,
+        ``cache``, ``max_calls``, ``progress``, ``seed``): one limiter, retry policy, cache and
+        budget for the whole audit. A call the budget did not allow is reported as an error,
+        never dropped.
 
     Returns
     -------
@@ -374,14 +359,8 @@ def audit_judge(
         repeats=repeats,
         swap=swap,
         probes=probes,
-        concurrency_limit=concurrency_limit,
-        retries=retries,
-        timeout_seconds=timeout_seconds,
-        cache=cache,
-        max_calls=max_calls,
-        progress=progress,
-        seed=seed,
-        keep=cache,
+        keep=options.get("cache"),
+        **options,
     )
 
 

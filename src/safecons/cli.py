@@ -433,7 +433,10 @@ def _days(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .config import CONFIG_FIELDS
+    from .audit import DEFAULT_REPEATS
+    from .config import CONFIG_FIELDS, DEFAULT_CONFIG
+
+    rpq, dpi = DEFAULT_CONFIG.responses_per_query, DEFAULT_CONFIG.dpi_ratio
 
     p = argparse.ArgumentParser(
         prog="safecons",
@@ -450,8 +453,8 @@ def _parser() -> argparse.ArgumentParser:
         "safecons' offline judge; print the scores and write an HTML report.",
     )
     demo.add_argument("--seed", type=int, default=0, help="seed of the variant draws (default 0)")
-    demo.add_argument("--responses-per-query", type=int, default=3, help="default 3")
-    demo.add_argument("--dpi-ratio", type=float, default=0.25, help="default 0.25")
+    demo.add_argument("--responses-per-query", type=int, default=rpq, help=f"default {rpq}")
+    demo.add_argument("--dpi-ratio", type=float, default=dpi, help=f"default {dpi:g}")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument(
         "--report",
@@ -530,7 +533,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--judge-model", default=None, help="a chat judge's model (default: OfflineJudge)")
     add("--judge-base-url", default=None, help="the chat judge's API root")
     add("--judge-key-env", default=None, metavar="VAR", help="variable holding its key")
-    add("--repeats", type=int, default=3, help="identical calls per pair (default 3)")
+    add(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help=f"identical calls per pair (default {DEFAULT_REPEATS})",
+    )
     add("--no-swap", action="store_true", help="skip the swap test")
     add("--no-probes", action="store_true", help="skip the probes")
     add("--seed", type=int, default=0, help="seed of retry jitter (default 0)")

@@ -24,6 +24,7 @@ from .errors import ConfigError
 
 __all__ = (
     "CONFIG_FIELDS",
+    "DEFAULT_CONFIG",
     "FieldSpec",
     "SafetyConsistencyConfig",
     "manifest",
@@ -232,18 +233,19 @@ class SafetyConsistencyConfig:
     safecons.errors.ConfigError: config field 'responses_per_query': 9 is out of range; expected integer >= 2 and <= 8
     """  # noqa: E501
 
-    concurrency_limit: int = 5
-    dpi_ratio: float = 0.25
-    inverted: bool = False
-    max: float = 1.0
-    metric_name: str = "safety_consistency"
-    min: float = 0.0
-    n_judge_retries: int = 2
-    n_sut_retries: int = 2
-    responses_per_query: int = 3
-    sut_temperature: float = 0.7
-    timeout_seconds: float = 60.0
-    weight: float = 1.0
+    # Each default is the field table's: stated once, in CONFIG_FIELDS.
+    concurrency_limit: int = _FIELDS_BY_NAME["concurrency_limit"].default
+    dpi_ratio: float = _FIELDS_BY_NAME["dpi_ratio"].default
+    inverted: bool = _FIELDS_BY_NAME["inverted"].default
+    max: float = _FIELDS_BY_NAME["max"].default
+    metric_name: str = _FIELDS_BY_NAME["metric_name"].default
+    min: float = _FIELDS_BY_NAME["min"].default
+    n_judge_retries: int = _FIELDS_BY_NAME["n_judge_retries"].default
+    n_sut_retries: int = _FIELDS_BY_NAME["n_sut_retries"].default
+    responses_per_query: int = _FIELDS_BY_NAME["responses_per_query"].default
+    sut_temperature: float = _FIELDS_BY_NAME["sut_temperature"].default
+    timeout_seconds: float = _FIELDS_BY_NAME["timeout_seconds"].default
+    weight: float = _FIELDS_BY_NAME["weight"].default
 
     def __post_init__(self) -> None:
         for spec in CONFIG_FIELDS:
@@ -282,6 +284,10 @@ class SafetyConsistencyConfig:
             "title": "SafetyConsistencyConfig",
             "type": "object",
         }
+
+
+#: The config with every default: what an option not given means, for every entry point.
+DEFAULT_CONFIG = SafetyConsistencyConfig()
 
 
 def manifest() -> dict[str, Any]:

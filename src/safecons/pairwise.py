@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Unpack
 
 import polars as pl
 
@@ -32,10 +32,10 @@ from .reliability._columns import (
     WINNER_XY,
     WINNER_YX,
 )
-from .run._cache import CacheArg, cache_key
+from .run._cache import cache_key
 from .run._calls import Endpoint, ModelCall
 from .run._engine import engine
-from .run._options import RunOptions
+from .run._options import CallOptions, RunOptions
 from .run._runner import run_sync
 
 __all__ = (
@@ -296,23 +296,11 @@ async def swap_test_async(
     y: str = "y",
     reference: str | None = None,
     rule: Rule = "last",
-    retries: int = 2,
-    concurrency_limit: int = 5,
-    timeout_seconds: float = 60.0,
-    cache: CacheArg = None,
-    max_calls: int | None = None,
-    progress: bool = True,
+    **options: Unpack[CallOptions],
 ) -> pl.DataFrame:
     """:func:`swap_test` for code that already runs in an event loop."""
     _check_swap_args(df, question, x, y, reference, rule)
-    options = RunOptions(
-        concurrency_limit=concurrency_limit,
-        retries={"pairwise": retries},
-        timeout_seconds=timeout_seconds,
-        cache=cache,
-        max_calls=max_calls,
-        progress=progress,
-    )
+    run_options = RunOptions.of(options, front="swap_test", kind="pairwise")
     client = as_chat_client(judge, "judge")
     added = (*SWAP_COLUMNS, MIXED_XY, MIXED_YX, SWAP_ERROR, SWAP_CACHE_HITS)
     clash = [c for c in added if c in df.columns]
@@ -328,7 +316,7 @@ async def swap_test_async(
     slots = _content_slots(questions, xs, ys, refs)
     where = Endpoint.of(client)
     endpoint = where.identity
-    async with engine(options) as run:
+    async with engine(run_options) as run:
         session = await run.session(client)
 
         async def one(row: int, order: int, out: _Call) -> None:
@@ -451,12 +439,7 @@ def swap_test(
     y: str = "y",
     reference: str | None = None,
     rule: Rule = "last",
-    retries: int = 2,
-    concurrency_limit: int = 5,
-    timeout_seconds: float = 60.0,
-    cache: CacheArg = None,
-    max_calls: int | None = None,
-    progress: bool = True,
+    **options: Unpack[CallOptions],
 ) -> pl.DataFrame:
     """Judge every pair twice, x shown first and then y shown first.
 
@@ -464,7 +447,7 @@ def swap_test(
     temperature 0, through the same runner as the metric (one limiter of
     ``concurrency_limit``, retries with backoff honouring ``Retry-After``, per-call timeouts,
     the response cache). An output with no verdict token counts as a failed attempt and is
-    retried within ``retries``; after that its letter is ``"error"`` and its text is kept.
+    retried within ``n_judge_retries``; after that its letter is ``"error"`` and its text is kept.
 
     Parameters
     ----------
@@ -477,8 +460,10 @@ def swap_test(
         Column names; ``reference`` (optional) holds a reference answer per row.
     rule
         Verdict parser: ``"last"`` (the last token wins) or ``"fastchat"``.
-    retries, concurrency_limit, timeout_seconds, cache, max_calls, progress
-        As for :func:`~safecons.safety_consistency`.
+    **options
+        The run's options, as for :func:`~safecons.safety_consistency`:
+        ``concurrency_limit``, ``n_judge_retries`` (retries of each judge call),
+        ``timeout_seconds``, ``cache``, ``max_calls``, ``progress``, ``seed``.
 
     Returns
     -------
@@ -512,11 +497,6 @@ def swap_test(
         y=y,
         reference=reference,
         rule=rule,
-        retries=retries,
-        concurrency_limit=concurrency_limit,
-        timeout_seconds=timeout_seconds,
-        cache=cache,
-        max_calls=max_calls,
-        progress=progress,
-        keep=cache,
+        keep=options.get("cache"),
+        **options,
     )

@@ -37,6 +37,9 @@ from ._secrets import (
 __all__ = ("DEFAULT_MAX_RESPONSE_BYTES", "OpenAICompatible", "ResponseTooLarge")
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+#: Connections one client keeps open: twice the most a run may have in flight (64), so a
+#: connection that is closing never makes an attempt wait for a socket.
+MAX_CONNECTIONS = 128
 TransportName = Literal["auto", "direct", "httpx", "aiohttp"]
 _MAX_ERROR_TEXT = 300
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -331,7 +334,10 @@ def _make_transport(name: TransportName) -> httpx.AsyncBaseTransport | None:
             ) from None
         return None
     transport: httpx.AsyncBaseTransport = AiohttpTransport(
-        limits=httpx.Limits(max_connections=128, max_keepalive_connections=128)
+        limits=httpx.Limits(
+            max_connections=MAX_CONNECTIONS,
+            max_keepalive_connections=MAX_CONNECTIONS,
+        )
     )
     return transport
 
@@ -645,7 +651,10 @@ class OpenAICompatible:
             if isinstance(self.transport, httpx.AsyncBaseTransport)
             else _make_transport(self.transport)
         )
-        limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+        limits = httpx.Limits(
+            max_connections=MAX_CONNECTIONS,
+            max_keepalive_connections=MAX_CONNECTIONS,
+        )
         async with httpx.AsyncClient(
             transport=transport,
             timeout=httpx.Timeout(self.http_timeout),
@@ -965,7 +974,7 @@ async def _direct_post(client: OpenAICompatible) -> AsyncIterator[_Post]:
         raise ImportError("transport='direct' needs aiohttp: pip install aiohttp")
     if not _on_asyncio():
         raise RuntimeError("transport='direct' runs on asyncio; use transport='httpx' elsewhere")
-    connector = _aiohttp.TCPConnector(limit=128, limit_per_host=0)
+    connector = _aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0)
     timeout = _aiohttp.ClientTimeout(total=client.http_timeout)
     url, query = client._url, client._query or None
     limit, scrub = client.max_response_bytes, client.secrets.scrub

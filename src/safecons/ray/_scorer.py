@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..metric import _Job, _job_of
 from ..run._cache import CacheArg, ResponseCache, opened_cache
 from ..run._engine import engine
-from ..run._options import MAX_CONCURRENCY, _whole
+from ..run._options import MAX_CONCURRENCY, whole_number
 from ..run._record import DEFAULT_PREFIX
 from ..run._runner import Runner
 from ..run._units import Sessions, open_sessions
@@ -277,10 +277,10 @@ def safety_consistency(
     """
     if not isinstance(ds, ray.data.Dataset):
         raise InputError(f"ds: expected a ray.data.Dataset, got {type(ds).__name__}")
-    actors = _whole("actors", actors, 1, 100_000)
-    batch_size = _whole("batch_size", batch_size, 1, 10_000_000)
+    actors = whole_number("actors", actors, 1, 100_000)
+    batch_size = whole_number("batch_size", batch_size, 1, 10_000_000)
     if max_in_flight is not None:
-        max_in_flight = _whole("max_in_flight", max_in_flight, 1, MAX_IN_FLIGHT)
+        max_in_flight = whole_number("max_in_flight", max_in_flight, 1, MAX_IN_FLIGHT)
     num_cpus = _cpus(num_cpus)
     actor_resources = _resources(resources, num_cpus)
     if "progress" in overrides or "max_calls" in overrides:

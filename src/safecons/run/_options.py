@@ -1,32 +1,59 @@
-"""The options of a run, validated in one place for every entry point."""
+"""The options of a run, stated and validated in one place for every entry point.
+
+The options that are also config fields (``concurrency_limit``, ``n_sut_retries``,
+``n_judge_retries``, ``timeout_seconds``) take their defaults and bounds from the config's field
+table (:data:`~safecons.config.CONFIG_FIELDS`); every front spells them the same way.
+"""
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
+from ..config import CONFIG_FIELDS, DEFAULT_CONFIG
 from ..errors import InputError
 from ._cache import CacheArg, ResponseCache
 
 if TYPE_CHECKING:
     from ..config import SafetyConsistencyConfig
+    from ._calls import CallKind
     from ._runner import Runner
 
-__all__ = ("MAX_CONCURRENCY", "MAX_RETRIES", "RunOptions")
+__all__ = ("MAX_CONCURRENCY", "MAX_RETRIES", "CallOptions", "RunOptions", "whole_number")
 
+_FIELDS = {f.name: f for f in CONFIG_FIELDS}
 #: The bounds of the metric's manifest, used for every run.
-MAX_CONCURRENCY = 64
-MAX_RETRIES = 5
-_KINDS = ("sut", "judge", "pairwise")
+MAX_CONCURRENCY = int(_FIELDS["concurrency_limit"].maximum or 0)
+MAX_RETRIES = int(_FIELDS["n_sut_retries"].maximum or 0)
+#: The config field that holds each kind of call's retries.
+_RETRY_FIELDS: dict[str, str] = {
+    "sut": "n_sut_retries",
+    "judge": "n_judge_retries",
+    "pairwise": "n_judge_retries",
+}
 
 
-def _whole(name: str, value: object, lo: int, hi: int | None) -> int:
+class CallOptions(TypedDict, total=False):
+    """The keyword options of every front that makes judge calls (``swap_test``,
+    ``audit_judge``), which the metric's fronts take too; see :class:`RunOptions`."""
+
+    concurrency_limit: int
+    n_judge_retries: int
+    timeout_seconds: float
+    cache: CacheArg
+    max_calls: int | None
+    progress: bool
+    seed: int
+
+
+def whole_number(name: str, value: object, lo: int, hi: int | None) -> int:
+    """``value`` as an ``int`` from ``lo`` to ``hi``, or an :class:`~safecons.InputError`
+    naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(f"{name}: expected {_range(lo, hi)}, got {value!r}")
     value = int(value)
@@ -71,9 +98,9 @@ class RunOptions:
     safecons.errors.InputError: max_calls: expected a whole number >= 0 or None, got '3'
     """
 
-    concurrency_limit: int = 5
+    concurrency_limit: int = DEFAULT_CONFIG.concurrency_limit
     retries: Mapping[str, int] = field(default_factory=dict)
-    timeout_seconds: float = 60.0
+    timeout_seconds: float = DEFAULT_CONFIG.timeout_seconds
     cache: CacheArg = None
     max_calls: int | None = None
     progress: bool = True
@@ -84,28 +111,23 @@ class RunOptions:
         set_(
             self,
             "concurrency_limit",
-            _whole("concurrency_limit", self.concurrency_limit, 1, MAX_CONCURRENCY),
+            _FIELDS["concurrency_limit"].validate(self.concurrency_limit),
         )
         if not isinstance(self.retries, Mapping):
             raise InputError(
                 f"retries: expected a mapping of call kind to retries, got {self.retries!r}"
             )
-        unknown = sorted(set(map(str, self.retries)) - set(_KINDS))
+        unknown = sorted(set(map(str, self.retries)) - set(_RETRY_FIELDS))
         if unknown:
-            raise InputError(f"retries: unknown call kind(s) {unknown}; expected {list(_KINDS)}")
-        retries = {kind: 2 for kind in _KINDS}
-        for kind, n in self.retries.items():
-            retries[kind] = _whole(f"retries[{kind!r}]", n, 0, MAX_RETRIES)
+            raise InputError(
+                f"retries: unknown call kind(s) {unknown}; expected {list(_RETRY_FIELDS)}"
+            )
+        retries = {}
+        for kind, name in _RETRY_FIELDS.items():
+            spec = _FIELDS[name]
+            retries[kind] = spec.validate(self.retries.get(kind, spec.default))
         set_(self, "retries", retries)
-        timeout: object = self.timeout_seconds
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, numbers.Real)
-            or not math.isfinite(float(timeout))
-            or not float(timeout) > 0
-        ):
-            raise InputError(f"timeout_seconds: expected a number of seconds > 0, got {timeout!r}")
-        set_(self, "timeout_seconds", float(timeout))
+        set_(self, "timeout_seconds", _FIELDS["timeout_seconds"].validate(self.timeout_seconds))
         if not (
             self.cache is None or isinstance(self.cache, bool | str | os.PathLike | ResponseCache)
         ):
@@ -119,7 +141,7 @@ class RunOptions:
                 raise InputError(
                     f"max_calls: expected a whole number >= 0 or None, got {max_calls!r}"
                 )
-            set_(self, "max_calls", _whole("max_calls", max_calls, 0, None))
+            set_(self, "max_calls", whole_number("max_calls", max_calls, 0, None))
         progress: object = self.progress
         # Truthy flags as notebooks pass them (1, None, numpy booleans) read as booleans.
         if progress is None or isinstance(progress, numbers.Integral | np.bool_):
@@ -131,6 +153,21 @@ class RunOptions:
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise InputError(f"seed: expected an integer, got {seed!r}")
         set_(self, "seed", int(seed))
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any], *, front: str, kind: CallKind) -> RunOptions:
+        """The options of a front that makes one ``kind`` of call, from its keyword
+        ``options`` (:class:`CallOptions`); an unknown keyword is an error naming it."""
+        unknown = sorted(set(options) - set(CallOptions.__annotations__))
+        if unknown:
+            raise InputError(
+                f"{front}: unknown option(s) {', '.join(map(repr, unknown))}; expected "
+                f"{', '.join(CallOptions.__annotations__)}"
+            )
+        given = dict(options)
+        if "n_judge_retries" in given:
+            given["retries"] = {kind: given.pop("n_judge_retries")}
+        return cls(**given)
 
     @classmethod
     def of_config(cls, config: SafetyConsistencyConfig, **options: Any) -> RunOptions:
