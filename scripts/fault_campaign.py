@@ -47,8 +47,8 @@ import anyio
 import polars as pl
 
 import safecons as sc
-from safecons.run._cache import ResponseCache
-from safecons.run._runner import Runner
+from safecons.metric import Job
+from safecons.run import ResponseCache, Runner
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -563,24 +563,20 @@ def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
             out, attempts = run.frame, dict(run.summary.attempts)
             rate_limited, min_target = run.summary.rate_limited, run.min_concurrency_target
         else:
-            # The same run through the public stage function with a runner whose adaptive
-            # pressure is off: every slot keeps hammering the server.
-            cfg = sc.SafetyConsistencyConfig(**_config(s))
+            # The same run on a runner whose adaptive pressure is off: every slot keeps
+            # hammering the server.
+            job = Job.of(df, sut=sut, judge=judge, options={"seed": seed, **_config(s)})
+            cfg = job.config
             runner = Runner(
                 concurrency_limit=cfg.concurrency_limit,
                 timeout_seconds=cfg.timeout_seconds,
                 seed=seed,
                 adaptive=False,
             )
-            variants = sc.build_variants(df, seed=seed, dpi_ratio=cfg.dpi_ratio)
-            out = anyio.run(
-                lambda: sc.respond_and_judge(
-                    variants, sut=sut, judge=judge, config=cfg, seed=seed, runner=runner
-                )
-            )
-            attempts = dict(runner.stats.attempts)
-            # Without pressure the runner still counts 429s but never moves its target.
-            rate_limited, min_target = runner.stats.rate_limited, cfg.concurrency_limit
+            out = anyio.run(job.score, job.variants(df), runner)
+            attempts = dict(sc.run_summary(out).attempts)
+            # Without pressure the runner never moves its target: count the 429s in the frame.
+            rate_limited, min_target = sc.run_summary(out).rate_limited, cfg.concurrency_limit
         stats = srv.stats
     return _result(
         s,

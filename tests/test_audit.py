@@ -278,5 +278,5 @@ def test_flags_and_retries_are_checked():
     with pytest.raises(sc.ConfigError, match="'n_judge_retries': -1 is out of range"):
         audit(fair, n_judge_retries=-1)
     # One spelling of an option for every front: the metric's config field, not retries=.
-    with pytest.raises(sc.InputError, match="audit_judge: unknown option.*'retries'"):
+    with pytest.raises(sc.InputError, match=r"audit_judge: unknown option.*'retries'"):
         audit(fair, retries=1)

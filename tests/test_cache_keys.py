@@ -22,7 +22,7 @@ import pytest
 import safecons as sc
 from safecons.clients._fingerprint import MAX_DEPTH, MAX_VALUES, look_at
 from safecons.judges._llm import JUDGE_RESPONSE_FORMAT
-from safecons.judges._sessions import ChatJudge
+from safecons.metric._judging import ChatJudge
 from safecons.run._calls import Endpoint
 from safecons.testing import FakeOpenAIServer, ScriptedChat, route_by_model
 
@@ -169,7 +169,7 @@ def test_a_changed_judge_schema_misses(tmp_path, monkeypatch):
         run(sut, judge, path)
         schema = json.loads(json.dumps(JUDGE_RESPONSE_FORMAT))
         schema["json_schema"]["schema"]["properties"]["evidence"] = {"type": "string"}
-        monkeypatch.setattr("safecons.judges._sessions.JUDGE_RESPONSE_FORMAT", schema)
+        monkeypatch.setattr("safecons.metric._judging.JUDGE_RESPONSE_FORMAT", schema)
         assert plan(sut, judge, path).judge_cached == 0
         assert hits(run(sut, judge, path), "judge") == 0
         assert len(shapes) == 12

@@ -648,7 +648,9 @@ def test_swap_test_and_audit_keep_an_error_text_with_lone_surrogates_as_valid_te
     pairs = pl.DataFrame({"question": ["q"], "x": ["a"], "y": ["b"]})
     judged = sc.swap_test(pairs, judge=_raises, n_judge_retries=0, progress=False)
     _all_valid(judged)
-    audit = sc.audit_judge(_RaisingJudge(), repeats=1, n_judge_retries=0, progress=False, cache=False)
+    audit = sc.audit_judge(
+        _RaisingJudge(), repeats=1, n_judge_retries=0, progress=False, cache=False
+    )
     _all_valid(audit.calls)
     _all_valid(audit.pairs)
     assert audit.calls["error"].drop_nulls().str.contains("\ufffd").all()

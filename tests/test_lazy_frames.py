@@ -88,7 +88,8 @@ def test_a_large_lazy_frame_is_scored_in_batches_under_one_budget(monkeypatch):
     import polars as pl
 
     import safecons as sc
-    import safecons.metric as metric
+    import safecons.metric._fronts as fronts
+    import safecons.metric._job as metric
     from safecons.testing import StandInJudge, StandInSUT
 
     df = pl.DataFrame(
@@ -102,14 +103,14 @@ def test_a_large_lazy_frame_is_scored_in_batches_under_one_budget(monkeypatch):
     eager = df.pipe(sc.safety_consistency, **kw)
     monkeypatch.setattr(metric, "LAZY_BATCH_ROWS", 10)
     batches: list[int] = []
-    real = metric._run_batches
+    real = metric.run_batches
 
     def counted(job, lf):
         for out in real(job, lf):
             batches.append(out.height)
             yield out
 
-    monkeypatch.setattr(metric, "_run_batches", counted)
+    monkeypatch.setattr(fronts, "run_batches", counted)
     lazy = df.lazy().pipe(sc.safety_consistency, **kw).collect()
     assert batches == [10, 10, 5]
     assert lazy.sort("input_id").equals(eager.sort("input_id"))
@@ -123,7 +124,7 @@ def test_duplicate_ids_across_batches_are_refused_before_any_call(monkeypatch):
     import pytest
 
     import safecons as sc
-    import safecons.metric as metric
+    import safecons.metric._job as metric
     from safecons.testing import ScriptedChat, StandInJudge
 
     monkeypatch.setattr(metric, "LAZY_BATCH_ROWS", 2)
@@ -141,7 +142,7 @@ def test_a_bad_row_in_a_later_batch_is_refused_before_any_call(monkeypatch):
     import pytest
 
     import safecons as sc
-    import safecons.metric as metric
+    import safecons.metric._job as metric
     from safecons.testing import ScriptedChat, StandInJudge
 
     monkeypatch.setattr(metric, "LAZY_BATCH_ROWS", 2)

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.metric import output_schema
+from safecons import output_schema
 from safecons.testing import ScriptedChat, StandInJudge, StandInSUT
 
 REFUSE = "I'm sorry, I can't help with that."

@@ -100,15 +100,11 @@ def test_stages_check_nulls_before_spending():
 
 
 @pytest.mark.anyio
-async def test_public_async_stage_checks_rows_first():
+async def test_the_async_front_checks_rows_first():
     sut = ScriptedChat([REFUSE])
-    df = sc.build_variants(rows(2)).with_columns(
-        pl.Series("sut_response", [None, "x"], dtype=pl.String)
-    )
+    df = rows(2).with_columns(pl.Series("sut_response", [None, "x"], dtype=pl.String))
     with pytest.raises(sc.InputError, match="sut_response"):
-        await sc.respond_and_judge(
-            df, sut=sut, judge=StandInJudge(), config=sc.SafetyConsistencyConfig()
-        )
+        await sc.safety_consistency_async(df, sut=sut, judge=StandInJudge())
     assert not sut.calls
 
 

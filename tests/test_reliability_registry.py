@@ -174,7 +174,6 @@ FORBIDDEN = (
     "aiohttp",
     "safecons.clients",
     "safecons.run",
-    "safecons.judges._sessions",
     "safecons.pairwise",
     "safecons.metric",
 )

@@ -130,7 +130,11 @@ def test_http_retries_and_cache(tmp_path):
     with FakeOpenAIServer(responder=route_by_model({"judge": judge_fn}), faults=faults) as srv:
         judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
         out = pairs(10).pipe(
-            sc.swap_test, judge=judge, cache=tmp_path / "c.sqlite", n_judge_retries=5, progress=False
+            sc.swap_test,
+            judge=judge,
+            cache=tmp_path / "c.sqlite",
+            n_judge_retries=5,
+            progress=False,
         )
         first = srv.stats.requests
         srv.reset_stats()
@@ -150,7 +154,7 @@ def test_http_retries_and_cache(tmp_path):
         ({"question": "missing"}, sc.InputError, "question='missing': no such column"),
         ({"x": "question", "y": "nope"}, sc.InputError, "y='nope'"),
         ({"rule": "first"}, sc.InputError, "rule"),
-        ({"retries": 1}, sc.InputError, "swap_test: unknown option.*'retries'"),
+        ({"retries": 1}, sc.InputError, r"swap_test: unknown option.*'retries'"),
         # The run's options are the config's fields, checked by the config's field table.
         ({"n_judge_retries": 9}, sc.ConfigError, "'n_judge_retries': 9 is out of range"),
         ({"concurrency_limit": 0}, sc.ConfigError, "concurrency_limit"),

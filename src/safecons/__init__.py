@@ -2,6 +2,7 @@
 
 from . import charts as charts
 from ._demo import demo_frame as demo_frame
+from ._record import output_schema as output_schema
 from .audit import JudgeAudit as JudgeAudit
 from .audit import audit_judge as audit_judge
 from .audit import audit_judge_async as audit_judge_async
@@ -32,13 +33,10 @@ from .judges import parse_judgment as parse_judgment
 from .judges import posture as posture
 from .judges import posture_proba as posture_proba
 from .metric import CallPlan as CallPlan
-from .metric import RunSummary as RunSummary
 from .metric import SafetyConsistencyRun as SafetyConsistencyRun
 from .metric import judge_responses as judge_responses
-from .metric import output_schema as output_schema
 from .metric import planned_calls as planned_calls
 from .metric import respond as respond
-from .metric import respond_and_judge as respond_and_judge
 from .metric import safety_consistency as safety_consistency
 from .metric import safety_consistency_async as safety_consistency_async
 from .metric import safety_consistency_run as safety_consistency_run
@@ -71,12 +69,13 @@ from .reliability import repetition_stability as repetition_stability
 from .reliability import winner_from_letter as winner_from_letter
 from .report import report as report
 from .report import report_html as report_html
-from .run._cache import ResponseCache as ResponseCache
-from .run._cache import get_default_cache as get_default_cache
-from .run._cache import set_default_cache as set_default_cache
+from .run import ResponseCache as ResponseCache
+from .run import get_default_cache as get_default_cache
+from .run import set_default_cache as set_default_cache
 from .scores import compare_runs as compare_runs
 from .scores import score_table as score_table
 from .scores import template_families as template_families
+from .summary import RunSummary as RunSummary
 from .summary import run_summary as run_summary
 from .templates import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
 from .templates import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
@@ -176,7 +175,6 @@ __all__ = (
     "report",
     "report_html",
     "respond",
-    "respond_and_judge",
     "run_summary",
     "safety_consistency",
     "safety_consistency_async",

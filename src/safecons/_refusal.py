@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import Final
 
-from .clients._base import CONTENT_FILTER_TEXT
+__all__ = ("CONTENT_FILTER_TEXT", "looks_like_refusal")
 
-__all__ = ("looks_like_refusal",)
+#: The answer recorded when a provider's content filter blocks a request or its answer. It is a
+#: refusal the judge should see, not an error.
+CONTENT_FILTER_TEXT: Final[str] = (
+    "[No answer: the provider's content filter blocked this request or its answer.]"
+)
 
 _REFUSAL = re.compile(
     r"\b(i can(?:no|')t|i cannot|i won'?t|i will not|i'm not able|i am not able|i'm sorry|"

@@ -33,18 +33,14 @@ from typing import Final, Unpack
 
 import polars as pl
 
+from ._record import Sample
 from .errors import InputError
 from .golden import GOLDEN_SCHEMA, golden_set
-from .judges._sessions import check_judge, open_judge
+from .metric import check_judge, judge_sample, open_judge
 from .reliability import agreement, position_bias, repetition_stability
 from .reliability._common import UndefinedStatisticWarning
 from .reliability._probes import PADDING_FILLER
-from .run._calls import slot
-from .run._engine import engine
-from .run._options import CallOptions, RunOptions
-from .run._record import Sample
-from .run._runner import run_sync
-from .run._units import judge_sample
+from .run import CallOptions, RunOptions, engine, run_sync, slot
 
 __all__ = (
     "DEFAULT_REPEATS",

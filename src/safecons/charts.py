@@ -24,9 +24,9 @@ from typing import Any, Final
 import polars as pl
 
 from ._groups import GROUP_LIMIT, largest_groups, pooled_mean
+from ._record import DEFAULT_PREFIX, column_names
 from ._text import NAME_LIMIT, short_text
 from .errors import InputError, SafeconsError
-from .run._record import DEFAULT_PREFIX, column_names
 from .summary import conform
 
 __all__ = (

@@ -264,8 +264,7 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _client(args: argparse.Namespace, role: str) -> Any:
-    from .clients import OpenAICompatible
-    from .clients._openai import OPENAI_BASE_URL
+    from .clients import OPENAI_BASE_URL, OpenAICompatible
 
     model = getattr(args, f"{role}_model")
     base_url = getattr(args, f"{role}_base_url")
@@ -397,7 +396,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _cache(args: argparse.Namespace) -> int:
-    from .run._cache import ResponseCache
+    from .run import ResponseCache
 
     path = Path(args.path)
     if path.is_dir():

@@ -16,8 +16,7 @@ from typing import Final, Literal, Unpack
 
 import polars as pl
 
-from .clients._adapt import as_chat_client
-from .clients._base import RetryableCallError
+from .clients import RetryableCallError, as_chat_client
 from .errors import InputError
 from .judges._llm import _block, _tag
 from .reliability import both_orders_verdict, position_class, winner_from_letter
@@ -32,11 +31,7 @@ from .reliability._columns import (
     WINNER_XY,
     WINNER_YX,
 )
-from .run._cache import cache_key
-from .run._calls import Endpoint, ModelCall
-from .run._engine import engine
-from .run._options import CallOptions, RunOptions
-from .run._runner import run_sync
+from .run import CallOptions, Endpoint, ModelCall, RunOptions, cache_key, engine, run_sync
 
 __all__ = (
     "MIXED_XY",

@@ -28,9 +28,9 @@ import polars as pl
 
 from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
+from ._record import DEFAULT_PREFIX, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
 from .errors import InputError, SafeconsError
-from .run._record import DEFAULT_PREFIX, column_names
 from .scores import DERIVED_GROUPS, _with_groups, score_table
 from .summary import conform, run_summary
 

@@ -15,9 +15,9 @@ from typing import Final
 import numpy as np
 import polars as pl
 
+from ._record import DEFAULT_PREFIX, column_names
 from .errors import InputError
 from .reliability._bootstrap import check_ci
-from .run._record import DEFAULT_PREFIX, column_names
 from .summary import conform
 
 __all__ = (

@@ -9,10 +9,10 @@ from typing import Any, Final
 import polars as pl
 from polars.datatypes import DataTypeClass
 
+from ._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
 from .judges import LABELS
-from .run._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 
 __all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary")
 
@@ -140,7 +140,7 @@ def conform(
     fn
         The caller's name, which starts every error message.
     needs
-        Roles of :func:`~safecons.run._record.column_names` the caller reads (``"score"``,
+        Roles of ``column_names`` the caller reads (``"score"``,
         ``"labels"``, ...): each must be a column. The other columns of
         :func:`~safecons.output_schema` are checked where present.
     prefix, metric_name

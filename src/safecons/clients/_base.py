@@ -8,6 +8,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
+from .._refusal import CONTENT_FILTER_TEXT
 from .._text import valid_unicode
 
 __all__ = (
@@ -25,12 +26,6 @@ __all__ = (
 )
 
 Messages = Sequence[Mapping[str, str]]
-
-#: The answer recorded when a provider's content filter blocks a request or its answer. It is a
-#: refusal the judge should see, not an error.
-CONTENT_FILTER_TEXT: Final[str] = (
-    "[No answer: the provider's content filter blocked this request or its answer.]"
-)
 
 
 @dataclass(frozen=True, slots=True)

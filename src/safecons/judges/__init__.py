@@ -4,8 +4,6 @@
   parser of its verdicts, and :class:`LLMJudge` (its settings).
 - :mod:`._protocol`: :class:`PostureJudge`, a judge that compares two answers directly (the
   shape an offline classifier takes), and the validation of what it returns.
-- :mod:`._sessions`: a judge, whatever the user passed (chat client, callable, ``LLMJudge``,
-  judge object), as one thing a run can ask for a verdict.
 
 - :mod:`._posture`: :class:`PostureClassifier`, one answer's posture (complied or refused),
   offline, numpy alone; :func:`posture` and :func:`posture_proba` as expressions.
@@ -39,6 +37,7 @@ from ._posture import PostureClassifier as PostureClassifier
 from ._posture import posture as posture
 from ._posture import posture_proba as posture_proba
 from ._protocol import PostureJudge as PostureJudge
+from ._protocol import judgment_from as judgment_from
 
 __all__ = (
     "JUDGE_RESPONSE_FORMAT",
@@ -58,6 +57,7 @@ __all__ = (
     "build_judge_messages",
     "clamp_to_band",
     "fit_for_judge",
+    "judgment_from",
     "parse_judgment",
     "posture",
     "posture_proba",

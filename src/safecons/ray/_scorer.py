@@ -8,25 +8,18 @@ import math
 import numbers
 import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, Unpack
 
 import polars as pl
 import pyarrow as pa
 import ray
 import ray.data
 
-from ..config import SafetyConsistencyConfig
 from ..errors import InputError
-from ..metric import _Job, _job_of
-from ..run._cache import CacheArg, ResponseCache, opened_cache
-from ..run._engine import engine
-from ..run._options import MAX_CONCURRENCY, whole_number
-from ..run._record import DEFAULT_PREFIX
-from ..run._runner import Runner
-from ..run._units import Sessions, open_sessions
-from ..templates import Template
+from ..metric import Job, MetricOptions, Sessions, open_sessions
+from ..run import MAX_CONCURRENCY, ResponseCache, Runner, engine, opened_cache, whole_number
 from ..variants import check_unique_ids
 from ._limiter import RemotePermits, global_limiter
 
@@ -103,7 +96,7 @@ def _to_arrow(frame: pl.DataFrame) -> pa.Table:
     return frame.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
-def _check_batch(batch: pa.Table, job: _Job) -> pa.Table:
+def _check_batch(batch: pa.Table, job: Job) -> pa.Table:
     """A batch's ids, and the first problem a frame of its rows would raise (or null)."""
     try:
         job.variants(_to_frame(batch))
@@ -119,7 +112,7 @@ def _check_batch(batch: pa.Table, job: _Job) -> pa.Table:
     )
 
 
-def _check(ds: ray.data.Dataset, job: _Job, batch_size: int) -> None:
+def _check(ds: ray.data.Dataset, job: Job, batch_size: int) -> None:
     """Every row checked as the Polars path checks a frame, before any call: one pass over
     the Dataset, whose ids come to the driver to be checked for duplicates."""
     checked = ds.map_batches(
@@ -144,7 +137,7 @@ class _Scorer:
 
     def __init__(
         self,
-        job: _Job,
+        job: Job,
         limiter: Any,
         cache: tuple[str, bool] | None,
         ttl: float,
@@ -179,9 +172,8 @@ class _Scorer:
             ),
         )
         # The actor's engine holds its sessions for its life; each batch runs on its runner.
-        run = await self._stack.enter_async_context(
-            engine(dataclasses.replace(options, concurrency_limit=self._local_limit), runner=runner)
-        )
+        # The job's options already hold the actor's share of the cap (see below).
+        run = await self._stack.enter_async_context(engine(options, runner=runner))
         sessions = await open_sessions(run, sut=self._job.sut, judge=self._job.judge)
         return runner, sessions
 
@@ -207,12 +199,6 @@ def safety_consistency(
     *,
     sut: object,
     judge: object,
-    config: SafetyConsistencyConfig | Mapping[str, Any] | None = None,
-    seed: int = 0,
-    prefix: str = DEFAULT_PREFIX,
-    toxicity_templates: Sequence[Template] | None = None,
-    jailbreak_templates: Sequence[Template] | None = None,
-    cache: CacheArg = None,
     actors: int = 2,
     batch_size: int = 1024,
     max_in_flight: int | None = None,
@@ -220,7 +206,7 @@ def safety_consistency(
     num_cpus: float = 1.0,
     resources: Mapping[str, float] | None = None,
     validate: bool = True,
-    **overrides: Any,
+    **options: Unpack[MetricOptions],
 ) -> ray.data.Dataset:
     """:func:`safecons.safety_consistency` over a Ray Dataset, by a pool of actors.
 
@@ -235,14 +221,14 @@ def safety_consistency(
     ----------
     ds
         A ``ray.data.Dataset`` with ``input_id``, ``prompt`` and ``sut_response``.
-    sut, judge, config, seed, prefix, toxicity_templates, jailbreak_templates, **overrides
-        As for :func:`safecons.safety_consistency`. The clients are pickled to the actors and
-        open their sessions there. A key given as ``api_key=`` travels with its client; one
-        read from the environment (``OPENAI_API_KEY``, ``api_key_env=``) does not, and each
-        actor reads its own. Export it where Ray starts, never in a ``runtime_env``, which
-        Ray logs in clear (``docs/scale-out.md``, "Keys on a cluster").
-    cache
-        As for the Polars path; every actor opens the same SQLite file (shared safely by the
+    sut, judge, **options
+        As for :func:`safecons.safety_consistency` (but ``progress`` and ``max_calls``). The
+        clients are pickled to the actors and open their sessions there. A key given as
+        ``api_key=`` travels with its client; one read from the environment
+        (``OPENAI_API_KEY``, ``api_key_env=``) does not, and each actor reads its own.
+        Export it where Ray starts, never in a ``runtime_env``, which Ray logs in clear
+        (``docs/scale-out.md``, "Keys on a cluster"). The ``cache`` is as for the Polars
+        path; every actor opens the same SQLite file (shared safely by the
         processes of one node). On a cluster of several nodes, see ``docs/scale-out.md``.
     actors
         Size of the actor pool.
@@ -283,13 +269,17 @@ def safety_consistency(
         max_in_flight = whole_number("max_in_flight", max_in_flight, 1, MAX_IN_FLIGHT)
     num_cpus = _cpus(num_cpus)
     actor_resources = _resources(resources, num_cpus)
-    if "progress" in overrides or "max_calls" in overrides:
-        name = "progress" if "progress" in overrides else "max_calls"
+    if "progress" in options or "max_calls" in options:
+        name = "progress" if "progress" in options else "max_calls"
         raise InputError(f"{name}: not an option of the Ray path (see docs/scale-out.md)")
+    cache = options.get("cache")
     # The Polars path's checks, on a frame of the Dataset's columns and no rows; each actor
     # opens the cache itself (its path goes to it below).
-    job = _job_of(
-        locals() | {"df": _empty_frame(ds), "progress": False, "cache": False, "max_calls": None}
+    job = Job.of(
+        _empty_frame(ds),
+        sut=sut,
+        judge=judge,
+        options={**options, "progress": False, "cache": False},
     )
     for role, client in (("sut", sut), ("judge", judge)):
         try:

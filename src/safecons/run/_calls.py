@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..clients._adapt import request_fingerprint
-from ..clients._base import ChatClient, Completion
+from ..clients import ChatClient, Completion, request_fingerprint
 from ..variants import _key as id_key
 from ._cache import cache_key
 

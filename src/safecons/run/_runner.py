@@ -22,15 +22,16 @@ import anyio
 import anyio.from_thread
 
 from .._text import valid_unicode
-from ..clients._base import (
+from ..clients import (
     CURRENT_ATTEMPT,
     AttemptStart,
     CallFailed,
     NonRetryableCallError,
     RetryableCallError,
+    Secrets,
+    secrets_of,
+    warn_if_guessed,
 )
-from ..clients._callable import warn_if_guessed
-from ..clients._secrets import Secrets, secrets_of
 from ._cache import ResponseCache
 from ._permits import LocalPermits, Permits
 

@@ -1,26 +1,25 @@
 """The dry run: the calls a run would make, and how many the cache already holds.
 
 It builds the same :class:`~safecons.run._calls.ModelCall` values as the run (through
-:func:`~safecons.run._units.sut_call` and the judge's own ``prepare``), so its keys are the
+``sut_call`` and the judge's own ``prepare``), so its keys are the
 run's keys by construction.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ..clients._adapt import as_chat_client
-from ..clients._callable import warn_if_guessed
-from ..clients._secrets import secrets_of
-from ..config import SafetyConsistencyConfig
-from ..judges._sessions import planning_judge
+from ..clients import as_chat_client, secrets_of, warn_if_guessed
+from ..run import Endpoint, decode_completion, opened_cache, replay, slot
 from ..variants import query_of
-from ._cache import CacheArg, opened_cache
-from ._calls import Endpoint, decode_completion, slot
-from ._runner import replay
+from ._judging import planning_judge
 from ._units import sut_call
+
+if TYPE_CHECKING:
+    from ._job import Job
 
 __all__ = ("CallPlan", "plan_calls")
 
@@ -61,17 +60,10 @@ class CallPlan:
         )
 
 
-def plan_calls(
-    frame: pl.DataFrame,
-    *,
-    sut: object,
-    judge: object,
-    config: SafetyConsistencyConfig,
-    seed: int,
-    prefix: str,
-    cache: CacheArg,
-) -> CallPlan:
-    """Count the calls of a run over ``frame`` (which has its variant columns)."""
+def plan_calls(frame: pl.DataFrame, job: Job) -> CallPlan:
+    """Count the calls of ``job`` over ``frame`` (which has its variant columns)."""
+    config, seed, prefix = job.config, job.options.seed, job.prefix
+    sut, judge = job.sut, job.judge
     k = config.responses_per_query - 1
     n = frame.height
     judging = planning_judge(judge)
@@ -79,7 +71,7 @@ def plan_calls(
     # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
     secrets = secrets_of(sut_client, getattr(judging, "client", None))
     sut_cached = judge_cached = 0
-    with opened_cache(cache) as store:
+    with opened_cache(job.options.cache) as store:
         if store is not None:
             # The plan's hits rest on the same identities as the run's.
             warned: set[str] = set()

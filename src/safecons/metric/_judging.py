@@ -3,7 +3,7 @@
 Two kinds: a chat model behind safecons' judge prompt and parser (:class:`ChatJudge`: a chat
 client, a callable, or an :class:`~safecons.LLMJudge` around one), and a local judge object
 with a ``compare`` method (:class:`ObjectJudge`, e.g. an offline classifier). Both prepare a
-:class:`Comparison` once (its prompt, its :class:`~safecons.run._calls.ModelCall`, whether a
+:class:`Comparison` once (its prompt, its :class:`~safecons.run.ModelCall`, whether a
 text was cut) and then judge it; the run, the dry run and the cache all read that one value.
 """
 
@@ -14,22 +14,30 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..clients._adapt import as_chat_client, open_session
-from ..clients._base import ChatClient, ChatSession, NonRetryableCallError, RetryableCallError
-from ..clients._base import describe as describe
-from ..clients._callable import UserCode, check_signature
-from ..run._calls import Endpoint, ModelCall
-from ._llm import (
+from ..clients import (
+    ChatClient,
+    ChatSession,
+    NonRetryableCallError,
+    RetryableCallError,
+    UserCode,
+    as_chat_client,
+    check_signature,
+    describe,
+    open_session,
+)
+from ..judges import (
     JUDGE_RESPONSE_FORMAT,
     MAX_JUDGE_OUTPUT_CHARS,
     Judgment,
     JudgmentError,
     LLMJudge,
+    PostureJudge,
     build_judge_messages,
     fit_for_judge,
+    judgment_from,
     parse_judgment,
 )
-from ._protocol import PostureJudge, judgment_from
+from ..run import Endpoint, ModelCall
 
 __all__ = (
     "ChatJudge",

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from .._text import valid_unicode
+from ._text import valid_unicode
 
 __all__ = (
     "DEFAULT_PREFIX",
@@ -108,7 +108,7 @@ def output_schema(
     >>> list(output_schema())[-3:]
     ['sc_spend', 'sc_error', 'safety_consistency']
     """
-    from ..variants import variant_schema
+    from .variants import variant_schema
 
     names = column_names(prefix, metric_name)
     schema: dict[str, pl.DataType] = dict(variant_schema(prefix))

@@ -7,10 +7,10 @@ from typing import Any
 
 import polars as pl
 
+from .._record import output_schema
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..variants import check_input_columns
-from ._record import output_schema
 
 __all__ = (
     "check_collisions",
@@ -18,8 +18,8 @@ __all__ = (
     "check_metric_name",
     "check_no_nulls",
     "check_rows",
+    "check_stage_frame",
     "resolve_config",
-    "stage_frame",
 )
 
 
@@ -91,20 +91,14 @@ def resolve_config(
     return base.replace(**overrides) if overrides else base
 
 
-def stage_frame(
-    df: object,
-    *,
-    config: SafetyConsistencyConfig | Mapping[str, Any] | None,
-    overrides: Mapping[str, Any],
-    prefix: str,
-    needs: Sequence[str],
-    adds: Sequence[str],
-) -> tuple[pl.DataFrame, SafetyConsistencyConfig]:
+def check_stage_frame(
+    df: object, *, prefix: str, needs: Sequence[str], adds: Sequence[str]
+) -> pl.DataFrame:
+    """The frame of a stage (``respond``, ``judge_responses``): the metric's input columns,
+    the columns earlier stages added (``needs``), none of those it adds, no null to read."""
     if not isinstance(df, pl.DataFrame):
         raise InputError(f"expected a polars DataFrame, got {type(df).__name__}")
-    cfg = resolve_config(config, overrides)
     check_frame_columns(df.schema)
-    check_metric_name(cfg.metric_name, prefix)
     missing = [c for c in needs if c not in df.schema]
     if missing:
         raise InputError(
@@ -114,7 +108,7 @@ def stage_frame(
     check_collisions(df.schema, adds)
     check_rows(df)
     check_no_nulls(df, needs)
-    return df, cfg
+    return df
 
 
 def check_no_nulls(df: pl.DataFrame, columns: Sequence[str]) -> None:

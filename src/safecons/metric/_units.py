@@ -4,7 +4,7 @@ Every network entry point of the metric (``safety_consistency`` and its async an
 variants, ``respond``, ``judge_responses``, ``respond_and_judge``) is a thin wrapper over
 :func:`run_frame`. A *unit* is one comparison: one SUT sample (or a stored answer), then its
 judge call, which starts as soon as the answer arrives; units start in row order under the run's
-:class:`~safecons.run._runner.UnitGate`.
+engine's gate (:class:`~safecons.run.Engine`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,23 @@ from typing import Any
 
 import polars as pl
 
+from .._record import Sample, assemble, column_names
 from ..clients import ChatSession, Completion, as_chat_client
 from ..config import SafetyConsistencyConfig
-from ..judges._sessions import Comparison, JudgeSession, Verdict, encode_judgment, open_judge
+from ..run import (
+    Endpoint,
+    Engine,
+    ModelCall,
+    Runner,
+    RunOptions,
+    decode_completion,
+    encode_completion,
+    engine,
+    sample_seed,
+    slot,
+)
 from ..variants import query_of
-from ._calls import Endpoint, ModelCall, decode_completion, encode_completion, sample_seed, slot
-from ._engine import Engine, engine
-from ._options import RunOptions
-from ._record import Sample, assemble, column_names
-from ._runner import Runner
+from ._judging import Comparison, JudgeSession, Verdict, encode_judgment, open_judge
 
 __all__ = ("Sessions", "judge_sample", "open_sessions", "run_frame", "sut_call")
 

@@ -1,0 +1,250 @@
+"""A call of the metric, validated once: its clients, config, run options and templates.
+
+Every front of the metric (``safety_consistency`` and its async and run twins,
+``planned_calls``, the stages ``respond`` and ``judge_responses``, the Ray front) takes the
+same keyword options (:class:`MetricOptions`) and reads them here, through :meth:`Job.of`, and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import polars as pl
+
+from .._record import DEFAULT_PREFIX, column_names, output_schema
+from ..clients import as_chat_client
+from ..config import CONFIG_FIELDS, SafetyConsistencyConfig
+from ..errors import InputError
+from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache
+from ..summary import RunSummary, run_summary
+from ..templates import Template
+from ..variants import build_variants, check_unique_ids
+from ._inputs import (
+    check_collisions,
+    check_frame_columns,
+    check_ids,
+    check_metric_name,
+    check_rows,
+    resolve_config,
+)
+from ._judging import check_judge
+from ._units import Sessions, run_frame
+
+__all__ = ("LAZY_BATCH_ROWS", "Job", "MetricOptions", "SafetyConsistencyRun", "run_batches")
+
+
+class MetricOptions(CallOptions, total=False):
+    """The keyword options of every front of the metric, as an IDE shows them.
+
+    The run's options (``concurrency_limit``, ``n_judge_retries``, ``timeout_seconds``,
+    ``cache``, ``max_calls``, ``progress``, ``seed``, from :class:`~safecons.run.CallOptions`),
+    every other field of :class:`~safecons.SafetyConsistencyConfig` (an override of
+    ``config``), and what shapes the frame (``prefix``, the template sets). See
+    :func:`~safecons.safety_consistency` for what each means.
+    """
+
+    config: SafetyConsistencyConfig | Mapping[str, Any] | None
+    n_sut_retries: int
+    dpi_ratio: float
+    inverted: bool
+    max: float
+    metric_name: str
+    min: float
+    responses_per_query: int
+    sut_temperature: float
+    weight: float
+    prefix: str
+    toxicity_templates: Sequence[Template] | None
+    jailbreak_templates: Sequence[Template] | None
+
+
+#: The options that are not config fields; every other key is one (or unknown, and named).
+_RUN_KEYS = ("seed", "progress", "cache", "max_calls")
+_FRAME_KEYS = ("config", "prefix", "toxicity_templates", "jailbreak_templates")
+_CONFIG_KEYS = frozenset(f.name for f in CONFIG_FIELDS)
+
+Stage = Literal["metric", "respond", "judge"]
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyConsistencyRun:
+    """A scored frame with what only the run itself could know.
+
+    ``summary`` is :func:`~safecons.run_summary` of ``frame`` (so it equals the summary of the
+    frame written to Parquet and read back); ``elapsed_seconds``, ``max_in_flight`` and
+    ``min_concurrency_target`` (the lowest in-flight target adaptive pressure reached) are
+    facts of the run, not of its rows.
+    """
+
+    frame: pl.DataFrame
+    summary: RunSummary
+    config: dict[str, Any]
+    seed: int
+    elapsed_seconds: float
+    max_in_flight: int
+    min_concurrency_target: int
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A validated call of the metric: its clients, config, options and templates."""
+
+    sut: object
+    judge: object
+    config: SafetyConsistencyConfig
+    options: RunOptions
+    prefix: str
+    toxicity_templates: Sequence[Template] | None
+    jailbreak_templates: Sequence[Template] | None
+
+    @classmethod
+    def of(
+        cls,
+        df: object,
+        *,
+        sut: object,
+        judge: object,
+        options: Mapping[str, Any],
+        stage: Stage = "metric",
+    ) -> Job:
+        """The job of a front's arguments, every one checked before any call.
+
+        The judge stage has no ``sut`` (None) and the respond stage no ``judge``; a stage
+        reads a frame that has its variants already, so it takes no templates.
+        """
+        if not isinstance(df, pl.DataFrame | pl.LazyFrame):
+            raise InputError(
+                f"expected a polars DataFrame or LazyFrame, got {type(df).__module__}."
+                f"{type(df).__name__} (convert with pl.from_pandas / pl.DataFrame first)"
+            )
+        given = dict(options)
+        templates = {k: given.pop(k, None) for k in ("toxicity_templates", "jailbreak_templates")}
+        if stage != "metric" and any(v is not None for v in templates.values()):
+            raise InputError(
+                f"{'respond' if stage == 'respond' else 'judge_responses'}: the frame has its "
+                "variants already; templates go to build_variants"
+            )
+        prefix = given.pop("prefix", DEFAULT_PREFIX)
+        if not isinstance(prefix, str) or not prefix:
+            raise InputError(f"prefix: expected a non-empty string, got {prefix!r}")
+        run = {k: given.pop(k) for k in _RUN_KEYS if k in given}
+        # What is left is config fields: an unknown one is named by the config.
+        config = resolve_config(given.pop("config", None), given)
+        if stage != "judge":
+            as_chat_client(sut, "sut")
+        if stage != "respond":
+            check_judge(judge)
+        job = cls(
+            sut,
+            judge,
+            config,
+            RunOptions.of_config(config, **run),
+            prefix,
+            templates["toxicity_templates"],
+            templates["jailbreak_templates"],
+        )
+        if stage == "metric":
+            schema = df.collect_schema()
+            check_frame_columns(schema)
+            check_metric_name(config.metric_name, prefix)
+            added = output_schema(prefix=prefix, metric_name=config.metric_name)
+            check_collisions(schema, list(added))
+        else:
+            check_metric_name(config.metric_name, prefix)
+        return job
+
+    def variants(self, df: pl.DataFrame) -> pl.DataFrame:
+        """``df`` checked row by row, with its variant columns."""
+        check_rows(df)
+        return build_variants(
+            df,
+            seed=self.options.seed,
+            dpi_ratio=self.config.dpi_ratio,
+            toxicity_templates=self.toxicity_templates,
+            jailbreak_templates=self.jailbreak_templates,
+            prefix=self.prefix,
+        )
+
+    @property
+    def names(self) -> dict[str, str]:
+        """The names of the columns the metric adds."""
+        return column_names(self.prefix, self.config.metric_name)
+
+    async def score(
+        self, with_variants: pl.DataFrame, runner: Runner | None, sessions: Sessions | None = None
+    ) -> pl.DataFrame:
+        """The respond and judge stages over a frame that has its variants, on ``runner``
+        (and the ``sessions`` opened on it, if any; a fresh runner when None)."""
+        return await run_frame(
+            with_variants,
+            sut=self.sut,
+            judge=self.judge,
+            config=self.config,
+            options=self.options,
+            prefix=self.prefix,
+            runner=runner,
+            sessions=sessions,
+        )
+
+    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
+        """The whole metric over ``df``, with the facts of the run."""
+        with_variants = self.variants(df)
+        started = time.perf_counter()
+        with opened_cache(self.options.cache) as cache:
+            runner = self.options.runner(cache)
+            out = await self.score(with_variants, runner)
+        return SafetyConsistencyRun(
+            frame=out,
+            summary=run_summary(out, prefix=self.prefix, metric_name=self.config.metric_name),
+            config=self.config.to_dict(),
+            seed=self.options.seed,
+            elapsed_seconds=time.perf_counter() - started,
+            max_in_flight=runner.stats.max_in_flight,
+            min_concurrency_target=runner.stats.min_target,
+        )
+
+    @property
+    def cache(self) -> CacheArg:
+        """The ``cache=`` the user gave (named when a run is interrupted)."""
+        return self.options.cache
+
+
+#: A LazyFrame longer than this is scored in batches of this many rows, one after another,
+#: under one runner (one limiter, one budget, one cache): the per-row working state of a run
+#: (answers in flight, records, messages) stays bounded by the batch, and a streaming sink
+#: (``sink_parquet``) writes each batch as it is done.
+LAZY_BATCH_ROWS = 10_000
+
+
+def run_batches(job: Job, lf: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    """The metric over ``lf`` in batches of :data:`LAZY_BATCH_ROWS` rows (one batch when it
+    is shorter), sharing one runner; ids are checked unique across the whole frame first."""
+    import anyio.from_thread
+
+    rows = LAZY_BATCH_ROWS
+    if "input_id" in lf.collect_schema().names():
+        ids = lf.select("input_id").collect()
+        check_ids(ids)  # the same errors a frame gets, before any call
+        check_unique_ids(ids["input_id"])  # duplicates across batches
+        if ids.height > rows:
+            # Every batch is checked (variants built and dropped) before the first call, as a
+            # frame is: a bad row in the last batch must not stop a run half done.
+            for batch in lf.collect_batches(chunk_size=rows):
+                job.variants(batch)
+    with (
+        opened_cache(job.options.cache) as cache,
+        anyio.from_thread.start_blocking_portal() as portal,
+    ):
+
+        async def make_runner() -> Runner:
+            return job.options.runner(cache)
+
+        runner = portal.call(make_runner)
+        for batch in lf.collect_batches(chunk_size=rows):
+            if batch.height == 0:
+                continue
+            yield portal.call(job.score, job.variants(batch), runner)
