@@ -27,7 +27,8 @@ from ..run._runner import Runner
 from ..run._units import Sessions, open_sessions
 from ..templates import Template
 from ..variants import check_unique_ids
-from ._limiter import RemotePermits, global_limiter
+from ._leases import RemotePermits
+from ._limiter import global_limiter
 
 __all__ = ("LEASE_MARGIN_SECONDS", "MAX_IN_FLIGHT", "safety_consistency")
 
