@@ -135,7 +135,8 @@ def limiter_ceiling(pairs: int, concurrency: int) -> tuple[float, float]:
             await asyncio.sleep(0)
 
     async def main() -> tuple[float, float]:
-        return await rate(raw), await rate(reused)
+        async with permits.open():
+            return await rate(raw), await rate(reused)
 
     return asyncio.run(main())
 

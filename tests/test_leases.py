@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from contextlib import AsyncExitStack
 
 import anyio
 import pytest
@@ -191,14 +192,35 @@ async def test_remote_permits_reuse_a_lease_and_give_it_back_when_idle():
     table = LeaseTable(2, adaptive=False)
     handle = FakeHandle(table)
     permits = RemotePermits(handle, "w1", ttl=TTL, local_limit=2, hold=1.0, idle=0.05)
-    for _ in range(20):  # one after another: one permit serves them all
+    async with permits.open():
+        for _ in range(20):  # one after another: one permit serves them all
+            async with permits.slot("sut") as slot:
+                slot.succeeded()
+        assert handle.calls["acquire"] == 1 and table.stats()["in_flight"] == 1
+        await anyio.sleep(0.2)  # idle: it goes back
+        stats = table.stats()
+        assert stats["in_flight"] == 0 and stats["released"] == 1
+
+
+async def test_remote_permits_serve_while_open_and_leave_nothing_behind_when_closed():
+    table = LeaseTable(2, adaptive=False)
+    permits = RemotePermits(FakeHandle(table), "w", ttl=TTL, local_limit=2, hold=60, idle=60)
+    with pytest.raises(RuntimeError, match="open the permits first"):
+        async with permits.slot("sut"):
+            pass
+    before = len(anyio.get_running_tasks())
+    async with permits.open():
+        with pytest.raises(RuntimeError, match="open already"):
+            async with permits.open():
+                pass
         async with permits.slot("sut") as slot:
             slot.succeeded()
-    assert handle.calls["acquire"] == 1 and table.stats()["in_flight"] == 1
-    await anyio.sleep(0.2)  # idle: it goes back
+        assert table.stats()["in_flight"] == 1  # kept for the next attempt
+    await anyio.wait_all_tasks_blocked()  # the return is sent, not awaited
     stats = table.stats()
     assert stats["in_flight"] == 0 and stats["released"] == 1
-    await permits.aclose()
+    # Its loops (the long poll, the give-back) ended with the block, and so did the poll.
+    assert len(anyio.get_running_tasks()) == before
 
 
 async def test_remote_permits_never_exceed_the_tables_cap_across_workers():
@@ -217,13 +239,14 @@ async def test_remote_permits_never_exceed_the_tables_cap_across_workers():
                 await anyio.sleep(0.002)
                 live["now"] -= 1
 
-    async with anyio.create_task_group() as tg:
+    async with AsyncExitStack() as stack:
         for permits in workers:
-            for _ in range(3):
-                tg.start_soon(attempts, permits)
-    assert live["max"] == 3 and table.stats()["max_in_flight"] == 3
-    for permits in workers:
-        await permits.aclose()
+            await stack.enter_async_context(permits.open())
+        async with anyio.create_task_group() as tg:
+            for permits in workers:
+                for _ in range(3):
+                    tg.start_soon(attempts, permits)
+        assert live["max"] == 3 and table.stats()["max_in_flight"] == 3
     await anyio.sleep(0.01)  # the returns are sent, not awaited
     assert table.stats()["in_flight"] == 0
 
@@ -232,19 +255,18 @@ async def test_a_429_on_one_worker_holds_another_workers_reused_permit():
     table = LeaseTable(4, adaptive=False)
     a = RemotePermits(FakeHandle(table), "a", ttl=TTL, local_limit=2)
     b = RemotePermits(FakeHandle(table), "b", ttl=TTL, local_limit=2)
-    async with b.slot("sut"):
-        pass  # b now holds a permit it may reuse without asking the table
-    async with a.slot("sut") as slot:
-        slot.rate_limited(0.4)
-    await anyio.sleep(0.05)  # the long poll carries the news to b
-    began = anyio.current_time()
-    async with b.slot("judge"):  # another endpoint: not held
-        assert anyio.current_time() - began < 0.1
-    async with b.slot("sut"):
-        assert anyio.current_time() - began >= 0.3
-    assert table.stats()["cool_downs"][0][0] == "sut"
-    await a.aclose()
-    await b.aclose()
+    async with a.open(), b.open():
+        async with b.slot("sut"):
+            pass  # b now holds a permit it may reuse without asking the table
+        async with a.slot("sut") as slot:
+            slot.rate_limited(0.4)
+        await anyio.sleep(0.05)  # the long poll carries the news to b
+        began = anyio.current_time()
+        async with b.slot("judge"):  # another endpoint: not held
+            assert anyio.current_time() - began < 0.1
+        async with b.slot("sut"):
+            assert anyio.current_time() - began >= 0.3
+        assert table.stats()["cool_downs"][0][0] == "sut"
 
 
 async def test_a_time_keeper_served_before_it_ran_still_hands_the_role_on():
@@ -290,7 +312,7 @@ async def test_successes_on_a_permit_granted_before_a_cut_do_not_undo_it():
 async def test_a_huge_or_infinite_retry_after_holds_a_worker_no_longer_than_the_cap():
     table = LeaseTable(2, adaptive=False, max_retry_after=0.3)
     permits = RemotePermits(FakeHandle(table), "a", ttl=TTL, local_limit=2, max_retry_after=0.3)
-    try:
+    async with permits.open():
         async with permits.slot("sut") as slot:
             slot.rate_limited(3600.0)
         began = anyio.current_time()
@@ -303,8 +325,6 @@ async def test_a_huge_or_infinite_retry_after_holds_a_worker_no_longer_than_the_
         with anyio.fail_after(0.2):
             async with permits.slot("sut"):
                 pass
-    finally:
-        await permits.aclose()
 
 
 def test_the_leases_import_without_ray_and_the_ray_names_say_what_they_need():

@@ -13,8 +13,6 @@ imports Ray (a test checks it), so the table and the worker's side are tested wi
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import math
 import time
@@ -27,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from .._tasks import background_tasks
 from ..run._permits import Pressure, Slot
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
@@ -370,6 +369,11 @@ class RemotePermits:
     ``local_limit`` bounds this worker's attempts in flight. A lease lasts ``ttl`` seconds at
     most (longer than ``hold`` plus the per-attempt timeout), so a live worker always gives its
     permits back first and a dead one's free themselves when their leases expire.
+
+    The permits are used inside :meth:`open`, whose block hosts the two loops that serve them
+    (hearing of cool-downs, giving back the permits no attempt wants). ``clock`` is this
+    worker's monotonic clock; the permits wait on it with anyio, so a clock given instead (in
+    tests) must be the event loop's own (:func:`anyio.current_time`).
     """
 
     def __init__(
@@ -382,6 +386,7 @@ class RemotePermits:
         hold: float = 1.0,
         idle: float = 0.05,
         max_retry_after: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._limiter = limiter
         self._holder = holder
@@ -393,36 +398,46 @@ class RemotePermits:
         self._local_limit = local_limit
         self._hold = hold
         self._idle = idle
+        self._clock = clock
         self._requests = itertools.count()
         self._free: list[tuple[_Held, float]] = []  # (permit, when it was last given back)
         self._cooling: dict[str, float] = {}  # endpoint -> end, on this worker's clock
+        # Made by open, on the worker's own event loop; None while the permits are closed.
         self._local: anyio.CapacityLimiter | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        # Wakes the loop that gives permits back when one is kept that is due before the
+        # moment it sleeps until (_next_return), so the loop never polls. Made by that loop.
+        self._kept: anyio.Event | None = None
+        self._next_return = math.inf
 
     @property
     def lowest_target(self) -> int:
         # Adaptive pressure is the limiter's, over every worker: see limiter_stats.
         return self._local_limit
 
-    async def aclose(self) -> None:
-        """Stop listening for cool-downs and give back every permit kept for reuse."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks = []
-        for held, _ in self._free:
-            self._return(held)
-        self._free = []
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[RemotePermits]:
+        """Use the permits for as long as the block runs.
 
-    def _start(self) -> None:
-        # On the worker's own event loop, at its first attempt.
+        Meanwhile this worker hears of every cool-down and gives back each permit it keeps as
+        soon as no attempt wants it; when the block ends, it stops listening and gives back
+        every permit it kept. The permits open once at a time, on the event loop that uses
+        them.
+        """
+        if self._local is not None:
+            raise RuntimeError("RemotePermits.open: the permits are open already")
         self._local = anyio.CapacityLimiter(self._local_limit)
-        self._tasks = [
-            asyncio.ensure_future(self._hear_cool_downs()),
-            asyncio.ensure_future(self._give_back_idle()),
-        ]
+        try:
+            async with background_tasks() as tg:
+                tg.start_soon(self._hear_cool_downs)
+                tg.start_soon(self._give_back_idle)
+                yield self
+        finally:
+            self._local = None  # from now on, a permit an attempt leaves goes straight back
+            for held, _ in self._free:
+                self._return(held)
+            self._free = []
+            self._kept = None
+            self._next_return = math.inf
 
     async def _hear_cool_downs(self) -> None:
         seen = -1
@@ -430,16 +445,17 @@ class RemotePermits:
             try:
                 seen, cooling = await self._limiter.cooling_changes.remote(seen)
             except Exception:  # the actor is gone or busy: try again, never end the worker
-                await asyncio.sleep(1.0)
+                await anyio.sleep(1.0)
                 continue
-            now = time.monotonic()
+            now = self._clock()
             for endpoint, left in cooling.items():
-                self._cooling[endpoint] = max(self._cooling.get(endpoint, 0.0), now + left)
+                self._cooling[endpoint] = max(self._cooling.get(endpoint, -math.inf), now + left)
 
     async def _give_back_idle(self) -> None:
+        # Sleeps until the next kept permit is due to go back, or until one is kept that is
+        # due sooner (_keep wakes it); with none kept, until one is.
         while True:
-            await asyncio.sleep(self._idle)
-            now = time.monotonic()
+            now = self._clock()
             keep = []
             for held, since in self._free:
                 if now - since >= self._idle or now - held.granted >= self._hold:
@@ -447,6 +463,27 @@ class RemotePermits:
                 else:
                     keep.append((held, since))
             self._free = keep
+            self._next_return = min((self._due(h, since) for h, since in keep), default=math.inf)
+            self._kept = kept = anyio.Event()
+            with anyio.move_on_after(self._next_return - now):
+                await kept.wait()
+
+    def _due(self, held: _Held, since: float) -> float:
+        """When a kept permit goes back: once idle, or once its time to be reused is up."""
+        return min(since + self._idle, held.granted + self._hold)
+
+    def _keep(self, held: _Held) -> None:
+        """Keep a permit an attempt left, for the next attempt, or give it back if its time
+        to be reused is up (or the permits are closed)."""
+        now = self._clock()
+        if self._local is None or now - held.granted >= self._hold:
+            self._return(held)
+            return
+        self._free.append((held, now))
+        due = self._due(held, now)
+        if due < self._next_return and self._kept is not None:
+            self._next_return = due
+            self._kept.set()
 
     def _return(self, held: _Held, **outcome: Any) -> None:
         # Not awaited: the permit's return needs no answer, and a return lost with a dying
@@ -454,7 +491,7 @@ class RemotePermits:
         self._limiter.release.remote(held.request, ok=held.ok, **outcome)
 
     async def _wait_cool(self, endpoint: str) -> None:
-        while (left := self._cooling.get(endpoint, 0.0) - time.monotonic()) > 0:
+        while (left := self._cooling.get(endpoint, -math.inf) - self._clock()) > 0:
             await anyio.sleep(left)
 
     async def _lease(self, endpoint: str) -> _Held:
@@ -470,10 +507,10 @@ class RemotePermits:
                 self._limiter.abandon.remote(request)
                 raise
             if not math.isnan(granted):
-                return _Held(request, time.monotonic())
+                return _Held(request, self._clock())
 
     def _take(self) -> _Held | None:
-        now = time.monotonic()
+        now = self._clock()
         while self._free:
             held, _ = self._free.pop()
             if now - held.granted < self._hold:
@@ -483,14 +520,14 @@ class RemotePermits:
 
     @asynccontextmanager
     async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
-        if self._local is None:
-            self._start()
-        assert self._local is not None
+        local = self._local
+        if local is None:
+            raise RuntimeError("RemotePermits.slot: open the permits first (RemotePermits.open)")
         await self._wait_cool(endpoint)
-        async with self._local:
+        async with local:
             await self._wait_cool(endpoint)
             held = self._take() or await self._lease(endpoint)
-            slot = Slot(time.monotonic())
+            slot = Slot(self._clock())
             try:
                 yield slot
             finally:
@@ -498,18 +535,15 @@ class RemotePermits:
                     wait = slot.retry_after
                     if wait is not None and math.isfinite(wait) and wait > 0:
                         # This worker waits at once; the others when the actor tells them.
-                        until = time.monotonic() + min(wait, self._max_retry_after)
-                        self._cooling[endpoint] = max(self._cooling.get(endpoint, 0.0), until)
+                        until = self._clock() + min(wait, self._max_retry_after)
+                        self._cooling[endpoint] = max(self._cooling.get(endpoint, -math.inf), until)
                     self._return(
                         held,
                         limited=True,
                         retry_after=slot.retry_after,
                         endpoint=endpoint,
-                        started_ago=time.monotonic() - slot.started,
+                        started_ago=self._clock() - slot.started,
                     )
                 else:
                     held.ok += slot.ok
-                    if time.monotonic() - held.granted < self._hold:
-                        self._free.append((held, time.monotonic()))
-                    else:
-                        self._return(held)
+                    self._keep(held)
