@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from safecons.run._permits import LocalPermits
@@ -51,3 +52,34 @@ async def test_a_runner_holds_exactly_one_permit_per_attempt_and_reports_429s():
     out = await runner.call(attempt, retries=2, kind="sut", endpoint="http://x")
     assert out.value == "ok"
     assert permits.slots == [("http://x", True, 0.005, False), ("http://x", False, None, True)]
+
+
+async def test_local_pressure_counts_one_cut_per_window_on_the_permits_clock():
+    now = {"t": 0.0}
+    permits = LocalPermits(8, clock=lambda: now["t"])
+    answer = anyio.Event()
+
+    async def burst() -> None:
+        async with permits.slot("e") as slot:
+            await answer.wait()
+            slot.rate_limited(None)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(burst)
+        await anyio.wait_all_tasks_blocked()  # both started at 0
+        now["t"] = 1.0  # and both 429 at 1 s: one burst, one cut
+        answer.set()
+    assert permits.limiter.total_tokens == 4
+    now["t"] = 1.0  # an attempt starting at the moment of the cut was sent with the old target
+    async with permits.slot("e") as same_moment:
+        same_moment.rate_limited(None)
+    assert permits.limiter.total_tokens == 4
+    now["t"] = 2.0  # one started after the cut cuts again
+    async with permits.slot("e") as later:
+        later.rate_limited(None)
+    assert permits.limiter.total_tokens == 2 and permits.lowest_target == 2
+    for _ in range(2 + 3):  # clean attempts grow it back by one per window of the target
+        async with permits.slot("e") as clean:
+            clean.succeeded()
+    assert permits.limiter.total_tokens == 4

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,7 +30,7 @@ class Pressure:
     Only a 429 from an attempt that started after the last cut cuts again, so one burst of
     rate-limit answers to requests sent together counts as one signal (as TCP treats one
     window's losses). The target never exceeds ``ceiling`` nor drops below 1. Times are the
-    caller's clock (``time.monotonic`` of one process).
+    caller's clock (one monotonic clock: the permits' ``clock``); it reads none itself.
     """
 
     def __init__(self, ceiling: int) -> None:
@@ -89,11 +89,22 @@ class Permits(Protocol):
 
 
 class LocalPermits:
-    """One process's permits: a capacity limiter whose size adaptive pressure moves."""
+    """One process's permits: a capacity limiter whose size adaptive pressure moves.
 
-    def __init__(self, concurrency_limit: int, *, adaptive: bool = True) -> None:
+    ``clock`` dates each attempt's start and each 429 for :class:`Pressure` (injectable for
+    tests: any monotonic clock; nothing here waits on it).
+    """
+
+    def __init__(
+        self,
+        concurrency_limit: int,
+        *,
+        adaptive: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limiter = anyio.CapacityLimiter(concurrency_limit)
         self._pressure = Pressure(concurrency_limit) if adaptive else None
+        self._clock = clock
 
     @property
     def lowest_target(self) -> int:
@@ -104,14 +115,14 @@ class LocalPermits:
     @asynccontextmanager
     async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
         async with self.limiter:
-            slot = Slot(time.monotonic())
+            slot = Slot(self._clock())
             try:
                 yield slot
             finally:
                 pressure = self._pressure
                 if pressure is not None and (slot.limited or slot.ok):
                     if slot.limited:
-                        pressure.rate_limited(slot.started, time.monotonic())
+                        pressure.rate_limited(slot.started, self._clock())
                     else:
                         pressure.succeeded()
                     if pressure.target != self.limiter.total_tokens:
