@@ -18,6 +18,7 @@ import selectors
 import subprocess
 import sys
 import textwrap
+import time
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -78,8 +79,6 @@ def permits_of(table: LeaseTable, holder: str, **options: Any) -> RemotePermits:
 
 
 async def test_the_virtual_clock_jumps_and_takes_no_real_time():
-    import time
-
     began, real = anyio.current_time(), time.monotonic()
     await anyio.sleep(3600)
     with anyio.move_on_after(60):
