@@ -110,7 +110,7 @@ def limiter_ceiling(pairs: int, concurrency: int) -> tuple[float, float]:
     (``acquire`` then ``release``, ``concurrency`` at a time from one process), and attempts
     per second through a worker's :class:`RemotePermits`, which reuses each permit."""
     import safecons.ray as scr
-    from safecons.run._permits import RemotePermits
+    from safecons.ray._leases import RemotePermits
 
     limiter = scr.global_limiter(concurrency)
     permits = RemotePermits(limiter, "bench", ttl=60.0, local_limit=concurrency)
@@ -135,7 +135,8 @@ def limiter_ceiling(pairs: int, concurrency: int) -> tuple[float, float]:
             await asyncio.sleep(0)
 
     async def main() -> tuple[float, float]:
-        return await rate(raw), await rate(reused)
+        async with permits.open():
+            return await rate(raw), await rate(reused)
 
     return asyncio.run(main())
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from anyio.abc import TaskGroup
 
+from .._tasks import background_tasks
 from ..errors import AuthenticationError, InputError
 from ._base import (
     CURRENT_ATTEMPT,
@@ -122,6 +124,14 @@ class UserCode:
     when a thread calls the function (see :class:`~safecons.clients._base.AttemptStart`);
     whatever the function raises is one failed attempt, except an error carrying HTTP status
     401/403 (as SDK errors do), which stops the run like a 401 from our own client.
+
+    A sync function is called only while the object is open (:meth:`open`, for a session's
+    length): each call's thread is watched by a task of the open block, which holds the
+    call's thread slot until the thread returns, whether the attempt still waits for it or
+    was abandoned at its timeout. The watcher frees the slot on the event loop, where it wakes
+    the next call waiting for one at once (:class:`anyio.CapacityLimiter`), so nothing polls,
+    and threads never call into the event loop: one that returns after the loop is gone has
+    nothing to tell it, and neither blocks nor fails.
     """
 
     def __init__(self, fn: Callable[..., Any], who: str, max_threads: int) -> None:
@@ -129,11 +139,36 @@ class UserCode:
         self._who = who
         self._async = _is_async_callable(fn)
         self._max_threads = max_threads
-        self._threads = anyio.CapacityLimiter(max_threads)
-        self._live = 0
-        self._lock = threading.Lock()
+        # Made by open, on the event loop that calls; None while the object is closed.
+        self._slots: anyio.CapacityLimiter | None = None
+        self._threads: anyio.CapacityLimiter | None = None
+        self._watchers: TaskGroup | None = None
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[UserCode]:
+        """Call the function for as long as the block runs.
+
+        When the block ends, the threads of sync calls that have not returned (calls
+        abandoned at their timeout, hung) are left to finish on their own: the block does not
+        wait for them.
+        """
+        if self._watchers is not None:
+            raise RuntimeError(f"{self._who}: open already")
+        self._slots = anyio.CapacityLimiter(self._max_threads)
+        # The threads' own limiter for anyio (its process-wide default holds 40): never
+        # waited on, since a thread starts only once its call holds a slot.
+        self._threads = anyio.CapacityLimiter(self._max_threads)
+        try:
+            async with background_tasks() as watchers:
+                self._watchers = watchers
+                yield self
+        finally:
+            self._watchers = None
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._async and self._watchers is None:
+            # Safecons' own mistake, not a failed attempt: raised as it is, never retried.
+            raise RuntimeError(f"{self._who}: a sync function is called inside UserCode.open()")
         try:
             if self._async:
                 return await self._fn(*args, **kwargs)
@@ -151,75 +186,89 @@ class UserCode:
                 ) from None
             raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
 
-    async def _start_thread(self) -> None:
-        # A sync call that overran its timeout is abandoned but its thread runs on; count it
-        # until it really returns, so hung calls slow the run down instead of piling up threads
-        # (and requests to the backend) beyond the run's concurrency.
-        while True:
-            with self._lock:
-                if self._live < self._max_threads:
-                    self._live += 1
-                    return
-            await anyio.sleep(0.01)
-
     def _run_in_thread(self, ticket: _Ticket, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with ticket.lock:
-            ticket.entered = True
             if ticket.abandoned:
                 # The attempt's deadline passed before this thread got to it: it was never
-                # made, so the function is not called (and its thread slot is already freed).
+                # made, so the function is not called.
                 return None
             ticket.started = True
+        return self._fn(*args, **kwargs)
+
+    async def _watch(
+        self,
+        slots: anyio.CapacityLimiter,
+        threads: anyio.CapacityLimiter,
+        ticket: _Ticket,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        # A task of the open block, not of the attempt: the attempt may stop waiting at its
+        # timeout, while this waits until the thread really returns and only then frees its
+        # slot, so hung calls slow the run down instead of piling up threads (and requests to
+        # the backend) beyond the run's concurrency.
         try:
-            return self._fn(*args, **kwargs)
+            # A sync function cannot be interrupted: the thread is abandoned only when the
+            # open block ends (this task is cancelled then) and finishes on its own.
+            ticket.value = await anyio.to_thread.run_sync(
+                self._run_in_thread, ticket, args, kwargs, abandon_on_cancel=True, limiter=threads
+            )
+        except anyio.get_cancelled_exc_class():
+            ticket.error = RuntimeError(f"{self._who}: closed while the call ran")
+            raise
+        except BaseException as exc:  # the attempt's to raise (nobody's, if it was abandoned)
+            ticket.error = exc
         finally:
-            with self._lock:
-                self._live -= 1
+            slots.release_on_behalf_of(ticket)
+            ticket.done.set()
 
     async def _in_thread(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        slots, threads, watchers = self._slots, self._threads, self._watchers
+        assert slots is not None and threads is not None and watchers is not None  # open
         attempt = CURRENT_ATTEMPT.get()
         if attempt is not None:
             attempt.started = False  # until a thread really calls the function
-        await self._start_thread()
         ticket = _Ticket()
+        # Waiting for a slot is part of the attempt (its timeout counts it); once it has one,
+        # the watcher holds it.
+        await slots.acquire_on_behalf_of(ticket)
         try:
-            # A sync function cannot be interrupted; abandoning it on cancellation lets the
-            # per-call timeout and Ctrl-C take effect while the thread finishes on its own.
-            return await anyio.to_thread.run_sync(
-                self._run_in_thread,
-                ticket,
-                args,
-                kwargs,
-                abandon_on_cancel=True,
-                limiter=self._threads,
-            )
+            watchers.start_soon(self._watch, slots, threads, ticket, args, kwargs)
+        except BaseException:
+            slots.release_on_behalf_of(ticket)
+            raise
+        try:
+            await ticket.done.wait()
         finally:
             with ticket.lock:
-                ticket.abandoned = True
-                if not ticket.entered:
-                    with self._lock:
-                        self._live -= 1  # the thread will never run: free its slot here
+                ticket.abandoned = True  # a thread that has not called the function will not
             if attempt is not None:
                 attempt.started = ticket.started
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.value
 
 
 class _Ticket:
-    """One attempt's hand-over to a worker thread: whether it started or was abandoned first."""
+    """One call's hand-over to a worker thread: whether it started or was abandoned first,
+    and what it returned or raised (set on the event loop by the call's watcher)."""
 
-    __slots__ = ("abandoned", "entered", "lock", "started")
+    __slots__ = ("abandoned", "done", "error", "lock", "started", "value")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.entered = False
         self.started = False
         self.abandoned = False
+        self.done = anyio.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
 
 
 class _CallableSession:
-    def __init__(self, fn: Callable[..., Any], who: str, max_threads: int) -> None:
-        self._call = UserCode(fn, who, max_threads)
+    def __init__(self, call: UserCode, who: str, seeded: bool) -> None:
+        self._call = call
         self._who = who
-        self._seeded = _accepts_seed(fn)
+        self._seeded = seeded
 
     async def complete(
         self, messages: Messages, *, temperature: float, seed: int | None = None
@@ -343,7 +392,10 @@ class CallableClient:
     @asynccontextmanager
     async def session(self, *, concurrency: int | None = None) -> AsyncIterator[ChatSession]:
         """Open a session; ``concurrency`` caps the threads a sync callable occupies."""
-        yield _CallableSession(self._fn, self.identity, concurrency or DEFAULT_MAX_THREADS)
+        who = self.identity
+        call = UserCode(self._fn, who, concurrency or DEFAULT_MAX_THREADS)
+        async with call.open():
+            yield _CallableSession(call, who, _accepts_seed(self._fn))
 
 
 def warn_if_guessed(client: object, warned: set[str], stacklevel: int = 2) -> None:

@@ -10,7 +10,7 @@ text was cut) and then judge it; the run, the dry run and the cache all read tha
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -217,6 +217,11 @@ class ObjectJudge:
         self.endpoint = describe(judge)
         self._compare = UserCode(judge.compare, self.endpoint, max_threads)
 
+    def open(self) -> AbstractAsyncContextManager[UserCode]:
+        """Judge for as long as the block runs (a sync ``compare`` runs in threads watched
+        from it: :meth:`UserCode.open`)."""
+        return self._compare.open()
+
     #: ``compare`` takes keywords: there is no order in which the answers are shown.
     ordered = False
 
@@ -291,7 +296,9 @@ async def open_judge(judge: object, *, concurrency: int) -> AsyncIterator[JudgeS
     """The judge, ready to judge for the length of a run."""
     if _is_object_judge(judge):
         assert isinstance(judge, PostureJudge)
-        yield ObjectJudge(judge, max_threads=concurrency)
+        object_judge = ObjectJudge(judge, max_threads=concurrency)
+        async with object_judge.open():
+            yield object_judge
         return
     settings = as_llm_judge(judge)
     client = as_chat_client(settings.client, "judge")

@@ -1,6 +1,7 @@
 """The metric on Ray Data: the same stages, run by a pool of actors, under one cap for the job.
 
-Needs the ``ray`` extra (``pip install 'safecons[ray]'``). :func:`safety_consistency` takes a
+Needs the ``ray`` extra (``pip install 'safecons[ray]'``), from the first use of one of its
+names (the lease table in :mod:`._leases` is plain anyio). :func:`safety_consistency` takes a
 ``ray.data.Dataset`` with the metric's columns and returns a Dataset with the columns the Polars
 path adds, equal value for value for the same rows and seed (variants and sample seeds depend
 on each row's ``input_id``, never on batching). See ``docs/scale-out.md``.
@@ -27,14 +28,39 @@ How it runs:
 
 from __future__ import annotations
 
-try:
-    import ray.data  # noqa: F401 - the whole module needs it
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "safecons.ray needs Ray Data: pip install 'safecons[ray]' (or 'ray[data]')"
-    ) from exc
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ._limiter import global_limiter, limiter_stats
-from ._scorer import safety_consistency
+if TYPE_CHECKING:
+    from ._limiter import global_limiter, limiter_stats
+    from ._scorer import safety_consistency
 
 __all__ = ("global_limiter", "limiter_stats", "safety_consistency")
+
+#: Where each public name lives. They are loaded on first use, not on import: the package's
+#: plain-anyio part (:mod:`._leases`, the lease table and the worker's permits) is imported
+#: and tested without Ray, and only these names need it.
+_LAZY = {
+    "global_limiter": "._limiter",
+    "limiter_stats": "._limiter",
+    "safety_consistency": "._scorer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        import ray.data  # noqa: F401 - every name here needs it
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "safecons.ray needs Ray Data: pip install 'safecons[ray]' (or 'ray[data]')"
+        ) from exc
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # found at once from now on, without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

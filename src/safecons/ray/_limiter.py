@@ -1,6 +1,6 @@
-"""One concurrency cap for a whole Ray job: a :class:`~safecons.run._permits.LeaseTable` served
+"""One concurrency cap for a whole Ray job: a :class:`~safecons.ray._leases.LeaseTable` served
 by one named async actor; the workers lease from it through
-:class:`~safecons.run._permits.RemotePermits`."""
+:class:`~safecons.ray._leases.RemotePermits`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ..run._permits import LeaseTable, RemotePermits, check_cap
+from ._leases import LeaseTable, check_cap
 
-__all__ = ("LimiterActor", "RemotePermits", "global_limiter", "limiter_stats")
+__all__ = ("LimiterActor", "global_limiter", "limiter_stats")
 
 #: Every safecons limiter actor lives in this Ray namespace, so a name finds the same actor from
 #: any driver of the cluster.
@@ -19,7 +19,7 @@ NAMESPACE = "safecons"
 
 
 class LimiterActor:
-    """The Ray actor around one :class:`~safecons.run._permits.LeaseTable` (async: every
+    """The Ray actor around one :class:`~safecons.ray._leases.LeaseTable` (async: every
     method runs on the actor's one event loop, so the table needs no lock)."""
 
     def __init__(self, cap: int, adaptive: bool = True, max_retry_after: float = 60.0) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Unpack
 
+import anyio
 import polars as pl
 import pyarrow as pa
 import ray
@@ -21,7 +22,8 @@ from ..errors import InputError
 from ..metric import Job, MetricOptions, Sessions, open_sessions
 from ..run import MAX_CONCURRENCY, ResponseCache, Runner, engine, opened_cache, whole_number
 from ..variants import check_unique_ids
-from ._limiter import RemotePermits, global_limiter
+from ._leases import RemotePermits
+from ._limiter import global_limiter
 
 __all__ = ("LEASE_MARGIN_SECONDS", "MAX_IN_FLIGHT", "safety_consistency")
 
@@ -152,7 +154,26 @@ class _Scorer:
         self._holder = ray.get_runtime_context().get_actor_id() or uuid.uuid4().hex
         ray.get(limiter.forget.remote(self._holder))
         self._started: asyncio.Future[tuple[Runner, Sessions]] | None = None
+        self._life: asyncio.Task[None] | None = None  # held: the loop holds tasks weakly
         self._stack = AsyncExitStack()
+
+    async def _live(self, started: asyncio.Future[tuple[Runner, Sessions]]) -> None:
+        # The actor's resources are opened, and kept open, in this one task: the permits (and
+        # callables' sessions) run tasks of their own in anyio task groups, which one task
+        # must enter and leave, and no batch's task lives as long as the actor.
+        try:
+            async with self._stack:
+                started.set_result(await self._start())
+                await anyio.sleep_forever()  # until Ray ends the actor with its process
+        except BaseException as exc:
+            if started.done():
+                if self._started is started:
+                    self._started = None  # they are closed: the next batch opens them anew
+                raise
+            if isinstance(exc, asyncio.CancelledError):
+                started.cancel()
+                raise
+            started.set_exception(exc)  # the batches that wait hear of it; the next one retries
 
     async def _start(self) -> tuple[Runner, Sessions]:
         options = self._job.options
@@ -160,6 +181,11 @@ class _Scorer:
         if self._cache is not None:
             path, read_only = self._cache
             store = ResponseCache(path, read_only=read_only)
+        permits = await self._stack.enter_async_context(
+            RemotePermits(
+                self._limiter, self._holder, ttl=self._ttl, local_limit=self._local_limit
+            ).open()
+        )
         runner = Runner(
             concurrency_limit=self._local_limit,
             timeout_seconds=options.timeout_seconds,
@@ -167,9 +193,7 @@ class _Scorer:
             seed=options.seed ^ zlib.crc32(self._holder.encode()),
             cache=store,
             adaptive=False,  # pressure is the limiter's, over every actor
-            permits=RemotePermits(
-                self._limiter, self._holder, ttl=self._ttl, local_limit=self._local_limit
-            ),
+            permits=permits,
         )
         # The actor's engine holds its sessions for its life; each batch runs on its runner.
         # The job's options already hold the actor's share of the cap (see below).
@@ -179,7 +203,8 @@ class _Scorer:
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         if self._started is None:
-            self._started = asyncio.ensure_future(self._start())
+            self._started = asyncio.get_running_loop().create_future()
+            self._life = asyncio.ensure_future(self._live(self._started))
         started = self._started
         try:
             # Shielded: a batch cancelled while the actor starts must not cancel the start

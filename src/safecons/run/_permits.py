@@ -1,42 +1,27 @@
-"""Permits to send one attempt: a run's own limiter, or leases from one table many runs share.
+"""Permits to send one attempt: what the runner holds while an attempt is in flight.
 
 The runner holds a permit for exactly one attempt (see :mod:`._runner`) and tells it how the
 attempt went; what a permit is depends on where the run runs:
 
 - :class:`LocalPermits`: one process. An :class:`anyio.CapacityLimiter` with adaptive pressure
   (:class:`Pressure`): the behaviour of every Polars entry point.
-- :class:`LeaseTable`: one cap for many processes (the actors of a Ray job). Each permit is a
-  *lease* with a deadline, so a holder that dies without giving its permits back only keeps
-  them until they expire; a 429 with ``Retry-After`` on one endpoint starts a *cool-down* in
-  which no holder is granted a permit for that endpoint. :mod:`safecons.ray` serves a table
-  from one named actor; the table itself is plain anyio, so it is tested here without Ray.
+- leases from one table that many processes share (the actors of a Ray job):
+  :mod:`safecons.ray._leases` (``LeaseTable``, ``RemotePermits``), which implement the same
+  :class:`Permits` protocol with the :class:`Slot` and :class:`Pressure` defined here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
 import math
 import time
-import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
-__all__ = (
-    "LeaseTable",
-    "LocalPermits",
-    "Permits",
-    "Pressure",
-    "RemotePermits",
-    "Slot",
-    "check_cap",
-)
+__all__ = ("LocalPermits", "Permits", "Pressure", "Slot")
 
 
 class Pressure:
@@ -45,7 +30,7 @@ class Pressure:
     Only a 429 from an attempt that started after the last cut cuts again, so one burst of
     rate-limit answers to requests sent together counts as one signal (as TCP treats one
     window's losses). The target never exceeds ``ceiling`` nor drops below 1. Times are the
-    caller's clock (``time.monotonic`` of one process).
+    caller's clock (one monotonic clock: the permits' ``clock``); it reads none itself.
     """
 
     def __init__(self, ceiling: int) -> None:
@@ -104,11 +89,22 @@ class Permits(Protocol):
 
 
 class LocalPermits:
-    """One process's permits: a capacity limiter whose size adaptive pressure moves."""
+    """One process's permits: a capacity limiter whose size adaptive pressure moves.
 
-    def __init__(self, concurrency_limit: int, *, adaptive: bool = True) -> None:
+    ``clock`` dates each attempt's start and each 429 for :class:`Pressure` (injectable for
+    tests: any monotonic clock; nothing here waits on it).
+    """
+
+    def __init__(
+        self,
+        concurrency_limit: int,
+        *,
+        adaptive: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limiter = anyio.CapacityLimiter(concurrency_limit)
         self._pressure = Pressure(concurrency_limit) if adaptive else None
+        self._clock = clock
 
     @property
     def lowest_target(self) -> int:
@@ -119,498 +115,15 @@ class LocalPermits:
     @asynccontextmanager
     async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
         async with self.limiter:
-            slot = Slot(time.monotonic())
+            slot = Slot(self._clock())
             try:
                 yield slot
             finally:
                 pressure = self._pressure
                 if pressure is not None and (slot.limited or slot.ok):
                     if slot.limited:
-                        pressure.rate_limited(slot.started, time.monotonic())
+                        pressure.rate_limited(slot.started, self._clock())
                     else:
                         pressure.succeeded()
                     if pressure.target != self.limiter.total_tokens:
                         self.limiter.total_tokens = pressure.target
-
-
-@dataclass(slots=True, eq=False)
-class _Waiter:
-    request: str
-    holder: str
-    endpoint: str
-    ttl: float
-    event: anyio.Event = field(default_factory=anyio.Event)
-    granted: float | None = None
-    abandoned: bool = False
-
-
-@dataclass(slots=True)
-class _Lease:
-    holder: str
-    endpoint: str
-    granted: float
-    expires: float
-
-
-#: How many abandoned requests a table remembers, in case the abandonment arrives before the
-#: request it abandons (two calls from one holder are not always handled in order).
-_ABANDONED_KEPT = 10_000
-
-
-def check_cap(cap: object) -> int:
-    """``cap`` if it is a whole number of permits >= 1 (a table's, checked before one is made)."""
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise ValueError(f"cap: expected a whole number >= 1, got {cap!r}")
-    return cap
-
-
-#: How many of the latest cool-downs :meth:`LeaseTable.stats` lists.
-_COOL_DOWNS_KEPT = 100
-
-
-class LeaseTable:
-    """One concurrency cap, one adaptive target and per-endpoint cool-downs for many holders.
-
-    A holder (one process, e.g. one Ray actor) asks for a permit with :meth:`acquire`, naming
-    the request (an id of its own, unique to it), the endpoint and the lease's length; it gives
-    the permit back with :meth:`release`, saying how the attempt went. Waiters are served first
-    come, first served, skipping those whose endpoint is cooling down.
-
-    - **Leases.** A lease not released within its ``ttl`` expires and its permit is free again:
-      a holder that died cannot keep permits. A holder that starts again calls :meth:`forget`
-      with its old name to free at once what its previous life held. A late release of an
-      expired lease is ignored.
-    - **Pressure.** A 429 halves the in-flight target and clean releases grow it back
-      (:class:`Pressure`, on the table's clock, so attempts of all holders count as one
-      window).
-    - **Cool-down.** A 429 with ``Retry-After: s`` holds every new grant for its endpoint for
-      ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
-
-    ``clock`` is the table's monotonic clock (injectable for tests).
-
-    Examples
-    --------
-    >>> import anyio
-    >>> async def main():
-    ...     table = LeaseTable(2, adaptive=False)
-    ...     await table.acquire("a", "a-1", "http://x", ttl=30)
-    ...     await table.acquire("b", "b-1", "http://x", ttl=30)
-    ...     table.release("a-1", limited=True, retry_after=0.2)
-    ...     began = anyio.current_time()
-    ...     await table.acquire("b", "b-2", "http://x", ttl=30)  # waits out the cool-down
-    ...     return anyio.current_time() - began >= 0.2, table.stats()["in_flight"]
-    >>> anyio.run(main)
-    (True, 2)
-    """
-
-    def __init__(
-        self,
-        cap: int,
-        *,
-        adaptive: bool = True,
-        max_retry_after: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.cap = check_cap(cap)
-        self._pressure = Pressure(cap) if adaptive else None
-        self._max_retry_after = max_retry_after
-        self._clock = clock
-        self._leases: dict[str, _Lease] = {}
-        self._waiting: deque[_Waiter] = deque()
-        self._cooling: dict[str, float] = {}
-        self._abandoned: dict[str, None] = {}
-        self._counts = {
-            "granted": 0,
-            "released": 0,
-            "expired": 0,
-            "reclaimed": 0,
-            "rate_limited": 0,
-        }
-        self._holders: set[str] = set()
-        self._due = math.inf  # the deadline the time keeper sleeps until
-        self._keeper: _Waiter | None = None
-        self._max_in_flight = 0
-        self._cooled_seconds = 0.0
-        self._cool_downs: deque[tuple[str, float, float]] = deque(maxlen=_COOL_DOWNS_KEPT)
-        self._cool_version = 0
-        self._cool_changed: anyio.Event | None = None  # made on the loop, by the first poll
-
-    # ------------------------------------------------------------------ the holders' calls
-
-    async def acquire(self, holder: str, request: str, endpoint: str, *, ttl: float) -> float:
-        """Wait for a permit and return when it was granted (the table's clock).
-
-        Returns ``nan`` when the request was abandoned while it waited (:meth:`abandon`,
-        :meth:`forget`): it holds nothing then.
-        """
-        if request in self._abandoned:
-            del self._abandoned[request]
-            return math.nan
-        waiter = _Waiter(request, holder, endpoint, float(ttl))
-        self._holders.add(holder)
-        self._waiting.append(waiter)
-        self._pump()
-        try:
-            while waiter.granted is None and not waiter.abandoned:
-                # One waiter keeps time: it sleeps until the earliest deadline (an expiry, a
-                # cool-down's end) and its pump serves everyone, so no timer task is needed and
-                # the others sleep until they are served.
-                if self._keeper is None:
-                    self._keeper = waiter
-                waiter.event = anyio.Event()
-                keeping = self._keeper is waiter
-                with anyio.move_on_after(self._wake_in() if keeping else math.inf):
-                    await waiter.event.wait()
-                self._pump()
-        finally:
-            if waiter.granted is None and waiter in self._waiting:
-                self._waiting.remove(waiter)  # cancelled while it waited
-            if self._keeper is waiter:
-                self._keeper = None
-            # Whoever leaves, the queue must not be left without a time keeper: the one woken
-            # to take the role may itself have been served (or dropped) before it ran.
-            if self._keeper is None and self._waiting:
-                self._waiting[0].event.set()
-        if waiter.granted is None:
-            return math.nan
-        return waiter.granted
-
-    def release(
-        self,
-        request: str,
-        *,
-        limited: bool = False,
-        retry_after: float | None = None,
-        ok: int = 0,
-        endpoint: str | None = None,
-        started_ago: float | None = None,
-    ) -> None:
-        """Give the permit of ``request`` back, saying how its attempts went.
-
-        ``ok`` counts the attempts that succeeded on it (a holder may reuse a permit for
-        several attempts before it gives it back); ``limited`` says the last one was rate
-        limited, by ``endpoint`` (default: the one the lease was asked for), ``started_ago``
-        seconds ago (default: when the lease was granted), with ``Retry-After: retry_after``.
-        """
-        lease = self._leases.pop(request, None)
-        if lease is None:
-            return  # expired already, or never granted: nothing is held
-        self._counts["released"] += 1
-        now = self._clock()
-        if self._pressure is not None and lease.granted > self._pressure.last_cut:
-            # Successes on a permit granted before the last cut were sent before it too: they
-            # say nothing of the lower target (and would undo the cut at once).
-            for _ in range(int(ok)):
-                self._pressure.succeeded()
-        if limited:
-            self._counts["rate_limited"] += 1
-            started = lease.granted if started_ago is None else now - max(0.0, started_ago)
-            if self._pressure is not None:
-                self._pressure.rate_limited(started, now)
-            if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
-                self._cool(endpoint or lease.endpoint, now, min(retry_after, self._max_retry_after))
-        self._pump()
-
-    def _cool(self, endpoint: str, now: float, seconds: float) -> None:
-        until = now + seconds
-        if until <= self._cooling.get(endpoint, -math.inf):
-            return
-        self._cooled_seconds += until - max(now, self._cooling.get(endpoint, now))
-        self._cooling[endpoint] = until
-        self._cool_downs.append((endpoint, now, until))
-        self._deadline(until)
-        # Holders that wait for news of cool-downs (cooling_changes) hear of it now.
-        self._cool_version += 1
-        if self._cool_changed is not None:
-            self._cool_changed.set()
-            self._cool_changed = None
-
-    def cooling(self) -> dict[str, float]:
-        """The endpoints cooling down now, and the seconds left of each."""
-        now = self._clock()
-        return {e: until - now for e, until in self._cooling.items() if until > now}
-
-    async def cooling_changes(
-        self, seen: int, *, wait: float = 30.0
-    ) -> tuple[int, dict[str, float]]:
-        """Wait (at most ``wait`` seconds) until a cool-down starts that a holder which has seen
-        version ``seen`` has not, and return the version and :meth:`cooling`: a long poll, so
-        holders hear of a 429 at once without asking again and again."""
-        if seen == self._cool_version:
-            if self._cool_changed is None:
-                self._cool_changed = anyio.Event()
-            with anyio.move_on_after(wait):
-                await self._cool_changed.wait()
-        return self._cool_version, self.cooling()
-
-    def abandon(self, request: str) -> None:
-        """The holder stopped waiting for ``request`` (it was cancelled): drop the wait, or
-        give back the permit if it was granted meanwhile."""
-        if request in self._leases:
-            self.release(request)
-            return
-        for waiter in self._waiting:
-            if waiter.request == request:
-                self._drop(waiter)
-                self._pump()
-                return
-        self._abandoned[request] = None
-        while len(self._abandoned) > _ABANDONED_KEPT:
-            del self._abandoned[next(iter(self._abandoned))]
-
-    def forget(self, holder: str) -> int:
-        """Free every permit ``holder`` holds and drop its waits (it is starting anew); returns
-        how many permits were freed."""
-        freed = [r for r, lease in self._leases.items() if lease.holder == holder]
-        for request in freed:
-            del self._leases[request]
-        for waiter in [w for w in self._waiting if w.holder == holder]:
-            self._drop(waiter)
-        self._counts["reclaimed"] += len(freed)
-        self._pump()
-        return len(freed)
-
-    def stats(self) -> dict[str, Any]:
-        """What the table has done: permits in flight now and at most, grants, releases,
-        ``expired`` leases (their ttl ran out) and ``reclaimed`` ones (:meth:`forget`), 429s,
-        the target and its lowest value, endpoints cooling down (seconds left), the total
-        seconds of cool-down, the latest ``cool_downs`` as ``(endpoint, start, end)`` on the
-        table's clock, and how many distinct ``holders`` asked."""
-        self._pump()  # expired leases are not counted as in flight
-        return {
-            "cap": self.cap,
-            "target": self._target(),
-            "lowest_target": self._pressure.lowest if self._pressure is not None else self.cap,
-            "in_flight": len(self._leases),
-            "max_in_flight": self._max_in_flight,
-            "waiting": len(self._waiting),
-            **self._counts,
-            "cooling": self.cooling(),
-            "cooled_seconds": self._cooled_seconds,
-            "cool_downs": list(self._cool_downs),
-            "holders": len(self._holders),
-        }
-
-    # ------------------------------------------------------------------ inside
-
-    def _target(self) -> int:
-        return self._pressure.target if self._pressure is not None else self.cap
-
-    def _drop(self, waiter: _Waiter) -> None:
-        waiter.abandoned = True
-        self._waiting.remove(waiter)
-        waiter.event.set()
-
-    def _pump(self) -> None:
-        """Expire overdue leases and grant permits to the waiters that may have one."""
-        now = self._clock()
-        for request in [r for r, lease in self._leases.items() if lease.expires <= now]:
-            del self._leases[request]
-            self._counts["expired"] += 1
-        for endpoint in [e for e, until in self._cooling.items() if until <= now]:
-            del self._cooling[endpoint]
-        if not self._waiting:
-            return
-        target = self._target()
-        skipped: list[_Waiter] = []
-        while self._waiting and len(self._leases) < target:
-            waiter = self._waiting.popleft()
-            if waiter.endpoint in self._cooling:
-                skipped.append(waiter)
-                continue
-            waiter.granted = now
-            self._deadline(now + waiter.ttl)
-            self._leases[waiter.request] = _Lease(
-                waiter.holder, waiter.endpoint, now, now + waiter.ttl
-            )
-            self._counts["granted"] += 1
-            waiter.event.set()
-        self._waiting.extendleft(reversed(skipped))
-        self._max_in_flight = max(self._max_in_flight, len(self._leases))
-
-    def _wake_in(self) -> float:
-        """Seconds until the next moment a permit may free itself: an expiry or the end of a
-        cool-down (inf when nothing is due)."""
-        due = [lease.expires for lease in self._leases.values()]
-        due.extend(self._cooling.values())
-        self._due = min(due, default=math.inf)
-        if not due:
-            return math.inf
-        return max(0.0, self._due - self._clock()) + 1e-3
-
-    def _deadline(self, when: float) -> None:
-        """A new deadline: the time keeper, asleep until a later one, wakes to count again."""
-        if when < self._due and self._keeper is not None:
-            self._due = when
-            self._keeper.event.set()
-
-
-@dataclass(slots=True, eq=False)
-class _Held:
-    """A permit this worker holds: its lease, when it came, how many attempts succeeded on it."""
-
-    request: str
-    granted: float  # this worker's clock
-    ok: int = 0
-
-
-class RemotePermits:
-    """A worker's permits, leased from a :class:`LeaseTable` in another process (the Ray
-    limiter actor: ``limiter`` is a handle whose methods are called with ``.remote(...)``,
-    returning awaitables) and reused for a moment.
-
-    Asking the actor for every attempt costs two Ray calls an attempt, and one actor answers
-    only so many (``benchmarks/bench_ray.py`` measures it), so a permit is kept for ``hold``
-    seconds and serves this worker's next attempts, to any endpoint, one at a time; then, or as
-    soon as no attempt of this worker wants it (``idle`` seconds), it goes back, to be granted
-    again first come, first served. The cap holds exactly: a permit serves one attempt at a
-    time. A 429 gives its permit back at once with its ``Retry-After``; every worker hears of
-    the cool-down by a long poll on the actor and starts no attempt to that endpoint until it
-    ends, permit held or not.
-
-    ``local_limit`` bounds this worker's attempts in flight. A lease lasts ``ttl`` seconds at
-    most (longer than ``hold`` plus the per-attempt timeout), so a live worker always gives its
-    permits back first and a dead one's free themselves when their leases expire.
-    """
-
-    def __init__(
-        self,
-        limiter: Any,
-        holder: str,
-        *,
-        ttl: float,
-        local_limit: int,
-        hold: float = 1.0,
-        idle: float = 0.05,
-        max_retry_after: float = 60.0,
-    ) -> None:
-        self._limiter = limiter
-        self._holder = holder
-        # Request ids are unique to this life of the holder: a message of a previous life
-        # still on its way (the holder's name survives a restart) cannot touch a new lease.
-        self._life = uuid.uuid4().hex[:12]
-        self._max_retry_after = max_retry_after
-        self._ttl = float(ttl)
-        self._local_limit = local_limit
-        self._hold = hold
-        self._idle = idle
-        self._requests = itertools.count()
-        self._free: list[tuple[_Held, float]] = []  # (permit, when it was last given back)
-        self._cooling: dict[str, float] = {}  # endpoint -> end, on this worker's clock
-        self._local: anyio.CapacityLimiter | None = None
-        self._tasks: list[asyncio.Task[None]] = []
-
-    @property
-    def lowest_target(self) -> int:
-        # Adaptive pressure is the limiter's, over every worker: see limiter_stats.
-        return self._local_limit
-
-    async def aclose(self) -> None:
-        """Stop listening for cool-downs and give back every permit kept for reuse."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks = []
-        for held, _ in self._free:
-            self._return(held)
-        self._free = []
-
-    def _start(self) -> None:
-        # On the worker's own event loop, at its first attempt.
-        self._local = anyio.CapacityLimiter(self._local_limit)
-        self._tasks = [
-            asyncio.ensure_future(self._hear_cool_downs()),
-            asyncio.ensure_future(self._give_back_idle()),
-        ]
-
-    async def _hear_cool_downs(self) -> None:
-        seen = -1
-        while True:
-            try:
-                seen, cooling = await self._limiter.cooling_changes.remote(seen)
-            except Exception:  # the actor is gone or busy: try again, never end the worker
-                await asyncio.sleep(1.0)
-                continue
-            now = time.monotonic()
-            for endpoint, left in cooling.items():
-                self._cooling[endpoint] = max(self._cooling.get(endpoint, 0.0), now + left)
-
-    async def _give_back_idle(self) -> None:
-        while True:
-            await asyncio.sleep(self._idle)
-            now = time.monotonic()
-            keep = []
-            for held, since in self._free:
-                if now - since >= self._idle or now - held.granted >= self._hold:
-                    self._return(held)
-                else:
-                    keep.append((held, since))
-            self._free = keep
-
-    def _return(self, held: _Held, **outcome: Any) -> None:
-        # Not awaited: the permit's return needs no answer, and a return lost with a dying
-        # worker is what lease expiry is for.
-        self._limiter.release.remote(held.request, ok=held.ok, **outcome)
-
-    async def _wait_cool(self, endpoint: str) -> None:
-        while (left := self._cooling.get(endpoint, 0.0) - time.monotonic()) > 0:
-            await anyio.sleep(left)
-
-    async def _lease(self, endpoint: str) -> _Held:
-        while True:
-            request = f"{self._holder}:{self._life}:{next(self._requests)}"
-            try:
-                granted = await self._limiter.acquire.remote(
-                    self._holder, request, endpoint, self._ttl
-                )
-            except BaseException:
-                # Cancelled while waiting: the actor may grant the lease anyway, so say that
-                # nobody will use it (it is freed, or never granted).
-                self._limiter.abandon.remote(request)
-                raise
-            if not math.isnan(granted):
-                return _Held(request, time.monotonic())
-
-    def _take(self) -> _Held | None:
-        now = time.monotonic()
-        while self._free:
-            held, _ = self._free.pop()
-            if now - held.granted < self._hold:
-                return held
-            self._return(held)
-        return None
-
-    @asynccontextmanager
-    async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
-        if self._local is None:
-            self._start()
-        assert self._local is not None
-        await self._wait_cool(endpoint)
-        async with self._local:
-            await self._wait_cool(endpoint)
-            held = self._take() or await self._lease(endpoint)
-            slot = Slot(time.monotonic())
-            try:
-                yield slot
-            finally:
-                if slot.limited:
-                    wait = slot.retry_after
-                    if wait is not None and math.isfinite(wait) and wait > 0:
-                        # This worker waits at once; the others when the actor tells them.
-                        until = time.monotonic() + min(wait, self._max_retry_after)
-                        self._cooling[endpoint] = max(self._cooling.get(endpoint, 0.0), until)
-                    self._return(
-                        held,
-                        limited=True,
-                        retry_after=slot.retry_after,
-                        endpoint=endpoint,
-                        started_ago=time.monotonic() - slot.started,
-                    )
-                else:
-                    held.ok += slot.ok
-                    if time.monotonic() - held.granted < self._hold:
-                        self._free.append((held, time.monotonic()))
-                    else:
-                        self._return(held)

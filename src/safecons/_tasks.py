@@ -1,0 +1,47 @@
+"""Tasks that serve a block of code while it runs, and end with it (anyio, any backend)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from anyio.abc import TaskGroup
+
+__all__ = ("background_tasks",)
+
+
+@asynccontextmanager
+async def background_tasks() -> AsyncIterator[TaskGroup]:
+    """A task group for tasks that serve the block: they are cancelled when the block ends.
+
+    What the block raises comes out as it is, never wrapped in an ``ExceptionGroup``, so a
+    run's errors read the same with or without a helper's tasks behind them. The tasks started
+    here must not raise (loops that go on whatever happens, or that keep what they catch for
+    whoever waits on them): one that does cancels the block, and its error comes out in a
+    group, as a bug should.
+
+    Examples
+    --------
+    >>> import anyio
+    >>> async def main():
+    ...     async with background_tasks() as tg:
+    ...         tg.start_soon(anyio.sleep_forever)  # ends with the block
+    ...         raise KeyError("the block's own")
+    >>> anyio.run(main)
+    Traceback (most recent call last):
+    ...
+    KeyError: "the block's own"
+    """
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        try:
+            yield tg
+        except BaseException as exc:
+            # Raised again below, once the tasks are gone: raised through the task group it
+            # would come out wrapped in an ExceptionGroup.
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
