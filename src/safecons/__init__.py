@@ -43,10 +43,6 @@ from .metric import safety_consistency as safety_consistency
 from .metric import safety_consistency_async as safety_consistency_async
 from .metric import safety_consistency_run as safety_consistency_run
 from .metric import score_expr as score_expr
-from .pairwise import build_pairwise_messages as build_pairwise_messages
-from .pairwise import mixed_verdicts_expr as mixed_verdicts_expr
-from .pairwise import parse_verdict as parse_verdict
-from .pairwise import parse_verdict_expr as parse_verdict_expr
 from .pairwise import swap_test as swap_test
 from .pairwise import swap_test_async as swap_test_async
 from .reliability import PADDING_FILLER as PADDING_FILLER
@@ -54,6 +50,7 @@ from .reliability import DisjointLabelsWarning as DisjointLabelsWarning
 from .reliability import UndefinedStatisticWarning as UndefinedStatisticWarning
 from .reliability import agreement as agreement
 from .reliability import both_orders_verdict as both_orders_verdict
+from .reliability import build_pairwise_messages as build_pairwise_messages
 from .reliability import cohen_kappa as cohen_kappa
 from .reliability import fleiss_kappa as fleiss_kappa
 from .reliability import flip_rate_by_gap as flip_rate_by_gap
@@ -61,7 +58,10 @@ from .reliability import identical_pairs as identical_pairs
 from .reliability import judge_table as judge_table
 from .reliability import krippendorff_alpha as krippendorff_alpha
 from .reliability import length_bias as length_bias
+from .reliability import mixed_verdicts_expr as mixed_verdicts_expr
 from .reliability import padded_pairs as padded_pairs
+from .reliability import parse_verdict as parse_verdict
+from .reliability import parse_verdict_expr as parse_verdict_expr
 from .reliability import position_bias as position_bias
 from .reliability import position_class as position_class
 from .reliability import read_fastchat_pairs as read_fastchat_pairs
