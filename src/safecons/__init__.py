@@ -76,7 +76,6 @@ from .run._cache import get_default_cache as get_default_cache
 from .run._cache import set_default_cache as set_default_cache
 from .scores import compare_runs as compare_runs
 from .scores import score_table as score_table
-from .scores import template_families as template_families
 from .summary import run_summary as run_summary
 from .templates import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
 from .templates import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
@@ -85,6 +84,7 @@ from .templates import TOXICITY_TEMPLATES as TOXICITY_TEMPLATES
 from .templates import Template as Template
 from .templates import load_gptfuzz as load_gptfuzz
 from .templates import load_templates as load_templates
+from .templates import template_families as template_families
 from .variants import VARIANT_FIELDS as VARIANT_FIELDS
 from .variants import Variant as Variant
 from .variants import build_variants as build_variants

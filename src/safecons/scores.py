@@ -19,42 +19,18 @@ from .errors import InputError
 from .reliability._bootstrap import check_ci
 from .run._record import DEFAULT_PREFIX, column_names
 from .summary import conform
+from .templates import template_families
 
 __all__ = (
     "DERIVED_GROUPS",
     "MIN_ROWS_FOR_INTERVAL",
     "compare_runs",
     "score_table",
-    "template_families",
 )
 
 #: Grouping columns :func:`score_table` derives when the frame lacks them: the family of the
 #: toxicity template and of the jailbreak template (null for a variant without one).
 DERIVED_GROUPS: Final = ("toxicity_family", "jailbreak_family")
-
-
-def _family(ids: pl.Expr) -> pl.Expr:
-    # Built-in ids are "tox.<family>.<n>" / "jb.<family>.<n>"; a loaded set's are
-    # "<set>.<id>" (GPTFuzz: "gptfuzz.12"), whose family is the set.
-    builtin = ids.str.extract(r"^(?:tox|jb)\.([A-Za-z0-9_]+)\.\d+$", 1)
-    return pl.coalesce(builtin, ids.str.extract(r"^([^.]+)\.", 1), ids)
-
-
-def template_families(prefix: str = DEFAULT_PREFIX) -> list[pl.Expr]:
-    """Expressions for the ``toxicity_family`` and ``jailbreak_family`` of each row's variant.
-
-    Examples
-    --------
-    >>> import polars as pl
-    >>> df = pl.DataFrame({"sc_toxicity_template_id": ["tox.insult.02", "mine.7"],
-    ...                    "sc_jailbreak_template_id": ["gptfuzz.12", None]})
-    >>> df.select(template_families()).rows()
-    [('insult', 'gptfuzz'), ('mine', None)]
-    """
-    return [
-        _family(pl.col(f"{prefix}toxicity_template_id")).alias("toxicity_family"),
-        _family(pl.col(f"{prefix}jailbreak_template_id")).alias("jailbreak_family"),
-    ]
 
 
 def _by(by: str | Sequence[str] | None, fn: str) -> list[str]:
