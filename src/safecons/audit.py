@@ -36,9 +36,13 @@ import polars as pl
 from .errors import InputError
 from .golden import GOLDEN_SCHEMA, golden_set
 from .judges._sessions import JudgeSession, check_judge, open_judge
-from .reliability import agreement, position_bias, repetition_stability
-from .reliability._common import UndefinedStatisticWarning
-from .reliability._probes import PADDING_FILLER
+from .reliability import (
+    PADDING_FILLER,
+    UndefinedStatisticWarning,
+    agreement,
+    position_bias,
+    repetition_stability,
+)
 from .run._cache import CacheArg, opened_cache
 from .run._calls import slot
 from .run._options import RunOptions

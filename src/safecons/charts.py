@@ -300,9 +300,9 @@ def label_mix_chart(
     labels = names["labels"]
     keys = _keys(by)
     _check_max(max_groups, fn)
-    from .scores import _with_groups
+    from .scores import with_groups
 
-    frame = _with_groups(frame, keys, prefix, fn)
+    frame = with_groups(frame, keys, prefix, fn)
     _need(frame, fn, *keys)
     labelled = _group_label(frame, keys)
     sizes = [pl.len().alias("rows")]

@@ -44,7 +44,9 @@ def _by(by: str | Sequence[str] | None, fn: str) -> list[str]:
     return keys
 
 
-def _with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> pl.DataFrame:
+def with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> pl.DataFrame:
+    """``frame`` with the derived groups among ``keys`` added (:data:`DERIVED_GROUPS`), once
+    every key is checked to be a column; ``fn`` names the caller in the errors."""
     derived = [k for k in keys if k in DERIVED_GROUPS and k not in frame.columns]
     if derived:
         needed = [f"{prefix}toxicity_template_id", f"{prefix}jailbreak_template_id"]
@@ -241,7 +243,7 @@ def score_table(
     taken = set(_TABLE_COLUMNS) & set(keys)
     if taken:
         raise InputError(f"{fn}: by= names {sorted(taken)}, which the table itself adds")
-    frame = _with_groups(frame, keys, prefix, fn)
+    frame = with_groups(frame, keys, prefix, fn)
     score, labels, error = names["score"], names["labels"], names["error"]
     judged = pl.col(labels).list.drop_nulls()
 
@@ -372,7 +374,7 @@ def compare_runs(
     keys = _by(by, fn)
     if on in keys:
         raise InputError(f"{fn}: by= cannot name the pairing column {on!r}")
-    a = _with_groups(a, keys, prefix, fn)
+    a = with_groups(a, keys, prefix, fn)
     score = names["score"]
     x, y, d = "__safecons_before", "__safecons_after", "__safecons_difference"
     joined = a.select(*keys, on, pl.col(score).alias(x)).join(

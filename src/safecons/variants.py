@@ -35,6 +35,7 @@ from typing import Any, Final, Literal, SupportsIndex, TypeVar, cast
 
 import polars as pl
 
+from ._ids import id_key
 from .errors import ConfigError, InputError
 from .templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, fingerprint_templates
 
@@ -199,18 +200,6 @@ def _check_seed(seed: object) -> int:
     return operator.index(seed)
 
 
-def _key(input_id: object) -> bytes:
-    # The type goes into the key so that input_id 1 and "1" draw independently, while the
-    # integer width (Int32 or Int64 column) does not matter.
-    if isinstance(input_id, str):
-        return b"str:" + input_id.encode("utf-8", "surrogatepass")
-    if type(input_id) is int:  # the common case, without the slow protocol check below
-        return b"int:" + str(input_id).encode()
-    if isinstance(input_id, bool) or not isinstance(input_id, SupportsIndex):
-        raise InputError(f"input_id must be an integer or a string, got {type(input_id).__name__}")
-    return b"int:" + str(operator.index(input_id)).encode()
-
-
 def _field(data: bytes) -> bytes:
     return len(data).to_bytes(8, "big") + data
 
@@ -305,7 +294,7 @@ def draw_variant(
     if not isinstance(query, str) or not query.strip():
         raise InputError(f"query must be a non-empty string, got {query!r}")
     sets = _prepare(toxicity_templates, jailbreak_templates, ratio)
-    return _draw(seed_int, _key(input_id), query, ratio, sets)
+    return _draw(seed_int, id_key(input_id), query, ratio, sets)
 
 
 # --------------------------------------------------------------------------------------------
@@ -535,7 +524,8 @@ def _check_schema(schema: pl.Schema, input_id: str, prompt: str, prefix: str) ->
     return added
 
 
-def _id_values(frame: pl.DataFrame, input_id: str) -> list[Any]:
+def id_values(frame: pl.DataFrame, input_id: str) -> list[Any]:
+    """The ``input_id`` column's values, once checked by :func:`check_unique_ids`."""
     return check_unique_ids(frame.get_column(input_id), input_id).to_list()
 
 
@@ -577,7 +567,7 @@ def _variant_lists(
     for row_id, value in zip(ids, prompts, strict=True):
         try:
             query = _query(value)
-            variant = _draw(seed, _key(row_id), query, dpi_ratio, sets)
+            variant = _draw(seed, id_key(row_id), query, dpi_ratio, sets)
             chat = _messages(value, variant.text)
         except _PromptProblem as exc:
             raise InputError(f"{_where(prompt, row_id)} {exc}") from None
@@ -600,7 +590,7 @@ def _variant_columns(
     added: pl.Schema,
 ) -> pl.DataFrame:
     lists = _variant_lists(
-        _id_values(frame, input_id),
+        id_values(frame, input_id),
         frame.get_column(prompt).to_list(),
         prompt=prompt,
         seed=seed,
@@ -661,7 +651,7 @@ def variant_expr(
     def draw(rows: pl.Series) -> pl.Series:
         frame = rows.struct.unnest()
         lists = _variant_lists(
-            _id_values(frame, input_id),
+            id_values(frame, input_id),
             frame.get_column(prompt).to_list(),
             prompt=prompt,
             seed=seed_int,

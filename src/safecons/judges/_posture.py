@@ -24,7 +24,14 @@ import polars as pl
 from .._refusal import looks_like_refusal
 from ..errors import InputError
 
-__all__ = ("PostureClassifier", "TextModel", "posture", "posture_proba", "refusal_opening")
+__all__ = (
+    "PostureClassifier",
+    "TextModel",
+    "default_posture",
+    "posture",
+    "posture_proba",
+    "refusal_opening",
+)
 
 Posture = Literal["complied", "refused"]
 
@@ -245,7 +252,8 @@ class PostureClassifier(TextModel):
 _DEFAULT: list[PostureClassifier] = []
 
 
-def _default() -> PostureClassifier:
+def default_posture() -> PostureClassifier:
+    """The shipped classifier, loaded once per process."""
     if not _DEFAULT:
         _DEFAULT.append(PostureClassifier())
     return _DEFAULT[0]
@@ -266,7 +274,7 @@ def posture_proba(texts: str | pl.Expr) -> pl.Expr:
 
     def run(series: pl.Series) -> pl.Series:
         valid = series.drop_nulls().to_list()
-        probs = iter(_default().predict_proba(valid).tolist())
+        probs = iter(default_posture().predict_proba(valid).tolist())
         return pl.Series(
             series.name, [None if t is None else next(probs) for t in series], dtype=pl.Float64
         )

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._ids import id_key
 from ..clients._adapt import request_fingerprint
 from ..clients._base import ChatClient, Completion
-from ..variants import _key as id_key
 from ._cache import cache_key
 
 __all__ = (
