@@ -23,14 +23,3 @@ def test_public_names_are_exactly_all(module):
     }
     assert public == set(module.__all__) - {"__version__"}
     assert sorted(module.__all__) == sorted(set(module.__all__))  # no name listed twice
-
-
-@pytest.mark.parametrize("name", ["safecons.cache", "safecons.runner", "safecons.judge"])
-def test_the_moved_modules_still_import_with_a_warning(name):
-    import importlib
-    import sys
-
-    sys.modules.pop(name, None)
-    with pytest.warns(DeprecationWarning, match="deprecated"):
-        module = importlib.import_module(name)
-    assert module.__all__ and all(hasattr(module, n) for n in module.__all__)
