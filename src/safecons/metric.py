@@ -182,7 +182,7 @@ def _run_batches(job: _Job, lf: pl.LazyFrame) -> Iterator[pl.DataFrame]:
     is shorter), sharing one runner; ids are checked unique across the whole frame first."""
     import anyio.from_thread
 
-    from .variants import id_values as _id_values
+    from .variants._variants import id_values as _id_values
 
     rows = LAZY_BATCH_ROWS
     if "input_id" in lf.collect_schema().names():

@@ -26,7 +26,7 @@ from ..run._record import DEFAULT_PREFIX
 from ..run._runner import Runner
 from ..run._units import Sessions, open_sessions
 from ..templates import Template
-from ..variants import check_unique_ids
+from ..variants._variants import check_unique_ids
 from ._limiter import RemotePermits, global_limiter
 
 __all__ = ("LEASE_MARGIN_SECONDS", "MAX_IN_FLIGHT", "safety_consistency")

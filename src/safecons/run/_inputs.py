@@ -9,7 +9,7 @@ import polars as pl
 
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
-from ..variants import check_input_columns
+from ..variants._variants import check_input_columns
 from ._record import output_schema
 
 __all__ = (

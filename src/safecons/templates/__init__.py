@@ -10,8 +10,6 @@ this project and are the offline default. Public sets a user has on disk are rea
 each row's templates from their ids, the groups :func:`~safecons.score_table` derives.
 """
 
-from __future__ import annotations
-
 from ._builtin import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
 from ._builtin import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
 from ._builtin import TOXICITY_FAMILIES as TOXICITY_FAMILIES

@@ -1,24 +1,6 @@
-"""Rows -> adversarial variants, seeded per ``input_id``.
+"""The variant stage: seeded draws, conversation rules, the frame builder and the expression.
 
-Each row's query (its string prompt, or the content of the last user turn of its
-conversation) is substituted into a toxicity template; with probability ``dpi_ratio`` the
-result is further wrapped in a jailbreak template (the ``dpi`` variant). The draw for a row
-depends only on the seed, the row's ``input_id`` and the template sets, so a variant is the
-same whatever the row order, the batching or the process that computes it.
-
-How a row draws (all from BLAKE2b digests; no process-salted ``hash()``, no library RNG
-whose stream may change between versions):
-
-- the kind, from ``(seed, input_id)`` alone: the row is ``dpi`` when a uniform number in
-  [0, 1) falls below ``dpi_ratio``. Raising ``dpi_ratio`` therefore only turns ``toxicity``
-  rows into ``dpi`` rows, never the reverse;
-- the toxicity template, from ``(seed, input_id)`` and the toxicity set's fingerprint, drawn
-  whatever the kind, so a ``dpi`` variant wraps the very prompt its row's ``toxicity`` variant
-  would have been;
-- the jailbreak template, from ``(seed, input_id)`` and the jailbreak set's fingerprint.
-
-Templates are picked uniformly from each set sorted by id, so the order a set is passed in
-does not matter.
+How a row draws is told in :mod:`safecons.variants`.
 """
 
 from __future__ import annotations
@@ -35,9 +17,9 @@ from typing import Any, Final, Literal, SupportsIndex, TypeVar, cast
 
 import polars as pl
 
-from ._ids import id_key
-from .errors import ConfigError, InputError
-from .templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, fingerprint_templates
+from .._ids import id_key
+from ..errors import ConfigError, InputError
+from ..templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, fingerprint_templates
 
 __all__ = (
     "MESSAGES_DTYPE",
