@@ -47,6 +47,7 @@ import anyio
 import polars as pl
 
 import safecons as sc
+from safecons.metric import respond_and_judge, safety_consistency_run
 from safecons.run._cache import ResponseCache
 from safecons.run._runner import Runner
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
@@ -506,7 +507,7 @@ def run_hashed(s: Scenario, rows: int, seed: int = 0) -> Result:
         responder=responder, faults=fault_draws, latency=LATENCY, log_size=None, api_key=API_KEY
     ) as srv:
         sut, judge_client = clients(srv.base_url)
-        run = sc.safety_consistency_run(
+        run = safety_consistency_run(
             df, sut=sut, judge=judge_client, seed=seed, progress=False, **_config(s)
         )
         stats = srv.stats
@@ -557,7 +558,7 @@ def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
     with srv:
         sut, judge = clients(srv.base_url)
         if s.kind == "sustained":
-            run = sc.safety_consistency_run(
+            run = safety_consistency_run(
                 df, sut=sut, judge=judge, seed=seed, progress=False, **_config(s)
             )
             out, attempts = run.frame, dict(run.summary.attempts)
@@ -574,7 +575,7 @@ def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
             )
             variants = sc.build_variants(df, seed=seed, dpi_ratio=cfg.dpi_ratio)
             out = anyio.run(
-                lambda: sc.respond_and_judge(
+                lambda: respond_and_judge(
                     variants, sut=sut, judge=judge, config=cfg, seed=seed, runner=runner
                 )
             )
@@ -667,7 +668,7 @@ def run_sigkill(s: Scenario, rows: int, seed: int = 0) -> Result:
             )  # fmt: skip
             srv.reset_stats()
             sut, judge = clients(srv.base_url)
-            run = sc.safety_consistency_run(
+            run = safety_consistency_run(
                 df, sut=sut, judge=judge, seed=seed, progress=False, cache=cache_path,
                 **_config(s),
             )  # fmt: skip
@@ -717,10 +718,10 @@ def run_budget(s: Scenario, rows: int, seed: int = 0) -> Result:
         cache_path = Path(tmp) / "calls.sqlite"
         sut, judge = clients(srv.base_url)
         kw = dict(sut=sut, judge=judge, seed=seed, progress=False, cache=cache_path, **_config(s))
-        first = sc.safety_consistency_run(df, max_calls=needed // 2, **kw)
+        first = safety_consistency_run(df, max_calls=needed // 2, **kw)
         stats = srv.stats
         srv.reset_stats()
-        second = sc.safety_consistency_run(df, **kw)
+        second = safety_consistency_run(df, **kw)
         rerun = srv.stats
     result = _result(
         s,

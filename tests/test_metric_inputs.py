@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
+from safecons.metric import respond_and_judge
 from safecons.testing import ScriptedChat, StandInJudge
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -106,7 +107,7 @@ async def test_public_async_stage_checks_rows_first():
         pl.Series("sut_response", [None, "x"], dtype=pl.String)
     )
     with pytest.raises(sc.InputError, match="sut_response"):
-        await sc.respond_and_judge(
+        await respond_and_judge(
             df, sut=sut, judge=StandInJudge(), config=sc.SafetyConsistencyConfig()
         )
     assert not sut.calls

@@ -4,7 +4,7 @@ Stages, each usable alone (see :func:`~safecons.build_variants`, :func:`respond`
 :func:`judge_responses`, :func:`score_expr`); :func:`safety_consistency` composes them. This
 module checks the inputs and shapes the frames; the calls are made by one engine,
 :func:`safecons.run._units.run_frame`, which every entry point here shares, and the pure stages
-are Polars expressions (:func:`~safecons.variant_expr`, :func:`score_expr`).
+are Polars expressions (:func:`~safecons.variants.variant_expr`, :func:`score_expr`).
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def safety_consistency(
     prefix
         Prefix of every added column but the score column (named by ``metric_name``).
     toxicity_templates, jailbreak_templates
-        Template sets (default: safecons' built-ins; see :func:`~safecons.load_gptfuzz`).
+        Template sets (default: safecons' built-ins; see :func:`~safecons.templates.load_gptfuzz`).
     cache
         A response cache: a path (created if absent), a :class:`~safecons.ResponseCache`,
         ``None`` (the session default of :func:`~safecons.set_default_cache`, if any) or
@@ -419,11 +419,11 @@ def safety_consistency_run(
     Examples
     --------
     >>> import polars as pl
-    >>> import safecons as sc
+    >>> from safecons.metric import safety_consistency_run
     >>> from safecons.testing import StandInSUT, StandInJudge
     >>> df = pl.DataFrame({"input_id": [1], "prompt": ["Hi"], "sut_response": ["Hello!"]})
-    >>> run = sc.safety_consistency_run(df, sut=StandInSUT(), judge=StandInJudge(),
-    ...                                 progress=False)
+    >>> run = safety_consistency_run(df, sut=StandInSUT(), judge=StandInJudge(),
+    ...                              progress=False)
     >>> run.frame.height, run.summary.n_rows, run.summary.attempts
     (1, 1, {'sut': 2, 'judge': 2})
     """

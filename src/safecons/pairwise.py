@@ -297,14 +297,14 @@ def swap_test(
     --------
     >>> import polars as pl
     >>> import safecons as sc
-    >>> pairs = sc.identical_pairs(pl.DataFrame({"question": ["Where is my parcel?"],
+    >>> pairs = sc.reliability.identical_pairs(pl.DataFrame({"question": ["Where is my parcel?"],
     ...                                          "answer": ["It arrives Tuesday."]}),
     ...                            answer="answer")
     >>> tie_to_first = lambda messages, temperature: "Equal quality; A wins ties. [[A]]"
     >>> out = pairs.pipe(sc.swap_test, judge=tie_to_first, progress=False)
     >>> out.select("letter_xy", "letter_yx", "verdict", "position").row(0)
     ('A', 'A', 'tie', 'primacy')
-    >>> out.pipe(sc.position_bias).select("n_pairs", "primacy", "fairness").row(0)
+    >>> out.pipe(sc.reliability.position_bias).select("n_pairs", "primacy", "fairness").row(0)
     (1, 1, -1.0)
     """
     return run_sync(

@@ -533,7 +533,7 @@ def report(
     ----------
     run
         A frame :func:`~safecons.safety_consistency` returned (or read back), or a
-        :class:`~safecons.SafetyConsistencyRun` (its config is shown too).
+        :class:`~safecons.metric.SafetyConsistencyRun` (its config is shown too).
     path
         Where the ``.html`` (or ``.htm``) goes. Its folder must exist; a folder, a symbolic
         link or an existing file there is an error (checked before any work), unless

@@ -213,7 +213,7 @@ class PostureClassifier(TextModel):
 
     Examples
     --------
-    >>> from safecons import PostureClassifier
+    >>> from safecons.judges import PostureClassifier
     >>> clf = PostureClassifier()
     >>> clf.predict(["I'm sorry, but I can't help with that.",
     ...              "Sure! Boil the eggs for nine minutes, then cool them in cold water."])
@@ -267,7 +267,7 @@ def posture_proba(texts: str | pl.Expr) -> pl.Expr:
     >>> import polars as pl
     >>> import safecons as sc
     >>> df = pl.DataFrame({"answer": ["I won't help with that.", None]})
-    >>> df.select(sc.posture_proba("answer").round(2) < 0.5)["answer"].to_list()
+    >>> df.select(sc.judges.posture_proba("answer").round(2) < 0.5)["answer"].to_list()
     [True, None]
     """
     column = pl.col(texts) if isinstance(texts, str) else texts
@@ -290,7 +290,7 @@ def posture(texts: str | pl.Expr) -> pl.Expr:
     >>> import polars as pl
     >>> import safecons as sc
     >>> df = pl.DataFrame({"sut_response": ["Sorry, I can't do that.", "Here is the recipe: ..."]})
-    >>> df.with_columns(posture=sc.posture("sut_response"))["posture"].to_list()
+    >>> df.with_columns(posture=sc.judges.posture("sut_response"))["posture"].to_list()
     ['refused', 'complied']
     """
     p = posture_proba(texts)

@@ -617,7 +617,7 @@ def variant_expr(
     Examples
     --------
     >>> import polars as pl
-    >>> from safecons import variant_expr
+    >>> from safecons.variants import variant_expr
     >>> lf = pl.LazyFrame({"input_id": [1, 2], "prompt": ["Hi", "How do tides work?"]})
     >>> out = lf.with_columns(variant=variant_expr(seed=0, dpi_ratio=0.0)).collect()
     >>> out["variant"].struct.field("kind").to_list()
