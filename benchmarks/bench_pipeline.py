@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 import safecons as sc
+from safecons.metric import safety_consistency_run
 from safecons.testing import FakeOpenAIServer, route_by_model
 
 VERDICT = json.dumps({"label": "Consistent", "score": 0.95, "reason": "both refuse"})
@@ -87,7 +88,7 @@ def main() -> None:
                 model="judge", base_url=base_url, api_key="x", transport=transport
             )
             start = time.perf_counter()
-            run = sc.safety_consistency_run(
+            run = safety_consistency_run(
                 df,
                 sut=sut,
                 judge=judge,

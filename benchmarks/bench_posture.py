@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     texts = answers(args.n, args.synthetic)
     started = time.perf_counter()
-    clf = sc.PostureClassifier()
+    clf = sc.judges.PostureClassifier()
     loaded = time.perf_counter() - started
     started = time.perf_counter()
     clf.predict_proba(texts)

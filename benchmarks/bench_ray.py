@@ -162,7 +162,7 @@ def estimate(
     answer = "x" * 1000
     judge_chars = sum(
         len(m["content"])
-        for m in sc.build_judge_messages(
+        for m in sc.judges.build_judge_messages(
             query="q" * 200, variant="v" * 600, base=answer, candidate=answer
         )
     )

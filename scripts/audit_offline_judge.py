@@ -43,13 +43,13 @@ TITLES = {
 }
 
 
-def held_out_classifier(folder: Path) -> sc.PostureClassifier:
+def held_out_classifier(folder: Path) -> sc.judges.PostureClassifier:
     sys.path.insert(0, str(ROOT / "scripts"))
     import train_posture
 
     path = folder / "posture-held-out.npz"
     train_posture.held_out_model(train_posture.load(), path)
-    return sc.PostureClassifier(path)
+    return sc.judges.PostureClassifier(path)
 
 
 def cell(value: object, fmt: str) -> str:
@@ -70,7 +70,7 @@ def markdown(table: pl.DataFrame, columns: tuple[tuple[str, str, str], ...] = CO
 
 
 def confusion(pairs: pl.DataFrame) -> str:
-    labels = list(sc.LABELS)
+    labels = list(sc.judges.LABELS)
     lines = [
         "| gold \\ verdict | " + " | ".join(labels) + " | no verdict |",
         "| --- | " + " | ".join("---:" for _ in labels) + " | ---: |",

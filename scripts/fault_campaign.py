@@ -47,7 +47,7 @@ import anyio
 import polars as pl
 
 import safecons as sc
-from safecons.metric import Job
+from safecons.metric import Job, safety_consistency_run
 from safecons.run import ResponseCache, Runner
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
@@ -506,7 +506,7 @@ def run_hashed(s: Scenario, rows: int, seed: int = 0) -> Result:
         responder=responder, faults=fault_draws, latency=LATENCY, log_size=None, api_key=API_KEY
     ) as srv:
         sut, judge_client = clients(srv.base_url)
-        run = sc.safety_consistency_run(
+        run = safety_consistency_run(
             df, sut=sut, judge=judge_client, seed=seed, progress=False, **_config(s)
         )
         stats = srv.stats
@@ -557,7 +557,7 @@ def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
     with srv:
         sut, judge = clients(srv.base_url)
         if s.kind == "sustained":
-            run = sc.safety_consistency_run(
+            run = safety_consistency_run(
                 df, sut=sut, judge=judge, seed=seed, progress=False, **_config(s)
             )
             out, attempts = run.frame, dict(run.summary.attempts)
@@ -663,7 +663,7 @@ def run_sigkill(s: Scenario, rows: int, seed: int = 0) -> Result:
             )  # fmt: skip
             srv.reset_stats()
             sut, judge = clients(srv.base_url)
-            run = sc.safety_consistency_run(
+            run = safety_consistency_run(
                 df, sut=sut, judge=judge, seed=seed, progress=False, cache=cache_path,
                 **_config(s),
             )  # fmt: skip
@@ -713,10 +713,10 @@ def run_budget(s: Scenario, rows: int, seed: int = 0) -> Result:
         cache_path = Path(tmp) / "calls.sqlite"
         sut, judge = clients(srv.base_url)
         kw = dict(sut=sut, judge=judge, seed=seed, progress=False, cache=cache_path, **_config(s))
-        first = sc.safety_consistency_run(df, max_calls=needed // 2, **kw)
+        first = safety_consistency_run(df, max_calls=needed // 2, **kw)
         stats = srv.stats
         srv.reset_stats()
-        second = sc.safety_consistency_run(df, **kw)
+        second = safety_consistency_run(df, **kw)
         rerun = srv.stats
     result = _result(
         s,

@@ -203,14 +203,14 @@ def _accuracy(frame: pl.DataFrame, predicted: str, truth: str) -> tuple[float | 
 def measure(mirror: Path, judge: Any = None, classifier: Any = None) -> dict[str, pl.DataFrame]:
     """The figures: ``{"xstest": ..., "gptfuzz": ...}``, one row per classifier.
 
-    ``classifier`` (default: the shipped :class:`safecons.PostureClassifier`) needs
+    ``classifier`` (default: the shipped :class:`safecons.judges.PostureClassifier`) needs
     ``predict_proba(texts)`` (P(complied), complied at >= 0.5); ``judge`` (default:
     ``OfflineJudge(classifier)``) needs ``compare(query=, variant=, base=, candidate=)``
     returning an object with a ``label``. Pass a newly trained model as
-    ``classifier=sc.PostureClassifier(path)``; the judge follows it unless given.
+    ``classifier=sc.judges.PostureClassifier(path)``; the judge follows it unless given.
     """
     if classifier is None:
-        classifier = sc.PostureClassifier()
+        classifier = sc.judges.PostureClassifier()
     if judge is None:
         judge = sc.OfflineJudge(classifier)
 

@@ -29,6 +29,7 @@ import polars as pl
 
 import safecons as sc
 from safecons.judges import parse_judgment
+from safecons.metric import safety_consistency_run
 from safecons.testing import (
     ScriptedChat,
     ScriptedServer,
@@ -289,7 +290,7 @@ def p15() -> str:
         time.sleep(0.5)
         return REFUSE
 
-    run = sc.safety_consistency_run(
+    run = safety_consistency_run(
         frame(4),
         sut=slow,
         judge=StandInJudge(),

@@ -106,7 +106,7 @@ VALIDATION = [
     new_code_cell("import polars as pl\nimport safecons as sc\n\n" + DATA),
     new_code_cell(
         "if HAVE_DATA:\n"
-        '    pairs = sc.read_llmbar(DATA / "llmbar")\n'
+        '    pairs = sc.reliability.read_llmbar(DATA / "llmbar")\n'
         '    print(pairs.height, "pairs;", pairs["judge"].unique().sort().to_list())\n'
         "else:\n"
         '    print("LLMBar data not found: skipping")'
@@ -114,7 +114,7 @@ VALIDATION = [
     new_markdown_cell("## Position consistency, primacy, recency and fairness"),
     new_code_cell(
         "if HAVE_DATA:\n"
-        '    position = sc.position_bias(pairs, by=["dataset", "judge"], ci=0.95)\n'
+        '    position = sc.reliability.position_bias(pairs, by=["dataset", "judge"], ci=0.95)\n'
         "    display(position)\n"
         '    display(sc.charts.position_chart(position, by=["dataset", "judge"]))'
     ),
@@ -123,9 +123,10 @@ VALIDATION = [
     ),
     new_code_cell(
         "if HAVE_DATA:\n"
-        '    table = sc.judge_table(pairs, gold="gold", by=["dataset", "judge"])\n'
+        '    table = sc.reliability.judge_table(pairs, gold="gold", by=["dataset", "judge"])\n'
         "    display(table)\n"
-        '    display(sc.charts.agreement_chart(sc.agreement(pairs, gold="gold", by="judge")))'
+        '    agree = sc.reliability.agreement(pairs, gold="gold", by="judge")\n'
+        "    display(sc.charts.agreement_chart(agree))"
     ),
     new_markdown_cell(
         "## Do flips bunch where the answers are alike?\n\nThe gap here is an outside "
@@ -138,7 +139,7 @@ VALIDATION = [
         '        gap=(pl.col("x").str.len_chars().cast(pl.Int64) - '
         'pl.col("y").str.len_chars().cast(pl.Int64)).abs()\n'
         "    )\n"
-        '    flips = sc.flip_rate_by_gap(sized, gap="gap", bins=4, by="judge")\n'
+        '    flips = sc.reliability.flip_rate_by_gap(sized, gap="gap", bins=4, by="judge")\n'
         "    display(flips)\n"
         '    display(sc.charts.flip_rate_chart(flips, by="judge"))'
     ),
@@ -148,13 +149,13 @@ VALIDATION = [
     ),
     new_code_cell(
         'if HAVE_DATA and (DATA / "pandalm").is_dir():\n'
-        '    panda = sc.read_pandalm(DATA / "pandalm")\n'
+        '    panda = sc.reliability.read_pandalm(DATA / "pandalm")\n'
         '    raters = ["annotator1", "annotator2", "annotator3"]\n'
         "    for a, b in [(0, 1), (0, 2), (1, 2)]:\n"
-        "        k = sc.cohen_kappa(panda[raters[a]], panda[raters[b]])\n"
+        "        k = sc.reliability.cohen_kappa(panda[raters[a]], panda[raters[b]])\n"
         '        print(f"kappa {raters[a]} vs {raters[b]}: {k:.3f}")\n'
-        "    display(sc.fleiss_kappa(panda, raters=raters, ci=0.95))\n"
-        "    display(sc.krippendorff_alpha(panda, raters=raters))\n"
+        "    display(sc.reliability.fleiss_kappa(panda, raters=raters, ci=0.95))\n"
+        "    display(sc.reliability.krippendorff_alpha(panda, raters=raters))\n"
         "else:\n"
         '    print("PandaLM data not found: skipping")'
     ),
@@ -181,11 +182,12 @@ REPORT = [
     new_code_cell(
         "import polars as pl\n"
         "import safecons as sc\n"
+        "from safecons.metric import safety_consistency_run\n"
         "from safecons.testing import StandInSUT\n\n"
         "df = sc.demo_frame()\n"
-        "old = sc.safety_consistency_run(df, sut=StandInSUT(refusal_rate=0.5, seed=1), "
+        "old = safety_consistency_run(df, sut=StandInSUT(refusal_rate=0.5, seed=1), "
         "judge=sc.OfflineJudge(), progress=False)\n"
-        "new = sc.safety_consistency_run(df, sut=StandInSUT(refusal_rate=0.9, seed=1), "
+        "new = safety_consistency_run(df, sut=StandInSUT(refusal_rate=0.9, seed=1), "
         "judge=sc.OfflineJudge(), progress=False)\n"
         "old.summary.mean_score, new.summary.mean_score"
     ),

@@ -38,6 +38,7 @@ import httpx
 import polars as pl
 
 import safecons as sc
+from safecons.metric import safety_consistency_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(
@@ -183,7 +184,7 @@ def main() -> int:
         sut = sc.OpenAICompatible(
             base_url=base_url, model="smollm2", api_key="", params={"max_tokens": MAX_TOKENS}
         )
-        run = sc.safety_consistency_run(
+        run = safety_consistency_run(
             frame,
             sut=sut,
             judge=sc.OfflineJudge(),

@@ -25,7 +25,7 @@ list (without it, on the same folds: 0.9528 instead of 0.9536 on GPTFuzz answers
 regression with balanced classes (C = 16), chosen on the grouped folds below among char-only,
 word-only and both, at C from 1 to 16. The model ships as ``src/safecons/data/posture.npz``
 (vocabularies, idf, coefficients, intercept: arrays, no pickle), and
-:class:`safecons.PostureClassifier` runs it with numpy alone. Reference on the same folds:
+:class:`safecons.judges.PostureClassifier` runs it with numpy alone. Reference on the same folds:
 the common refusal-prefix list (:func:`safecons.testing.looks_like_refusal`).
 """
 
@@ -290,7 +290,7 @@ def fit(data: pl.DataFrame) -> tuple[FeatureUnion, LogisticRegression]:
 def write_model(
     vec: FeatureUnion, clf: LogisticRegression, path: Path, *, refusal_feature: bool = True
 ) -> None:
-    """The fitted model as plain arrays, the file :class:`safecons.PostureClassifier` (and
+    """The fitted model as plain arrays, the file :class:`safecons.judges.PostureClassifier` (and
     the harm head, written without the refusal-prefix feature) reads."""
     char, word = (dict(vec.transformer_list)[name] for name in ("char", "word"))
 

@@ -62,9 +62,10 @@ def demo_run():
     """The metric run on the demo frame (a stand-in SUT, the offline judge): the scored run
     the report's tests read."""
     import safecons as sc
+    from safecons.metric import safety_consistency_run
     from safecons.testing import StandInSUT
 
-    return sc.safety_consistency_run(
+    return safety_consistency_run(
         sc.demo_frame(),
         sut=StandInSUT(seed=3),
         judge=sc.OfflineJudge(),

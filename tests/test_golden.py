@@ -36,7 +36,7 @@ def test_hand_written_rows_are_there_without_data():
 
 def test_every_variant_is_a_rendered_template():
     g = sc.golden_set()
-    families = set(sc.TOXICITY_FAMILIES) | set(sc.JAILBREAK_FAMILIES)
+    families = set(sc.templates.TOXICITY_FAMILIES) | set(sc.templates.JAILBREAK_FAMILIES)
     assert set(g["template_family"]) <= families
     assert not g["variant"].str.contains("{query}", literal=True).any()
 

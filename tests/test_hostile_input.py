@@ -303,7 +303,7 @@ BAD_ARGUMENTS = [
     ("no toxicity templates", {"toxicity_templates": []}, sc.InputError, "toxicity_templates"),
     (
         "jailbreak set of toxicity templates",
-        {"jailbreak_templates": list(sc.TOXICITY_TEMPLATES)},
+        {"jailbreak_templates": list(sc.templates.TOXICITY_TEMPLATES)},
         sc.InputError,
         "jailbreak_templates",
     ),
@@ -339,12 +339,12 @@ def test_gigantic_prompts_and_answers_are_scored_not_rejected():
     assert sum(big_prompt in messages[-1]["content"] for messages, _ in sut.calls) == 2
     blocks = [judge_blocks(messages) for messages, _ in judge.calls]
     cut = [
-        b["ORIGINAL QUERY"] == sc.fit_for_judge(big_prompt)[0]
-        and b["BASE ANSWER"] == sc.fit_for_judge(big_answer)[0]
+        b["ORIGINAL QUERY"] == sc.judges.fit_for_judge(big_prompt)[0]
+        and b["BASE ANSWER"] == sc.judges.fit_for_judge(big_answer)[0]
         for b in blocks
     ]
     assert sum(cut) == 2
-    assert all(len(text) <= sc.MAX_JUDGED_CHARS for b in blocks for text in b.values())
+    assert all(len(text) <= sc.judges.MAX_JUDGED_CHARS for b in blocks for text in b.values())
     first = next(b for b in blocks if b["ORIGINAL QUERY"] != "q")
     assert first["ORIGINAL QUERY"].startswith("How do I very")
     assert first["ORIGINAL QUERY"].endswith("bake bread?")
@@ -739,7 +739,7 @@ def test_judge_score_beyond_float_range_fails_the_comparison():
     # parse_judgment never raises, even on an integer too large for a float (on 918b445 it
     # raised OverflowError and took the run down).
     huge = '{"label": "Consistent", "score": 1' + "0" * 400 + "}"
-    parsed = sc.parse_judgment(huge)
+    parsed = sc.judges.parse_judgment(huge)
     assert isinstance(parsed, sc.judges.JudgmentError) and "score" in parsed.message
 
 
@@ -974,7 +974,7 @@ def judge_outputs(draw):
 @settings(PROPERTY, max_examples=600)
 @given(text=judge_outputs())
 def test_parse_judgment_never_raises_and_keeps_scores_in_band(text):
-    parsed = sc.parse_judgment(text)
+    parsed = sc.judges.parse_judgment(text)
     if isinstance(parsed, sc.judges.JudgmentError):
         assert parsed.message
         return
@@ -991,7 +991,7 @@ def test_any_judge_output_scores_or_errors_every_row(text):
     assert out["sc_judge_raw"].to_list() == (
         [[text, text]] * 2 if out["sc_error"].null_count() == 2 else out["sc_judge_raw"].to_list()
     )
-    parsed = sc.parse_judgment(text)
+    parsed = sc.judges.parse_judgment(text)
     if isinstance(parsed, sc.Judgment):
         assert out["sc_labels"].to_list() == [[parsed.label] * 2] * 2
         assert out["safety_consistency"].to_list() == [parsed.score] * 2

@@ -174,9 +174,11 @@ def test_the_judge_is_asked_for_structured_output_and_the_sut_is_not():
     out, requests = _judge_run(honest)
     assert out["safety_consistency"].to_list() == [0.1]
     judged = [r for r in requests if r.model == "judge"]
-    assert judged and all(r.body["response_format"] == sc.JUDGE_RESPONSE_FORMAT for r in judged)
-    schema = sc.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]  # type: ignore[index]
-    assert schema["properties"]["label"]["enum"] == list(sc.LABELS)
+    assert judged and all(
+        r.body["response_format"] == sc.judges.JUDGE_RESPONSE_FORMAT for r in judged
+    )
+    schema = sc.judges.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]  # type: ignore[index]
+    assert schema["properties"]["label"]["enum"] == list(sc.judges.LABELS)
     assert all("response_format" not in r.body for r in requests if r.model == "sut")
 
 
@@ -223,11 +225,11 @@ def test_a_server_answering_json_schema_with_a_500_gets_the_schema_as_a_json_obj
     out, requests = _judge_run(_llama_cpp_python_like, n=6, concurrency=concurrency)
     assert out["safety_consistency"].to_list() == [0.1] * 6  # every comparison judged
     forms = [r.body.get("response_format") for r in requests if r.model == "judge"]
-    schema = sc.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]
+    schema = sc.judges.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]
     learned = {"type": "json_object", "schema": schema}
     # The schema is asked for at most once per comparison in flight before the session learns
     # the server's form; every later request sends the schema the way this server takes it.
-    rejected = [f for f in forms if f == sc.JUDGE_RESPONSE_FORMAT]
+    rejected = [f for f in forms if f == sc.judges.JUDGE_RESPONSE_FORMAT]
     assert 1 <= len(rejected) <= concurrency
     assert forms.count(learned) == 12 and len(forms) == 12 + len(rejected)
 
@@ -252,7 +254,7 @@ def test_a_500_not_naming_response_format_is_an_ordinary_retry():
         )
     assert out["safety_consistency"].to_list() == [0.1]
     # The retry keeps the schema: a 500 that does not name the field says nothing about it.
-    assert calls == [sc.JUDGE_RESPONSE_FORMAT] * 3
+    assert calls == [sc.judges.JUDGE_RESPONSE_FORMAT] * 3
 
 
 def test_a_server_without_json_mode_is_asked_without_the_field_after_the_json_forms():
@@ -298,7 +300,7 @@ def test_a_rejection_quoting_an_answer_never_switches_structured_output_off():
         for r in judged
         if quoted not in r.body["messages"][-1]["content"]
     ]
-    assert later and all(f == sc.JUDGE_RESPONSE_FORMAT for f in later)
+    assert later and all(f == sc.judges.JUDGE_RESPONSE_FORMAT for f in later)
 
 
 def test_a_server_that_takes_json_mode_but_not_a_schema_gets_json_mode():
@@ -313,8 +315,8 @@ def test_a_server_that_takes_json_mode_but_not_a_schema_gets_json_mode():
     assert out["safety_consistency"].to_list() == [0.1] * 3
     forms = [r.body.get("response_format") for r in requests if r.model == "judge"]
     assert forms[:3] == [
-        sc.JUDGE_RESPONSE_FORMAT,
-        {"type": "json_object", "schema": sc.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]},
+        sc.judges.JUDGE_RESPONSE_FORMAT,
+        {"type": "json_object", "schema": sc.judges.JUDGE_RESPONSE_FORMAT["json_schema"]["schema"]},
         {"type": "json_object"},
     ]
     assert forms[3:] == [{"type": "json_object"}] * 5
@@ -420,7 +422,7 @@ def test_a_long_answer_under_the_limit_is_kept_whole_and_cut_for_the_judge():
     assert out["sc_responses"][0].to_list() == [long_answer, long_answer]
     assert out["sc_judge_input_cut"].to_list() == [[True, True]]
     for messages, _ in judge.calls:
-        assert len(messages[1]["content"]) < 4 * sc.MAX_JUDGED_CHARS + 2_000
+        assert len(messages[1]["content"]) < 4 * sc.judges.MAX_JUDGED_CHARS + 2_000
     assert "max_response_bytes=1,048,576" in refused["sc_error"][0]
 
 
@@ -644,7 +646,7 @@ def test_a_400_naming_response_format_for_another_cause_keeps_structured_output_
         "json_object",
         None,
     ]
-    later = [r.body.get("response_format") == sc.JUDGE_RESPONSE_FORMAT for r in judged[8:]]
+    later = [r.body.get("response_format") == sc.judges.JUDGE_RESPONSE_FORMAT for r in judged[8:]]
     assert later and all(later)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import safecons as sc
 from safecons import output_schema
+from safecons.metric import safety_consistency_run
 from safecons.testing import ScriptedChat, StandInJudge, StandInSUT
 
 REFUSE = "I'm sorry, I can't help with that."
@@ -421,7 +422,7 @@ async def test_async_entry():
 
 
 def test_run_summary_counts():
-    run = sc.safety_consistency_run(
+    run = safety_consistency_run(
         frame(5),
         sut=ScriptedChat([REFUSE]),
         judge=ScriptedChat([verdict("Consistent", 0.9)]),
@@ -441,7 +442,7 @@ def test_run_summary_counts():
 
 
 def test_run_summary_is_a_function_of_the_frame(tmp_path):
-    run = sc.safety_consistency_run(
+    run = safety_consistency_run(
         frame(4),
         sut=ScriptedChat([REFUSE]),
         judge=ScriptedChat([verdict("Consistent", 0.9)]),
@@ -601,7 +602,7 @@ def test_send_seed_puts_the_sample_seed_in_the_request():
 
 
 def test_run_summary_counts_budget_skips_as_skipped_not_failed():
-    run = sc.safety_consistency_run(
+    run = safety_consistency_run(
         frame(6),
         sut=ScriptedChat([RuntimeError("flaky"), REFUSE]),
         judge=ScriptedChat([verdict("Consistent", 0.9)]),

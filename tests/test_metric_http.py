@@ -11,6 +11,7 @@ import pytest
 
 import safecons as sc
 from safecons.clients import CONTENT_FILTER_TEXT
+from safecons.metric import safety_consistency_run
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
 pytestmark = pytest.mark.network
@@ -270,7 +271,7 @@ def test_key_never_appears_in_outputs():
     responder = route_by_model({"sut": sut_refuses, "judge": posture_judge})
     with FakeOpenAIServer(responder=responder, api_key=KEY) as srv:
         sut, judge = clients(srv, key=KEY)
-        run = sc.safety_consistency_run(rows(3), sut=sut, judge=judge, progress=False)
+        run = safety_consistency_run(rows(3), sut=sut, judge=judge, progress=False)
         log = srv.stats.log
     assert run.frame["safety_consistency"].to_list() == [0.95] * 3
     dumped = run.frame.write_ndjson() + repr(run.summary) + repr(sut) + repr(judge)

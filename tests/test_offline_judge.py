@@ -128,7 +128,7 @@ def test_it_is_the_metric_s_judge_offline():
 
 def test_posture_and_judge_agree_on_a_frame():
     df = pl.DataFrame({"a": ["I'm sorry, but I can't do that.", HARMFUL]})
-    assert df.select(p=sc.posture("a"))["p"].to_list() == ["refused", "complied"]
+    assert df.select(p=sc.judges.posture("a"))["p"].to_list() == ["refused", "complied"]
 
 
 @pytest.mark.parametrize(

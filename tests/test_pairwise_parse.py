@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from safecons.errors import InputError
-from safecons.pairwise import (
+from safecons.reliability import (
     PAIRWISE_SYSTEM_PROMPT,
     build_pairwise_messages,
     parse_verdict,

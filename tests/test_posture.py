@@ -21,7 +21,7 @@ GPTFUZZ = Path(__file__).parents[1].parent / "shared" / "data" / "gptfuzz" / "tr
 def test_the_shipped_arrays_reproduce_the_training_script_s_probabilities():
     sample = json.loads(SAMPLE.read_text())
     texts = pl.read_csv(GPTFUZZ)["Response"].to_list()
-    got = sc.PostureClassifier().predict_proba([texts[i] for i in sample["gptfuzz_rows"]])
+    got = sc.judges.PostureClassifier().predict_proba([texts[i] for i in sample["gptfuzz_rows"]])
     assert len(got) == len(sample["p_complied"]) >= 50
     np.testing.assert_allclose(got, sample["p_complied"], rtol=0, atol=1e-12)
 
@@ -41,31 +41,33 @@ def test_the_shipped_arrays_reproduce_the_training_script_s_probabilities():
     ],
 )
 def test_plain_refusals_and_helpful_answers(text, posture):
-    assert sc.PostureClassifier().predict([text]) == [posture]
+    assert sc.judges.PostureClassifier().predict([text]) == [posture]
 
 
 def test_expressions_match_the_class_and_keep_nulls():
     texts = ["Sorry, I can't do that.", None, "Here you go: the capital of France is Paris."]
     df = pl.DataFrame({"answer": texts})
-    out = df.with_columns(p=sc.posture_proba("answer"), label=sc.posture(pl.col("answer")))
-    clf = sc.PostureClassifier()
+    out = df.with_columns(
+        p=sc.judges.posture_proba("answer"), label=sc.judges.posture(pl.col("answer"))
+    )
+    clf = sc.judges.PostureClassifier()
     expected = clf.predict_proba([texts[0], texts[2]])
     assert out["p"][1] is None and out["label"][1] is None
     np.testing.assert_allclose([out["p"][0], out["p"][2]], expected, atol=1e-15)
     assert out["label"].to_list() == ["refused", None, "complied"]
-    lazy = df.lazy().with_columns(label=sc.posture("answer")).collect()
+    lazy = df.lazy().with_columns(label=sc.judges.posture("answer")).collect()
     assert lazy["label"].to_list() == out["label"].to_list()
 
 
 def test_a_text_that_is_not_a_string_is_named():
     with pytest.raises(sc.InputError, match="text 1 is int"):
-        sc.PostureClassifier().predict_proba(["ok", 5])  # type: ignore[list-item]
+        sc.judges.PostureClassifier().predict_proba(["ok", 5])  # type: ignore[list-item]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(max_size=300), min_size=1, max_size=8))
 def test_probabilities_are_in_range_and_do_not_depend_on_the_batch(texts):
-    clf = sc.PostureClassifier()
+    clf = sc.judges.PostureClassifier()
     together = clf.predict_proba(texts)
     alone = np.array([clf.predict_proba([t])[0] for t in texts])
     assert ((together >= 0) & (together <= 1)).all()
@@ -73,7 +75,7 @@ def test_probabilities_are_in_range_and_do_not_depend_on_the_batch(texts):
 
 
 def test_an_empty_answer_is_no_compliance():
-    clf = sc.PostureClassifier()
+    clf = sc.judges.PostureClassifier()
     assert clf.predict(["", "  \n\t"]) == ["refused", "refused"]
     assert clf.probability("") == 0.0
 
@@ -81,7 +83,7 @@ def test_an_empty_answer_is_no_compliance():
 def test_the_word_cache_is_bounded_and_skips_long_words(monkeypatch):
     from safecons.judges import _posture
 
-    clf = sc.PostureClassifier()
+    clf = sc.judges.PostureClassifier()
     monkeypatch.setattr(_posture, "_WORD_CACHE_SIZE", 50)
     words = [f"w{i}x" for i in range(400)] + ["y" * 500]
     first = clf.predict_proba([" ".join(words)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import types
 
 import pytest
@@ -9,11 +11,33 @@ import pytest
 import safecons
 import safecons.judges
 import safecons.reliability
+import safecons.templates
 import safecons.testing
+import safecons.variants
+
+SUBPACKAGES = (
+    "charts",
+    "config",
+    "errors",
+    "judges",
+    "reliability",
+    "templates",
+    "testing",
+    "variants",
+)
 
 
 @pytest.mark.parametrize(
-    "module", [safecons, safecons.testing, safecons.reliability, safecons.judges], ids=str
+    "module",
+    [
+        safecons,
+        safecons.testing,
+        safecons.reliability,
+        safecons.judges,
+        safecons.templates,
+        safecons.variants,
+    ],
+    ids=str,
 )
 def test_public_names_are_exactly_all(module):
     public = {
@@ -23,3 +47,18 @@ def test_public_names_are_exactly_all(module):
     }
     assert public == set(module.__all__) - {"__version__"}
     assert sorted(module.__all__) == sorted(set(module.__all__))  # no name listed twice
+
+
+def test_the_top_level_is_small():
+    assert len(safecons.__all__) - 1 <= 45  # __version__ aside
+
+
+def test_the_subpackages_are_attributes_of_a_plain_import():
+    code = (
+        "import sys, safecons as sc\n"
+        f"for name in {SUBPACKAGES!r}:\n"
+        "    assert getattr(sc, name).__name__ == 'safecons.' + name, name\n"
+        "assert 'altair' not in sys.modules, 'import safecons imported altair'\n"
+        "assert sc.reliability.position_bias and sc.templates.template_families\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -72,7 +72,7 @@ def test_the_session_learns_the_form_of_structured_output_the_server_takes(base_
             for _ in range(2):
                 done.append(
                     await session.complete(
-                        message, temperature=0.0, response_format=sc.JUDGE_RESPONSE_FORMAT
+                        message, temperature=0.0, response_format=sc.judges.JUDGE_RESPONSE_FORMAT
                     )
                 )
                 done.append(session.format_step)
@@ -82,7 +82,7 @@ def test_the_session_learns_the_form_of_structured_output_the_server_takes(base_
     # Step 1 of the ladder: the judge's schema as {"type": "json_object", "schema": ...}.
     assert step_after_first == step_after_second == 1
     for completion in (first, second):
-        parsed = sc.parse_judgment(completion.text)
+        parsed = sc.judges.parse_judgment(completion.text)
         assert isinstance(parsed, sc.Judgment), completion.text
 
 

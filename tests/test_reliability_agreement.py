@@ -374,13 +374,13 @@ def test_no_usable_pair_warns_instead_of_a_silent_nan():
             "letter_yx": ["error", "error"],
         }
     )
-    for statistic in (sc.agreement, sc.judge_table):
+    for statistic in (sc.reliability.agreement, sc.reliability.judge_table):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = statistic(df, gold="human")
         assert math.isnan(out["kappa_s1"][0])
         assert any(
-            issubclass(w.category, sc.UndefinedStatisticWarning)
+            issubclass(w.category, sc.reliability.UndefinedStatisticWarning)
             and "no usable pair" in str(w.message)
             for w in caught
         ), statistic

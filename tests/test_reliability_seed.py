@@ -14,7 +14,7 @@ import pytest
 
 import safecons.reliability as rel
 from safecons.errors import InputError
-from safecons.pairwise import build_pairwise_messages, parse_verdict
+from safecons.reliability import build_pairwise_messages, parse_verdict
 
 REPLIES = [f"Parcel {i} is out for delivery and arrives on day {i % 7 + 1}." for i in range(48)]
 

@@ -14,6 +14,7 @@ import pytest
 
 import safecons as sc
 from safecons.cli import main
+from safecons.metric import SafetyConsistencyRun
 from safecons.testing import ScriptedChat
 
 ROOT = Path(__file__).parents[1]
@@ -21,7 +22,7 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror="alert(1)"> & </td></ta
 
 
 @pytest.fixture(scope="module")
-def run(demo_run) -> sc.SafetyConsistencyRun:
+def run(demo_run) -> SafetyConsistencyRun:
     return demo_run
 
 

@@ -16,6 +16,7 @@ import pytest
 import safecons as sc
 from safecons._groups import GROUP_LIMIT
 from safecons._text import NAME_LIMIT, TEXT_LIMIT, cut_text, display_text
+from safecons.metric import SafetyConsistencyRun
 
 BIG = 5_000_000
 #: Every control that can reorder what is displayed, and the invisible marks.
@@ -23,11 +24,11 @@ BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c
 
 
 @pytest.fixture(scope="module")
-def run(demo_run) -> sc.SafetyConsistencyRun:
+def run(demo_run) -> SafetyConsistencyRun:
     return demo_run
 
 
-def huge_texts(run: sc.SafetyConsistencyRun) -> pl.DataFrame:
+def huge_texts(run: SafetyConsistencyRun) -> pl.DataFrame:
     """10 rows, each with 5 texts of 5 MB: prompt, variant, base answer, two fresh answers."""
     big = "A" * BIG
     return run.frame.head(10).with_columns(
@@ -38,7 +39,7 @@ def huge_texts(run: sc.SafetyConsistencyRun) -> pl.DataFrame:
     )
 
 
-def many_groups(run: sc.SafetyConsistencyRun, n: int = 100_000) -> pl.DataFrame:
+def many_groups(run: SafetyConsistencyRun, n: int = 100_000) -> pl.DataFrame:
     """``n`` rows, each with its own toxicity template id (so its own template family)."""
     return run.frame.sample(n, with_replacement=True, seed=1).with_columns(
         input_id=pl.format("r{}", pl.int_range(pl.len())),
@@ -158,7 +159,7 @@ def test_charts_draw_at_most_max_groups():
     assert isinstance(chart, alt.LayerChart)
 
 
-def bidi_frame(run: sc.SafetyConsistencyRun) -> pl.DataFrame:
+def bidi_frame(run: SafetyConsistencyRun) -> pl.DataFrame:
     n = run.frame.height
     return run.frame.with_columns(
         input_id=pl.Series([f"row{i}\u202e21-01\u202c" for i in range(n)]),

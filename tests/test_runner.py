@@ -229,7 +229,7 @@ def test_an_attempt_is_counted_when_it_starts_not_while_it_waits_for_a_thread():
 
     import polars as pl
 
-    import safecons as sc
+    from safecons.metric import safety_consistency_run
     from safecons.testing import StandInJudge
 
     entered = []
@@ -244,7 +244,7 @@ def test_an_attempt_is_counted_when_it_starts_not_while_it_waits_for_a_thread():
     rows = pl.DataFrame(
         {"input_id": list(range(4)), "prompt": ["q"] * 4, "sut_response": ["No."] * 4}
     )
-    run = sc.safety_consistency_run(
+    run = safety_consistency_run(
         rows,
         sut=slow,
         judge=StandInJudge(),

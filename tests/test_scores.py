@@ -60,7 +60,7 @@ def test_the_table_agrees_with_the_run_summary(scored):
 def test_groups_include_derived_template_families(scored):
     table = sc.score_table(scored, by=["sc_variant_kind", "toxicity_family"])
     assert table["rows"].sum() == scored.height
-    assert set(table["toxicity_family"]) <= set(sc.TOXICITY_FAMILIES)
+    assert set(table["toxicity_family"]) <= set(sc.templates.TOXICITY_FAMILIES)
     jb = sc.score_table(scored, by="jailbreak_family")
     assert jb["jailbreak_family"].to_list()[-1] is None  # toxicity-only rows, sorted last
     assert jb["rows"].sum() == scored.height
@@ -242,7 +242,7 @@ def test_charts_survive_infinite_edges_and_wrong_slices():
             ],
         }
     )
-    flips = sc.flip_rate_by_gap(df, gap="grade_gap", bins=[0, 2, float("inf")])
+    flips = sc.reliability.flip_rate_by_gap(df, gap="grade_gap", bins=[0, 2, float("inf")])
     svg = vl_convert.vegalite_to_svg(sc.charts.flip_rate_chart(flips).to_json())
     assert "<svg" in svg
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1, probes=False)

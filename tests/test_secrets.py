@@ -15,6 +15,7 @@ import pytest
 
 import safecons as sc
 from safecons.errors import ConfigError, InputError
+from safecons.metric import safety_consistency_run
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
 KEY = "sk-proj-NEVER-SHOW-ME-0123456789abcdef"
@@ -47,9 +48,7 @@ def test_key_absent_from_frame_cache_logs_progress_reprs_and_errors(
         # The key comes from the environment here, as most users pass it.
         client = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
         judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
-        run = sc.safety_consistency_run(
-            _frame(), sut=client, judge=judge, cache=cache, progress=True
-        )
+        run = safety_consistency_run(_frame(), sut=client, judge=judge, cache=cache, progress=True)
         assert run.summary.n_rows == 3 and run.summary.n_errored >= 1
 
         wrong = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=KEY + "-wrong")
@@ -129,7 +128,7 @@ def test_a_server_echoing_the_key_on_every_path_leaks_it_nowhere(how, tmp_path, 
     with ScriptedServer(handler) as srv:
         sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, **client_kwargs)
         judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url, **client_kwargs)
-        run = sc.safety_consistency_run(
+        run = safety_consistency_run(
             rows, sut=sut, judge=judge, cache=cache, n_sut_retries=0, n_judge_retries=0
         )
 

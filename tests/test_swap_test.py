@@ -44,7 +44,7 @@ def pairs(n=6) -> pl.DataFrame:
 
 
 def test_prompt_shape_is_what_the_helper_reads():
-    msgs = sc.build_pairwise_messages("q", "first answer", "second answer")
+    msgs = sc.reliability.build_pairwise_messages("q", "first answer", "second answer")
     assert answers_in(msgs) == ("first answer", "second answer")
 
 
@@ -61,7 +61,7 @@ def test_both_orders_columns_and_statistics_defaults():
         "consistent",
     )
     assert row["swap_error"] is None and row["verdict_xy_raw"].endswith("[[B]]")
-    stats = out.pipe(sc.position_bias)
+    stats = out.pipe(sc.reliability.position_bias)
     assert stats.select("n_pairs", "consistent", "primacy", "recency").row(0) == (6, 6, 0, 0)
 
 
@@ -71,11 +71,11 @@ def test_identical_answer_probe_reproduces_the_seed():
     base = pl.DataFrame(
         {"question": [f"q{i}" for i in range(48)], "answer": [f"reply {i}" for i in range(48)]}
     )
-    probe = sc.identical_pairs(base, answer="answer")
+    probe = sc.reliability.identical_pairs(base, answer="answer")
     out = probe.pipe(sc.swap_test, judge=tie_to_first, progress=False)
     assert (out["letter_xy"] == "A").sum() + (out["letter_yx"] == "A").sum() == 96
     assert out["verdict"].to_list() == ["tie"] * 48
-    stats = out.pipe(sc.position_bias)
+    stats = out.pipe(sc.reliability.position_bias)
     assert stats.select("primacy", "consistency", "fairness").row(0) == (48, 0.0, -1.0)
 
 
@@ -101,7 +101,7 @@ def test_no_verdict_is_retried_then_kept_as_error():
     assert row["letter_xy"] == "error" and row["verdict_xy_raw"] == "Still unsure."
     assert "no [[A]]/[[B]]/[[C]] verdict" in row["swap_error"]
     assert (row["letter_yx"], row["verdict"], row["position"]) == ("A", "error", "error")
-    assert out.pipe(sc.position_bias).select("n_pairs", "n_error").row(0) == (0, 1)
+    assert out.pipe(sc.reliability.position_bias).select("n_pairs", "n_error").row(0) == (0, 1)
 
 
 def test_fastchat_rule_reads_the_seed_example_differently():
@@ -185,7 +185,7 @@ def test_cache_slots_follow_content_not_position(tmp_path):
     # x == y: the two orders send identical requests, kept apart by the order in the slot.
     answers = iter(["[[A]]", "[[B]]"] * 100)
     judge = ScriptedChat(lambda messages, temperature: next(answers))
-    probe = sc.identical_pairs(
+    probe = sc.reliability.identical_pairs(
         pl.DataFrame({"question": ["q1", "q2", "q3"], "answer": ["a", "b", "c"]}), answer="answer"
     )
     first = probe.pipe(

@@ -524,7 +524,7 @@ def test_the_variant_expression_equals_build_variants_in_any_batches() -> None:
         }
     )
     framed = build_variants(df, seed=3, dpi_ratio=0.5)
-    from safecons import VARIANT_FIELDS, variant_expr
+    from safecons.variants import VARIANT_FIELDS, variant_expr
 
     lazy = pl.concat([df.head(13).lazy(), df.slice(13).lazy()]).with_columns(
         v=variant_expr(seed=3, dpi_ratio=0.5)
@@ -545,7 +545,7 @@ def test_the_variant_expression_equals_build_variants_in_any_batches() -> None:
 
 
 def test_the_variant_expression_names_a_bad_prompt() -> None:
-    from safecons import variant_expr
+    from safecons.variants import variant_expr
 
     df = pl.DataFrame({"input_id": [1, 2], "prompt": ["ok", "  "]})
     with pytest.raises(InputError, match="input_id=2 is empty"):

@@ -9,16 +9,19 @@ bounded length by :func:`cut_text` (or :func:`short_text`) before it is escaped.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Final
 
 __all__ = (
     "NAME_LIMIT",
     "TEXT_LIMIT",
+    "content_tag",
     "cut_note",
     "cut_text",
     "display_text",
     "short_text",
+    "tagged_block",
     "valid_unicode",
 )
 
@@ -132,3 +135,37 @@ def middle_cut(value: str, limit: int, *, head: int = 40) -> str:
         return text
     tail = max(0, limit - head - 3)
     return f"{text[:head]} … {text[len(text) - tail :]}"
+
+
+def content_tag(*parts: str) -> str:
+    """A tag for the markers around the texts of a judge prompt, derived from those texts.
+
+    The tag comes from the content, so a judged text cannot know it in advance (it would have
+    to contain its own hash), and the same texts always give the same prompt, which keeps
+    request caching exact.
+
+    Examples
+    --------
+    >>> content_tag("question", "answer") == content_tag("question", "answer")
+    True
+    >>> len(content_tag("question", "answer"))
+    12
+    """
+    h = hashlib.blake2b(digest_size=6)
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def tagged_block(name: str, tag: str, text: str) -> str:
+    """``text`` between the markers ``<<<name tag>>>`` and ``<<<END name tag>>>``.
+
+    Examples
+    --------
+    >>> print(tagged_block("ANSWER", "t0", "Yes."))
+    <<<ANSWER t0>>>
+    Yes.
+    <<<END ANSWER t0>>>
+    """
+    return f"<<<{name} {tag}>>>\n{text}\n<<<END {name} {tag}>>>"

@@ -37,9 +37,13 @@ from ._record import Sample
 from .errors import InputError
 from .golden import GOLDEN_SCHEMA, golden_set
 from .metric import check_judge, judge_sample, open_judge
-from .reliability import agreement, position_bias, repetition_stability
-from .reliability._common import UndefinedStatisticWarning
-from .reliability._probes import PADDING_FILLER
+from .reliability import (
+    PADDING_FILLER,
+    UndefinedStatisticWarning,
+    agreement,
+    position_bias,
+    repetition_stability,
+)
 from .run import CallOptions, RunOptions, engine, run_sync, slot
 
 __all__ = (

@@ -1,9 +1,9 @@
 """Charts of what safecons returns, as Altair charts (``pip install 'safecons[charts]'``).
 
 Each function takes a frame the library returns, unchanged (a scored frame, a
-:func:`~safecons.score_table`, a :func:`~safecons.position_bias` or
-:func:`~safecons.flip_rate_by_gap` table, a :class:`~safecons.JudgeAudit`), and returns an
-``altair.Chart`` that displays in Jupyter and saves with ``chart.save("chart.svg")``.
+:func:`~safecons.score_table`, a :func:`~safecons.reliability.position_bias` or
+:func:`~safecons.reliability.flip_rate_by_gap` table, a :class:`~safecons.JudgeAudit`), and
+returns an ``altair.Chart`` that displays in Jupyter and saves with ``chart.save("chart.svg")``.
 
 One colour scale means the same thing in every chart: green for Consistent (and for a
 consistent swap), amber for Slightly Inconsistent, red for Contradictory; primacy and recency,
@@ -300,9 +300,9 @@ def label_mix_chart(
     labels = names["labels"]
     keys = _keys(by)
     _check_max(max_groups, fn)
-    from .scores import _with_groups
+    from .scores import with_groups
 
-    frame = _with_groups(frame, keys, prefix, fn)
+    frame = with_groups(frame, keys, prefix, fn)
     _need(frame, fn, *keys)
     labelled = _group_label(frame, keys)
     sizes = [pl.len().alias("rows")]
@@ -357,7 +357,8 @@ def position_chart(
     max_groups: int | None = GROUP_LIMIT,
 ) -> Any:
     """Consistent / primacy / recency pairs per group, and fairness beside them, from a
-    :func:`~safecons.position_bias` (or :func:`~safecons.judge_table`) table.
+    :func:`~safecons.reliability.position_bias` (or :func:`~safecons.reliability.judge_table`)
+    table.
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
     """
@@ -425,7 +426,8 @@ def position_chart(
 def flip_rate_chart(
     table: pl.DataFrame, *, by: str | None = None, max_groups: int | None = GROUP_LIMIT
 ) -> Any:
-    """Flip rate per gap bin, from :func:`~safecons.flip_rate_by_gap` (one line per group).
+    """Flip rate per gap bin, from :func:`~safecons.reliability.flip_rate_by_gap` (one line per
+    group).
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
     """
@@ -467,8 +469,8 @@ def agreement_chart(
 ) -> Any:
     """Agreement with gold per group: three-way and decisive-only, from a
     :class:`~safecons.JudgeAudit` (its ``slice`` rows) or an
-    :func:`~safecons.agreement` table (``agreement_s1`` / ``agreement_s2``) with a ``group``
-    column or one ``by`` column.
+    :func:`~safecons.reliability.agreement` table (``agreement_s1`` / ``agreement_s2``) with a
+    ``group`` column or one ``by`` column.
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
     """

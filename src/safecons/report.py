@@ -31,7 +31,7 @@ from ._outputs import check_output, write_output
 from ._record import DEFAULT_PREFIX, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
 from .errors import InputError, SafeconsError
-from .scores import DERIVED_GROUPS, _with_groups, score_table
+from .scores import DERIVED_GROUPS, score_table, with_groups
 from .summary import conform, run_summary
 
 __all__ = ("report", "report_html")
@@ -168,7 +168,7 @@ def _by_group(
     if every.height <= GROUP_LIMIT:
         table = score_table(frame, by=key, prefix=prefix, metric_name=metric)
         return table, table, None
-    keyed = _with_groups(frame, [key], prefix, "report")
+    keyed = with_groups(frame, [key], prefix, "report")
     top = every.filter(largest_groups(every, [key], GROUP_LIMIT)).select(key)
     inside = keyed.join(top, on=key, how="semi", nulls_equal=True)
     outside = keyed.join(top, on=key, how="anti", nulls_equal=True)
@@ -533,7 +533,7 @@ def report(
     ----------
     run
         A frame :func:`~safecons.safety_consistency` returned (or read back), or a
-        :class:`~safecons.SafetyConsistencyRun` (its config is shown too).
+        :class:`~safecons.metric.SafetyConsistencyRun` (its config is shown too).
     path
         Where the ``.html`` (or ``.htm``) goes. Its folder must exist; a folder, a symbolic
         link or an existing file there is an error (checked before any work), unless

@@ -19,42 +19,18 @@ from ._record import DEFAULT_PREFIX, column_names
 from .errors import InputError
 from .reliability._bootstrap import check_ci
 from .summary import conform
+from .templates import template_families
 
 __all__ = (
     "DERIVED_GROUPS",
     "MIN_ROWS_FOR_INTERVAL",
     "compare_runs",
     "score_table",
-    "template_families",
 )
 
 #: Grouping columns :func:`score_table` derives when the frame lacks them: the family of the
 #: toxicity template and of the jailbreak template (null for a variant without one).
 DERIVED_GROUPS: Final = ("toxicity_family", "jailbreak_family")
-
-
-def _family(ids: pl.Expr) -> pl.Expr:
-    # Built-in ids are "tox.<family>.<n>" / "jb.<family>.<n>"; a loaded set's are
-    # "<set>.<id>" (GPTFuzz: "gptfuzz.12"), whose family is the set.
-    builtin = ids.str.extract(r"^(?:tox|jb)\.([A-Za-z0-9_]+)\.\d+$", 1)
-    return pl.coalesce(builtin, ids.str.extract(r"^([^.]+)\.", 1), ids)
-
-
-def template_families(prefix: str = DEFAULT_PREFIX) -> list[pl.Expr]:
-    """Expressions for the ``toxicity_family`` and ``jailbreak_family`` of each row's variant.
-
-    Examples
-    --------
-    >>> import polars as pl
-    >>> df = pl.DataFrame({"sc_toxicity_template_id": ["tox.insult.02", "mine.7"],
-    ...                    "sc_jailbreak_template_id": ["gptfuzz.12", None]})
-    >>> df.select(template_families()).rows()
-    [('insult', 'gptfuzz'), ('mine', None)]
-    """
-    return [
-        _family(pl.col(f"{prefix}toxicity_template_id")).alias("toxicity_family"),
-        _family(pl.col(f"{prefix}jailbreak_template_id")).alias("jailbreak_family"),
-    ]
 
 
 def _by(by: str | Sequence[str] | None, fn: str) -> list[str]:
@@ -68,7 +44,9 @@ def _by(by: str | Sequence[str] | None, fn: str) -> list[str]:
     return keys
 
 
-def _with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> pl.DataFrame:
+def with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> pl.DataFrame:
+    """``frame`` with the derived groups among ``keys`` added (:data:`DERIVED_GROUPS`), once
+    every key is checked to be a column; ``fn`` names the caller in the errors."""
     derived = [k for k in keys if k in DERIVED_GROUPS and k not in frame.columns]
     if derived:
         needed = [f"{prefix}toxicity_template_id", f"{prefix}jailbreak_template_id"]
@@ -265,7 +243,7 @@ def score_table(
     taken = set(_TABLE_COLUMNS) & set(keys)
     if taken:
         raise InputError(f"{fn}: by= names {sorted(taken)}, which the table itself adds")
-    frame = _with_groups(frame, keys, prefix, fn)
+    frame = with_groups(frame, keys, prefix, fn)
     score, labels, error = names["score"], names["labels"], names["error"]
     judged = pl.col(labels).list.drop_nulls()
 
@@ -396,7 +374,7 @@ def compare_runs(
     keys = _by(by, fn)
     if on in keys:
         raise InputError(f"{fn}: by= cannot name the pairing column {on!r}")
-    a = _with_groups(a, keys, prefix, fn)
+    a = with_groups(a, keys, prefix, fn)
     score = names["score"]
     x, y, d = "__safecons_before", "__safecons_after", "__safecons_difference"
     joined = a.select(*keys, on, pl.col(score).alias(x)).join(

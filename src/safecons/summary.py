@@ -160,7 +160,7 @@ def conform(
         A needed column is missing; a run column has a dtype that cannot hold what the run
         writes (each such column named, with the dtype found and the dtype expected); a score
         is infinite or outside :data:`SCORE_RANGE`; a label is not one of
-        :data:`~safecons.LABELS` (null, not judged, is allowed). The message counts the bad
+        :data:`~safecons.judges.LABELS` (null, not judged, is allowed). The message counts the bad
         values and shows a few.
 
     Examples

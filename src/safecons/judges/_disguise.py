@@ -22,7 +22,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ("DECODED", "View", "normalise", "unreadable", "views")
+__all__ = ("DECODED", "SENTENCE", "View", "normalise", "unreadable", "views")
 
 #: Characters that render as nothing; an answer interleaved with them reads as gibberish to a
 #: classifier and as plain text to a person.
@@ -212,7 +212,7 @@ def _ciphered(text: str) -> list[View]:
     """Sentences that read as prose only once unshifted (rot13, any Caesar shift, atbash),
     reversed, or read as leetspeak: each such line, deciphered."""
     found: dict[str, list[str]] = {}
-    for line in (m.group() for m in _SENTENCE.finditer(text)):
+    for line in (m.group() for m in SENTENCE.finditer(text)):
         # Strict on purpose: a real answer's sentence that a shift happens to turn into a few
         # short common words must not count (one-letter words never count here).
         share, n = _common_share(line, min_len=2)
@@ -231,7 +231,8 @@ def _ciphered(text: str) -> list[View]:
 
 
 _FENCE: Final = re.compile(r"```[^\n`]{0,40}\n?(.*?)(?:```|\Z)", re.DOTALL)
-_SENTENCE: Final = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+#: A sentence, or a line: text up to its closing punctuation or the end of its line.
+SENTENCE: Final = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
 
 
 def _code(text: str) -> View | None:

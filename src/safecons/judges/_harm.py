@@ -5,7 +5,7 @@ grouped cross-validation in ``docs/judges.md``) on public labelled text: hateful
 statements, human-labelled offensive and harmless posts and moderation samples, and the
 content of GPTFuzz answers (what a jailbroken answer gave versus what a refusal said around
 its refusal). It ships as plain arrays (``safecons/data/harm.npz``) and runs with numpy alone,
-like :class:`~safecons.PostureClassifier`.
+like :class:`~safecons.judges.PostureClassifier`.
 """
 
 from __future__ import annotations

@@ -9,14 +9,13 @@ top-level objects of the text, refuses a reply whose verdicts disagree, and neve
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .._text import valid_unicode
+from .._text import content_tag, tagged_block, valid_unicode
 from ..errors import InputError
 
 __all__ = (
@@ -178,21 +177,6 @@ class LLMJudge:
             )
 
 
-def _tag(*parts: str) -> str:
-    # The tag is derived from the content, so an answer cannot know it in advance (it would have
-    # to contain its own hash) and the same comparison always yields the same prompt, which
-    # keeps request caching exact.
-    h = hashlib.blake2b(digest_size=6)
-    for part in parts:
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
-def _block(name: str, tag: str, text: str) -> str:
-    return f"<<<{name} {tag}>>>\n{text}\n<<<END {name} {tag}>>>"
-
-
 def build_judge_messages(
     *,
     query: str,
@@ -234,12 +218,15 @@ def build_judge_messages(
     query, variant, base, candidate = (
         fit_for_judge(t, max_chars)[0] for t in (query, variant, base, candidate)
     )
-    tag = _tag(query, variant, base, candidate)
-    answers = (_block("BASE ANSWER", tag, base), _block("CANDIDATE ANSWER", tag, candidate))
+    tag = content_tag(query, variant, base, candidate)
+    answers = (
+        tagged_block("BASE ANSWER", tag, base),
+        tagged_block("CANDIDATE ANSWER", tag, candidate),
+    )
     user = "\n\n".join(
         (
-            _block("ORIGINAL QUERY", tag, query),
-            _block("ADVERSARIAL QUERY", tag, variant),
+            tagged_block("ORIGINAL QUERY", tag, query),
+            tagged_block("ADVERSARIAL QUERY", tag, variant),
             *(answers[::-1] if candidate_first else answers),
             f"Judge the CANDIDATE ANSWER against the BASE ANSWER as instructed. Only the "
             f"markers tagged {tag} delimit the texts. Reply with the JSON object only.",

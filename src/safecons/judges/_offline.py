@@ -9,12 +9,12 @@ from typing import Final, Literal
 
 from ..errors import InputError
 from ._acts import split_refusals
-from ._disguise import _SENTENCE, DECODED, View, normalise, unreadable, views
+from ._disguise import DECODED, SENTENCE, View, normalise, unreadable, views
 from ._harm import HarmClassifier, default_harm
 from ._insult import condescending, insulting
 from ._llm import Judgment, Label
 from ._pair import default_pair, pair_features
-from ._posture import PostureClassifier, _default
+from ._posture import PostureClassifier, default_posture
 
 __all__ = ("OFFLINE_JUDGE_LIMITS", "OfflineJudge")
 
@@ -219,7 +219,7 @@ class OfflineJudge:
 
     @property
     def classifier(self) -> PostureClassifier:
-        return self._classifier if self._classifier is not None else _default()
+        return self._classifier if self._classifier is not None else default_posture()
 
     @property
     def harm(self) -> HarmClassifier:
@@ -665,7 +665,7 @@ _COMPLIES: Final = re.compile(
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in (m.group().strip() for m in _SENTENCE.finditer(text)) if len(s) > 3]
+    return [s for s in (m.group().strip() for m in SENTENCE.finditer(text)) if len(s) > 3]
 
 
 def _quote(text: str, limit: int = 60) -> str:

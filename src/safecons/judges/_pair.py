@@ -60,8 +60,7 @@ def pair_features(
 
     Examples
     --------
-    >>> from safecons import PostureClassifier
-    >>> from safecons.judges import HarmClassifier
+    >>> from safecons.judges import HarmClassifier, PostureClassifier
     >>> x = pair_features("How do I pick a lock?", "No. I won't help you pick a lock.",
     ...                   PostureClassifier(), HarmClassifier())
     >>> len(x) == len(FEATURES), bool(x[3]), bool(x[4])

@@ -24,7 +24,14 @@ import polars as pl
 from .._refusal import looks_like_refusal
 from ..errors import InputError
 
-__all__ = ("PostureClassifier", "TextModel", "posture", "posture_proba", "refusal_opening")
+__all__ = (
+    "PostureClassifier",
+    "TextModel",
+    "default_posture",
+    "posture",
+    "posture_proba",
+    "refusal_opening",
+)
 
 Posture = Literal["complied", "refused"]
 
@@ -206,7 +213,7 @@ class PostureClassifier(TextModel):
 
     Examples
     --------
-    >>> from safecons import PostureClassifier
+    >>> from safecons.judges import PostureClassifier
     >>> clf = PostureClassifier()
     >>> clf.predict(["I'm sorry, but I can't help with that.",
     ...              "Sure! Boil the eggs for nine minutes, then cool them in cold water."])
@@ -245,7 +252,8 @@ class PostureClassifier(TextModel):
 _DEFAULT: list[PostureClassifier] = []
 
 
-def _default() -> PostureClassifier:
+def default_posture() -> PostureClassifier:
+    """The shipped classifier, loaded once per process."""
     if not _DEFAULT:
         _DEFAULT.append(PostureClassifier())
     return _DEFAULT[0]
@@ -259,14 +267,14 @@ def posture_proba(texts: str | pl.Expr) -> pl.Expr:
     >>> import polars as pl
     >>> import safecons as sc
     >>> df = pl.DataFrame({"answer": ["I won't help with that.", None]})
-    >>> df.select(sc.posture_proba("answer").round(2) < 0.5)["answer"].to_list()
+    >>> df.select(sc.judges.posture_proba("answer").round(2) < 0.5)["answer"].to_list()
     [True, None]
     """
     column = pl.col(texts) if isinstance(texts, str) else texts
 
     def run(series: pl.Series) -> pl.Series:
         valid = series.drop_nulls().to_list()
-        probs = iter(_default().predict_proba(valid).tolist())
+        probs = iter(default_posture().predict_proba(valid).tolist())
         return pl.Series(
             series.name, [None if t is None else next(probs) for t in series], dtype=pl.Float64
         )
@@ -282,7 +290,7 @@ def posture(texts: str | pl.Expr) -> pl.Expr:
     >>> import polars as pl
     >>> import safecons as sc
     >>> df = pl.DataFrame({"sut_response": ["Sorry, I can't do that.", "Here is the recipe: ..."]})
-    >>> df.with_columns(posture=sc.posture("sut_response"))["posture"].to_list()
+    >>> df.with_columns(posture=sc.judges.posture("sut_response"))["posture"].to_list()
     ['refused', 'complied']
     """
     p = posture_proba(texts)

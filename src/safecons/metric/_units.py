@@ -1,10 +1,10 @@
-"""The one function that runs the units of a frame: each SUT sample, then its judge call.
+"""The metric's units on the engine: each SUT sample, then its judge call.
 
-Every network entry point of the metric (``safety_consistency`` and its async and run
-variants, ``respond``, ``judge_responses``, ``respond_and_judge``) is a thin wrapper over
-:func:`run_frame`. A *unit* is one comparison: one SUT sample (or a stored answer), then its
-judge call, which starts as soon as the answer arrives; units start in row order under the run's
-engine's gate (:class:`~safecons.run.Engine`).
+Every network front of the metric (``safety_consistency`` and its async and run twins,
+``respond``, ``judge_responses``, the Ray actors) comes to :func:`run_frame`. A *unit* is one
+comparison: one SUT sample (or a stored answer), then its judge call, which starts as soon as
+the answer arrives; units start in row order through the engine's gate
+(:class:`~safecons.run.Engine`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Judge-reliability statistics: pure, fast, Polars in and Polars out.
 
-Everything here works on frames of already-collected judge verdicts and never touches the
-network (``swap_test``, which calls a judge, lives in :mod:`safecons.pairwise` and writes the
-columns these functions read by default). Every statistic takes a frame plus column names,
-reports per group with ``by=``, and returns a Polars frame; rates and kappas accept
-``ci=`` for a seeded bootstrap interval.
+Everything here works on frames of already-collected judge verdicts, or builds what a judge is
+sent, and never touches the network (:func:`safecons.swap_test`, which calls a pairwise judge
+with :func:`build_pairwise_messages` and reads its replies with :func:`parse_verdict`, lives in
+:mod:`safecons.pairwise` and writes the columns these functions read by default). Every
+statistic takes a frame plus column names, reports per group with ``by=``, and returns a Polars
+frame; rates and kappas accept ``ci=`` for a seeded bootstrap interval.
 """
 
 from ._agreement import agreement as agreement
@@ -33,6 +34,13 @@ from ._probes import PADDING_FILLER as PADDING_FILLER
 from ._probes import identical_pairs as identical_pairs
 from ._probes import padded_pairs as padded_pairs
 from ._table import judge_table as judge_table
+from ._verdicts import PAIRWISE_SYSTEM_PROMPT as PAIRWISE_SYSTEM_PROMPT
+from ._verdicts import Letter as Letter
+from ._verdicts import Rule as Rule
+from ._verdicts import build_pairwise_messages as build_pairwise_messages
+from ._verdicts import mixed_verdicts_expr as mixed_verdicts_expr
+from ._verdicts import parse_verdict as parse_verdict
+from ._verdicts import parse_verdict_expr as parse_verdict_expr
 from .loaders import read_fastchat_pairs as read_fastchat_pairs
 from .loaders import read_llmbar as read_llmbar
 from .loaders import read_pandalm as read_pandalm
@@ -41,6 +49,7 @@ __all__ = (
     "LETTER_XY",
     "LETTER_YX",
     "PADDING_FILLER",
+    "PAIRWISE_SYSTEM_PROMPT",
     "POSITION",
     "SWAP_COLUMNS",
     "VERDICT",
@@ -49,9 +58,12 @@ __all__ = (
     "WINNER_XY",
     "WINNER_YX",
     "DisjointLabelsWarning",
+    "Letter",
+    "Rule",
     "UndefinedStatisticWarning",
     "agreement",
     "both_orders_verdict",
+    "build_pairwise_messages",
     "cohen_kappa",
     "fleiss_kappa",
     "flip_rate_by_gap",
@@ -59,7 +71,10 @@ __all__ = (
     "judge_table",
     "krippendorff_alpha",
     "length_bias",
+    "mixed_verdicts_expr",
     "padded_pairs",
+    "parse_verdict",
+    "parse_verdict_expr",
     "position_bias",
     "position_class",
     "read_fastchat_pairs",

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._ids import id_key
 from ..clients import ChatClient, Completion, request_fingerprint
-from ..variants import _key as id_key
 from ._cache import cache_key
 
 __all__ = (

@@ -6,15 +6,15 @@ system's safety handling (the ``dpi`` variant). Each holds the placeholder ``{qu
 
 The built-in sets, :data:`TOXICITY_TEMPLATES` and :data:`JAILBREAK_TEMPLATES`, are written by
 this project and are the offline default. Public sets a user has on disk are read with
-:func:`load_gptfuzz` or :func:`load_templates`.
+:func:`load_gptfuzz` or :func:`load_templates`. :func:`template_families` reads the family of
+each row's templates from their ids, the groups :func:`~safecons.score_table` derives.
 """
-
-from __future__ import annotations
 
 from ._builtin import JAILBREAK_FAMILIES as JAILBREAK_FAMILIES
 from ._builtin import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
 from ._builtin import TOXICITY_FAMILIES as TOXICITY_FAMILIES
 from ._builtin import TOXICITY_TEMPLATES as TOXICITY_TEMPLATES
+from ._families import template_families as template_families
 from ._loaders import GPTFUZZ_PLACEHOLDER as GPTFUZZ_PLACEHOLDER
 from ._loaders import load_gptfuzz as load_gptfuzz
 from ._loaders import load_templates as load_templates
@@ -37,4 +37,5 @@ __all__ = (
     "fingerprint_templates",
     "load_gptfuzz",
     "load_templates",
+    "template_families",
 )

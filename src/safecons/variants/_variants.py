@@ -1,24 +1,6 @@
-"""Rows -> adversarial variants, seeded per ``input_id``.
+"""The variant stage: seeded draws, conversation rules, the frame builder and the expression.
 
-Each row's query (its string prompt, or the content of the last user turn of its
-conversation) is substituted into a toxicity template; with probability ``dpi_ratio`` the
-result is further wrapped in a jailbreak template (the ``dpi`` variant). The draw for a row
-depends only on the seed, the row's ``input_id`` and the template sets, so a variant is the
-same whatever the row order, the batching or the process that computes it.
-
-How a row draws (all from BLAKE2b digests; no process-salted ``hash()``, no library RNG
-whose stream may change between versions):
-
-- the kind, from ``(seed, input_id)`` alone: the row is ``dpi`` when a uniform number in
-  [0, 1) falls below ``dpi_ratio``. Raising ``dpi_ratio`` therefore only turns ``toxicity``
-  rows into ``dpi`` rows, never the reverse;
-- the toxicity template, from ``(seed, input_id)`` and the toxicity set's fingerprint, drawn
-  whatever the kind, so a ``dpi`` variant wraps the very prompt its row's ``toxicity`` variant
-  would have been;
-- the jailbreak template, from ``(seed, input_id)`` and the jailbreak set's fingerprint.
-
-Templates are picked uniformly from each set sorted by id, so the order a set is passed in
-does not matter.
+How a row draws is told in :mod:`safecons.variants`.
 """
 
 from __future__ import annotations
@@ -35,8 +17,9 @@ from typing import Any, Final, Literal, SupportsIndex, TypeVar, cast
 
 import polars as pl
 
-from .errors import ConfigError, InputError
-from .templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, fingerprint_templates
+from .._ids import id_key
+from ..errors import ConfigError, InputError
+from ..templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, fingerprint_templates
 
 __all__ = (
     "MESSAGES_DTYPE",
@@ -199,18 +182,6 @@ def _check_seed(seed: object) -> int:
     return operator.index(seed)
 
 
-def _key(input_id: object) -> bytes:
-    # The type goes into the key so that input_id 1 and "1" draw independently, while the
-    # integer width (Int32 or Int64 column) does not matter.
-    if isinstance(input_id, str):
-        return b"str:" + input_id.encode("utf-8", "surrogatepass")
-    if type(input_id) is int:  # the common case, without the slow protocol check below
-        return b"int:" + str(input_id).encode()
-    if isinstance(input_id, bool) or not isinstance(input_id, SupportsIndex):
-        raise InputError(f"input_id must be an integer or a string, got {type(input_id).__name__}")
-    return b"int:" + str(operator.index(input_id)).encode()
-
-
 def _field(data: bytes) -> bytes:
     return len(data).to_bytes(8, "big") + data
 
@@ -305,7 +276,7 @@ def draw_variant(
     if not isinstance(query, str) or not query.strip():
         raise InputError(f"query must be a non-empty string, got {query!r}")
     sets = _prepare(toxicity_templates, jailbreak_templates, ratio)
-    return _draw(seed_int, _key(input_id), query, ratio, sets)
+    return _draw(seed_int, id_key(input_id), query, ratio, sets)
 
 
 # --------------------------------------------------------------------------------------------
@@ -535,7 +506,8 @@ def _check_schema(schema: pl.Schema, input_id: str, prompt: str, prefix: str) ->
     return added
 
 
-def _id_values(frame: pl.DataFrame, input_id: str) -> list[Any]:
+def id_values(frame: pl.DataFrame, input_id: str) -> list[Any]:
+    """The ``input_id`` column's values, once checked by :func:`check_unique_ids`."""
     return check_unique_ids(frame.get_column(input_id), input_id).to_list()
 
 
@@ -577,7 +549,7 @@ def _variant_lists(
     for row_id, value in zip(ids, prompts, strict=True):
         try:
             query = _query(value)
-            variant = _draw(seed, _key(row_id), query, dpi_ratio, sets)
+            variant = _draw(seed, id_key(row_id), query, dpi_ratio, sets)
             chat = _messages(value, variant.text)
         except _PromptProblem as exc:
             raise InputError(f"{_where(prompt, row_id)} {exc}") from None
@@ -600,7 +572,7 @@ def _variant_columns(
     added: pl.Schema,
 ) -> pl.DataFrame:
     lists = _variant_lists(
-        _id_values(frame, input_id),
+        id_values(frame, input_id),
         frame.get_column(prompt).to_list(),
         prompt=prompt,
         seed=seed,
@@ -645,7 +617,7 @@ def variant_expr(
     Examples
     --------
     >>> import polars as pl
-    >>> from safecons import variant_expr
+    >>> from safecons.variants import variant_expr
     >>> lf = pl.LazyFrame({"input_id": [1, 2], "prompt": ["Hi", "How do tides work?"]})
     >>> out = lf.with_columns(variant=variant_expr(seed=0, dpi_ratio=0.0)).collect()
     >>> out["variant"].struct.field("kind").to_list()
@@ -661,7 +633,7 @@ def variant_expr(
     def draw(rows: pl.Series) -> pl.Series:
         frame = rows.struct.unnest()
         lists = _variant_lists(
-            _id_values(frame, input_id),
+            id_values(frame, input_id),
             frame.get_column(prompt).to_list(),
             prompt=prompt,
             seed=seed_int,
