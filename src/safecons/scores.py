@@ -15,9 +15,9 @@ from typing import Final
 import numpy as np
 import polars as pl
 
+from ._bootstrap import check_ci, mean_interval
 from ._record import DEFAULT_PREFIX, column_names
 from .errors import InputError
-from .reliability._bootstrap import check_ci
 from .summary import conform
 from .templates import template_families
 
@@ -76,8 +76,6 @@ def _scores_of(scored: object, prefix: str, metric_name: str, fn: str) -> pl.Dat
 #: Fewer scored rows than this in a group and its interval is left empty: a bootstrap of one
 #: to four values says nothing it has not seen.
 MIN_ROWS_FOR_INTERVAL: Final = 5
-#: Resampled values held at once (replicates x rows of a group): bounds memory.
-_BLOCK: Final = 1 << 22
 
 
 def _group_seed(seed: int, key: tuple[object, ...]) -> list[int]:
@@ -89,19 +87,9 @@ def _percentile_mean(
     values: np.ndarray, *, ci: float, n_boot: int, seed: list[int]
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``values`` (rows resampled)."""
-    n = len(values)
-    if n < MIN_ROWS_FOR_INTERVAL:
+    if len(values) < MIN_ROWS_FOR_INTERVAL:
         return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    step = max(1, _BLOCK // n)
-    for start in range(0, n_boot, step):
-        stop = min(n_boot, start + step)
-        picks = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = values[picks].mean(axis=1)
-    alpha = (1.0 - ci) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+    return mean_interval(values, ci=ci, n_boot=n_boot, seed=seed)
 
 
 def _mean_interval(

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from .._tasks import background_tasks
-from ..run._permits import Pressure, Slot
+from ..run import Pressure, Slot
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 

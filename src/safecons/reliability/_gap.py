@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from .._bootstrap import cells_interval, check_ci, ci_names, interval_columns
 from ..errors import InputError
-from ._bootstrap import cells_interval, check_ci, ci_names, interval_columns
 from ._columns import POSITION
 from ._common import (
     CELL,

@@ -8,8 +8,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from .._bootstrap import cells_interval, check_ci, ci_names, interval_columns
 from ..errors import InputError
-from ._bootstrap import cells_interval, check_ci, ci_names, interval_columns
 from ._columns import VERDICT
 from ._common import (
     CELL,

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
+from .._bootstrap import check_ci, ci_names, interval_columns, units_interval
 from ..errors import InputError
-from ._bootstrap import check_ci, ci_names, interval_columns, units_interval
 from ._common import (
     COUNT,
     ITEM,

@@ -8,8 +8,8 @@ from typing import Final, Literal
 import numpy as np
 import polars as pl
 
+from .._bootstrap import cells_interval, check_ci, ci_names, interval_columns
 from ..errors import InputError
-from ._bootstrap import cells_interval, check_ci, ci_names, interval_columns
 from ._columns import LETTER_XY, LETTER_YX
 from ._common import (
     CELL,

@@ -1,4 +1,5 @@
-"""Seeded percentile bootstrap, vectorised over groups and replicates.
+"""Seeded percentile bootstrap, vectorised over groups and replicates: every interval safecons
+reports (the reliability statistics' and the score tables') is drawn here.
 
 Two resampling schemes cover every statistic here:
 
@@ -20,14 +21,33 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import InputError
-from ._common import FloatArray, IntArray
+from .errors import InputError
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 Stat = Callable[[npt.NDArray[np.float64]], Mapping[str, FloatArray]]
 Interval = dict[str, tuple[FloatArray, FloatArray]]
 
-# Elements per replicate block: bounds memory at a few tens of MB whatever the group count.
-_BLOCK = 1 << 22
+#: Resampled values held at once (replicates x values): bounds memory at a few tens of MB
+#: whatever the group count.
+BLOCK = 1 << 22
+
+
+def mean_interval(
+    values: FloatArray, *, ci: float, n_boot: int, seed: list[int]
+) -> tuple[float, float]:
+    """Percentile interval of the mean of ``values`` when they are resampled (one group)."""
+    n = len(values)
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot)
+    step = max(1, BLOCK // n)
+    for start in range(0, n_boot, step):
+        stop = min(n_boot, start + step)
+        picks = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = values[picks].mean(axis=1)
+    lo, hi = _percentiles({"mean": [means]}, ci, axis=0)["mean"]
+    return float(lo), float(hi)
 
 
 def check_ci(ci: float | None, n_boot: int, seed: int, fn: str) -> None:
@@ -68,7 +88,7 @@ def cells_interval(counts: IntArray, stat: Stat, *, ci: float, n_boot: int, seed
         p = counts / np.where(n == 0, 1, n)[:, None]
     # An empty group draws zero rows; any valid probability vector will do.
     p[n == 0] = 1.0 / k
-    chunk = max(1, _BLOCK // max(1, n_boot * k))
+    chunk = max(1, BLOCK // max(1, n_boot * k))
     blocks: dict[str, list[FloatArray]] = {}
     for start in range(0, n_groups, chunk):
         sl = slice(start, min(start + chunk, n_groups))
@@ -100,7 +120,7 @@ def units_interval(
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     unit_start = starts[group]
     unit_size = sizes[group]
-    reps = max(1, _BLOCK // max(1, n_units * d))
+    reps = max(1, BLOCK // max(1, n_units * d))
     blocks: dict[str, list[FloatArray]] = {}
     for done in range(0, n_boot, reps):
         b = min(reps, n_boot - done)
