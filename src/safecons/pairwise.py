@@ -15,7 +15,7 @@ from typing import Final, Unpack, get_args
 
 import polars as pl
 
-from .clients import RetryableCallError, as_chat_client
+from .clients import ChatSession, RetryableCallError, as_chat_client
 from .errors import InputError
 from .reliability import (
     LETTER_XY,
@@ -36,7 +36,16 @@ from .reliability import (
     position_class,
     winner_from_letter,
 )
-from .run import CallOptions, Endpoint, ModelCall, RunOptions, cache_key, engine, run_sync
+from .run import (
+    CallOptions,
+    Endpoint,
+    Engine,
+    ModelCall,
+    RunOptions,
+    cache_key,
+    engine,
+    run_sync,
+)
 
 __all__ = (
     "MIXED_XY",
@@ -109,7 +118,6 @@ async def swap_test_async(
     calls = [(_Call(), _Call()) for _ in range(df.height)]
     slots = _content_slots(questions, xs, ys, refs)
     where = Endpoint.of(client)
-    endpoint = where.identity
     async with engine(run_options) as run:
         session = await run.session(client)
 
@@ -122,32 +130,7 @@ async def swap_test_async(
                 0.0,
                 f"{slots[row]}#{'xy' if order == 0 else 'yx'}",
             )
-
-            async def attempt() -> str:
-                out.raw = None  # the raw text shown is always the last attempt's
-                completion = await session.complete(call.messages, temperature=0.0)
-                out.raw = completion.text
-                if parse_verdict(completion.text, rule=rule) == "error":
-                    # No verdict token spends an attempt, like any other failure.
-                    raise RetryableCallError(
-                        f"{endpoint}: no [[A]]/[[B]]/[[C]] verdict in the judge output"
-                    )
-                return completion.text
-
-            got = await run.call(
-                "pairwise",
-                attempt,
-                call=call,
-                endpoint=endpoint,
-                encode=str,
-                decode=_decode_verdict(rule),
-            )
-            out.cached = got.cached
-            if got.value is not None:
-                out.raw = got.value
-                out.letter = parse_verdict(got.value, rule=rule)
-            else:
-                out.error = got.error
+            await _judge_order(run, session, call, out, rule=rule)
 
         await run.each(
             (
@@ -159,6 +142,39 @@ async def swap_test_async(
             desc="swap_test",
             unit="judge call",
         )
+    return _swap_frame(df, calls)
+
+
+async def _judge_order(
+    run: Engine, session: ChatSession, call: ModelCall, out: _Call, *, rule: Rule
+) -> None:
+    """One ordering of a pair through the engine: its verdict letter, or its error, in ``out``."""
+    endpoint = call.endpoint.identity
+
+    async def attempt() -> str:
+        out.raw = None  # the raw text shown is always the last attempt's
+        completion = await session.complete(call.messages, temperature=0.0)
+        out.raw = completion.text
+        if parse_verdict(completion.text, rule=rule) == "error":
+            # No verdict token spends an attempt, like any other failure.
+            raise RetryableCallError(
+                f"{endpoint}: no [[A]]/[[B]]/[[C]] verdict in the judge output"
+            )
+        return completion.text
+
+    got = await run.call(
+        "pairwise", attempt, call=call, endpoint=endpoint, encode=str, decode=_decode_verdict(rule)
+    )
+    out.cached = got.cached
+    if got.value is not None:
+        out.raw = got.value
+        out.letter = parse_verdict(got.value, rule=rule)
+    else:
+        out.error = got.error
+
+
+def _swap_frame(df: pl.DataFrame, calls: list[tuple[_Call, _Call]]) -> pl.DataFrame:
+    """``df`` with the swap test's columns, from each pair's two orderings."""
 
     def errors(pair: tuple[_Call, _Call]) -> str | None:
         parts = [

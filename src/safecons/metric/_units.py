@@ -155,6 +155,59 @@ async def run_frame(
         )
 
 
+def _samples(
+    df: pl.DataFrame,
+    *,
+    responding: bool,
+    config: SafetyConsistencyConfig,
+    prefix: str,
+    responses: str,
+) -> tuple[list[list[Sample]], Sequence[Any]]:
+    """Each row's samples to fill, and the messages its SUT samples answer: fresh ones to
+    request, or the stored answers of ``responses`` (a null one is a failed sample)."""
+    if responding:
+        k = config.responses_per_query - 1
+        fresh = [[Sample() for _ in range(k)] for _ in range(df.height)]
+        return fresh, df[f"{prefix}variant_messages"].to_list()
+    stored = [
+        [
+            Sample(response=r, response_error=None if r is not None else "no stored response")
+            for r in (row or [])
+        ]
+        for row in df[responses].to_list()
+    ]
+    return stored, [None] * df.height
+
+
+async def _respond(
+    run: Engine, session: ChatSession, call: ModelCall, sample: Sample, *, endpoint: str
+) -> None:
+    """Ask the SUT for one sample through the engine and fill the SUT fields of ``sample``."""
+
+    async def ask() -> Completion:
+        return await session.complete(call.messages, temperature=call.temperature, seed=call.seed)
+
+    got = await run.call(
+        "sut",
+        ask,
+        call=call,
+        endpoint=endpoint,
+        encode=encode_completion,
+        decode=decode_completion,
+    )
+    sample.sut_attempts += got.attempts
+    sample.sut_cache_hits += got.cached
+    sample.sut_rate_limited += got.rate_limited
+    sample.sut_skipped += got.skipped
+    if got.value is None:
+        sample.response_error = got.error
+        return
+    sample.response = got.value.text
+    if not got.cached:
+        sample.sut_prompt_tokens = got.value.prompt_tokens
+        sample.sut_completion_tokens = got.value.completion_tokens
+
+
 async def _run_units(
     run: Engine,
     df: pl.DataFrame,
@@ -166,72 +219,31 @@ async def _run_units(
     sessions: Sessions,
 ) -> pl.DataFrame:
     names = column_names(prefix, config.metric_name)
+    results, messages = _samples(
+        df, responding=responding, config=config, prefix=prefix, responses=names["responses"]
+    )
     ids = df["input_id"].to_list()
     prompts = df["prompt"].to_list()
     bases = df["sut_response"].to_list()
     variants = df[f"{prefix}variant_text"].to_list()
-    results: list[list[Sample]]
-    messages: Sequence[Any]
-    if not responding:
-        results = [
-            [
-                Sample(response=r, response_error=None if r is not None else "no stored response")
-                for r in (row or [])
-            ]
-            for row in df[names["responses"]].to_list()
-        ]
-        messages = [None] * df.height
-    else:
-        results = [[Sample() for _ in range(config.responses_per_query - 1)] for _ in ids]
-        messages = df[f"{prefix}variant_messages"].to_list()
     sut_session, endpoint, judge_session = sessions.sut, sessions.endpoint, sessions.judge
     seed = run.options.seed
 
-    async def respond(i: int, j: int, sample: Sample, session: ChatSession) -> None:
-        call = sut_call(
-            endpoint, messages[i], ids[i], j, temperature=config.sut_temperature, seed=seed
-        )
-
-        async def ask() -> Completion:
-            return await session.complete(
-                call.messages, temperature=call.temperature, seed=call.seed
-            )
-
-        got = await run.call(
-            "sut",
-            ask,
-            call=call,
-            endpoint=endpoint.identity,
-            encode=encode_completion,
-            decode=decode_completion,
-        )
-        sample.sut_attempts += got.attempts
-        sample.sut_cache_hits += got.cached
-        sample.sut_rate_limited += got.rate_limited
-        sample.sut_skipped += got.skipped
-        if got.value is None:
-            sample.response_error = got.error
-            return
-        sample.response = got.value.text
-        if not got.cached:
-            sample.sut_prompt_tokens = got.value.prompt_tokens
-            sample.sut_completion_tokens = got.value.completion_tokens
-
-    async def judge_one(i: int, j: int, sample: Sample, session: JudgeSession) -> None:
-        comparison = session.prepare(
-            slot(ids[i], j),
-            query=query_of(prompts[i]),
-            variant=variants[i],
-            base=bases[i],
-            candidate=sample.response or "",
-        )
-        await judge_sample(run, session, comparison, sample)
-
     async def unit(i: int, j: int, sample: Sample) -> None:
         if sut_session is not None:
-            await respond(i, j, sample, sut_session)
+            call = sut_call(
+                endpoint, messages[i], ids[i], j, temperature=config.sut_temperature, seed=seed
+            )
+            await _respond(run, sut_session, call, sample, endpoint=endpoint.identity)
         if judge_session is not None and sample.response is not None:
-            await judge_one(i, j, sample, judge_session)
+            comparison = judge_session.prepare(
+                slot(ids[i], j),
+                query=query_of(prompts[i]),
+                variant=variants[i],
+                base=bases[i],
+                candidate=sample.response,
+            )
+            await judge_sample(run, judge_session, comparison, sample)
 
     await run.each(
         (
