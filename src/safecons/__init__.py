@@ -26,6 +26,7 @@ from . import testing as testing
 from . import variants as variants
 from ._demo import demo_frame as demo_frame
 from ._record import output_schema as output_schema
+from ._version import __version__ as __version__
 from .audit import JudgeAudit as JudgeAudit
 from .audit import audit_judge as audit_judge
 from .audit import audit_judge_async as audit_judge_async
@@ -64,8 +65,6 @@ from .scores import score_table as score_table
 from .summary import RunSummary as RunSummary
 from .summary import run_summary as run_summary
 from .variants import build_variants as build_variants
-
-__version__ = "0.1.0"
 
 __all__ = (
     "AuthenticationError",

@@ -14,6 +14,7 @@ from typing import Any, Final
 import polars as pl
 
 from ._text import valid_unicode
+from .config import DEFAULT_PREFIX
 
 __all__ = (
     "DEFAULT_PREFIX",
@@ -25,7 +26,6 @@ __all__ = (
     "output_schema",
 )
 
-DEFAULT_PREFIX: Final = "sc_"
 _STR_LIST: Final = pl.List(pl.String)
 
 #: What one row spent, per kind of call: attempts made (retries included), calls replayed

@@ -431,7 +431,7 @@ def _days(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
     from .audit import DEFAULT_REPEATS
     from .config import CONFIG_FIELDS, DEFAULT_CONFIG
 

@@ -16,7 +16,7 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from .errors import ConfigError
 __all__ = (
     "CONFIG_FIELDS",
     "DEFAULT_CONFIG",
+    "DEFAULT_PREFIX",
     "FieldSpec",
     "SafetyConsistencyConfig",
     "manifest",
@@ -285,6 +286,9 @@ class SafetyConsistencyConfig:
             "type": "object",
         }
 
+
+#: The prefix of every column the metric adds but the score's (``prefix=``).
+DEFAULT_PREFIX: Final = "sc_"
 
 #: The config with every default: what an option not given means, for every entry point.
 DEFAULT_CONFIG = SafetyConsistencyConfig()

@@ -30,6 +30,7 @@ from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
 from ._record import DEFAULT_PREFIX, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
+from ._version import __version__
 from .errors import InputError, SafeconsError
 from .scores import DERIVED_GROUPS, score_table, with_groups
 from .summary import conform, run_summary
@@ -510,8 +511,6 @@ def _audit_section(audit: Any) -> list[str]:
 
 
 def _version() -> str:
-    from . import __version__
-
     return __version__
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .._record import DEFAULT_PREFIX
+from ..config import DEFAULT_PREFIX
 
 __all__ = ("template_families",)
 
