@@ -177,3 +177,37 @@ def test_no_function_is_longer_than_80_lines_of_code():
 def test_the_metric_s_face_is_at_most_500_lines():
     # The face the issue measured: every front of the metric, in one file a reader can hold.
     assert len((ROOT / "metric" / "_fronts.py").read_text(encoding="utf-8").splitlines()) <= 500
+
+
+def _module_of(parts: list[str]) -> str | None:
+    """The module of the house that ``parts`` names (a package's door for a package)."""
+    base = ROOT.parent.joinpath(*parts)
+    if (base / "__init__.py").exists() or base.with_suffix(".py").exists():
+        return ".".join(parts)
+    return None
+
+
+def test_no_circle_of_imports():
+    # Lazy imports inside functions count too: a circle is a tangle to read, wherever it is.
+    edges: dict[str, set[str]] = {}
+    for path in MODULES:
+        here = ".".join(_name(path))
+        for _, target, names in _imports(path):
+            found = {_module_of([*target, n]) for n in names} - {None} or {_module_of(target)}
+            edges.setdefault(here, set()).update(m for m in found if m and m != here)
+    circles = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
