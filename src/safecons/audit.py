@@ -272,9 +272,9 @@ async def audit_judge_async(
             raise InputError(f"{name}: expected True or False, got {flag!r}")
     run_options = RunOptions.of(options, front="audit_judge", kind="judge")
     rows = golden.to_dicts()
-    async with engine(run_options) as run:
-        session = await run.enter(open_judge(judge, concurrency=run_options.concurrency_limit))
-        run.protect(getattr(session, "client", None))
+    async with engine(run_options) as eng:
+        session = await eng.enter(open_judge(judge, concurrency=run_options.concurrency_limit))
+        eng.protect(getattr(session, "client", None))
         ordered = session.ordered
         calls = _plan(golden, repeats, swap and ordered, probes)
 
@@ -288,9 +288,9 @@ async def audit_judge_async(
                 candidate=call.candidate,
                 candidate_first=call.candidate_first,
             )
-            await judge_sample(run, session, comparison, call.sample)
+            await judge_sample(eng, session, comparison, call.sample)
 
-        await run.each(
+        await eng.each(
             (functools.partial(one, c) for c in calls),
             total=len(calls),
             desc="audit_judge",

@@ -118,8 +118,8 @@ async def swap_test_async(
     calls = [(_Call(), _Call()) for _ in range(df.height)]
     slots = _content_slots(questions, xs, ys, refs)
     where = Endpoint.of(client)
-    async with engine(run_options) as run:
-        session = await run.session(client)
+    async with engine(run_options) as eng:
+        session = await eng.session(client)
 
         async def one(row: int, order: int, out: _Call) -> None:
             first, second = (xs[row], ys[row]) if order == 0 else (ys[row], xs[row])
@@ -130,9 +130,9 @@ async def swap_test_async(
                 0.0,
                 f"{slots[row]}#{'xy' if order == 0 else 'yx'}",
             )
-            await _judge_order(run, session, call, out, rule=rule)
+            await _judge_order(eng, session, call, out, rule=rule)
 
-        await run.each(
+        await eng.each(
             (
                 functools.partial(one, row, order, out)
                 for row, pair in enumerate(calls)
@@ -146,7 +146,7 @@ async def swap_test_async(
 
 
 async def _judge_order(
-    run: Engine, session: ChatSession, call: ModelCall, out: _Call, *, rule: Rule
+    eng: Engine, session: ChatSession, call: ModelCall, out: _Call, *, rule: Rule
 ) -> None:
     """One ordering of a pair through the engine: its verdict letter, or its error, in ``out``."""
     endpoint = call.endpoint.identity
@@ -162,7 +162,7 @@ async def _judge_order(
             )
         return completion.text
 
-    got = await run.call(
+    got = await eng.call(
         "pairwise", attempt, call=call, endpoint=endpoint, encode=str, decode=_decode_verdict(rule)
     )
     out.cached = got.cached

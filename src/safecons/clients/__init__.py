@@ -7,9 +7,6 @@ and a session, the errors an attempt raises, the identity of a callable, the sec
 error is scrubbed of.
 """
 
-from ._adapt import as_chat_client as as_chat_client
-from ._adapt import open_session as open_session
-from ._adapt import request_fingerprint as request_fingerprint
 from ._base import CONTENT_FILTER_TEXT as CONTENT_FILTER_TEXT
 from ._base import CURRENT_ATTEMPT as CURRENT_ATTEMPT
 from ._base import AttemptStart as AttemptStart
@@ -25,6 +22,9 @@ from ._callable import UserCode as UserCode
 from ._callable import callable_fingerprint as callable_fingerprint
 from ._callable import check_signature as check_signature
 from ._callable import warn_if_guessed as warn_if_guessed
+from ._open import as_chat_client as as_chat_client
+from ._open import open_session as open_session
+from ._open import request_fingerprint as request_fingerprint
 from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
 from ._openai import OpenAICompatible as OpenAICompatible
 from ._secrets import Secrets as Secrets

@@ -519,11 +519,6 @@ class OpenAICompatible:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if "_key_env" not in state:  # pickled before api_key_env, by a safecons that
-            # read only OPENAI_API_KEY again
-            from_env = self.__dict__.pop("_key_from_env", False)
-            self._key_env = "OPENAI_API_KEY" if from_env else None
-            self._key_required = False
         self._key_problem = None
         if self._key_env is not None:
             self._api_key, problem = key_from_env(self._key_env, required=self._key_required)

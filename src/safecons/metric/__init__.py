@@ -8,7 +8,7 @@ level of :mod:`safecons`), :func:`safety_consistency_run` and :class:`SafetyCons
 
 - :mod:`._fronts`: the fronts.
 - :mod:`._job`: a call of the metric, validated once (:class:`Job`); LazyFrame batches.
-- :mod:`._units`: the metric's units on the engine: each SUT sample, then its judge call.
+- :mod:`._comparisons`: the metric's units on the engine: each SUT sample, then its judge call.
 - :mod:`._judging`: a judge, whatever the user passed (chat client, callable, ``LLMJudge``,
   judge object), as one thing a unit can ask for a verdict; :func:`judge_sample`, the judge
   unit that ``audit_judge`` runs too.
@@ -17,6 +17,9 @@ level of :mod:`safecons`), :func:`safety_consistency_run` and :class:`SafetyCons
 - :mod:`._lazy`: the LazyFrame source (head, filter and projection pushdown).
 """
 
+from ._comparisons import Sessions as Sessions
+from ._comparisons import judge_sample as judge_sample
+from ._comparisons import open_sessions as open_sessions
 from ._fronts import judge_responses as judge_responses
 from ._fronts import planned_calls as planned_calls
 from ._fronts import respond as respond
@@ -32,9 +35,6 @@ from ._judging import JudgeSession as JudgeSession
 from ._judging import check_judge as check_judge
 from ._judging import open_judge as open_judge
 from ._plan import CallPlan as CallPlan
-from ._units import Sessions as Sessions
-from ._units import judge_sample as judge_sample
-from ._units import open_sessions as open_sessions
 
 __all__ = (
     "LAZY_BATCH_ROWS",

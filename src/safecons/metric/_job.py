@@ -23,6 +23,7 @@ from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache
 from ..summary import RunSummary, run_summary
 from ..templates import Template
 from ..variants import build_variants, check_unique_ids
+from ._comparisons import Sessions, score_frame
 from ._inputs import (
     check_collisions,
     check_frame_columns,
@@ -32,7 +33,6 @@ from ._inputs import (
     resolve_config,
 )
 from ._judging import check_judge
-from ._units import Sessions, run_frame
 
 __all__ = ("LAZY_BATCH_ROWS", "Job", "MetricOptions", "SafetyConsistencyRun", "run_batches")
 
@@ -179,7 +179,7 @@ class Job:
     ) -> pl.DataFrame:
         """The respond and judge stages over a frame that has its variants, on ``runner``
         (and the ``sessions`` opened on it, if any; a fresh runner when None)."""
-        return await run_frame(
+        return await score_frame(
             with_variants,
             sut=self.sut,
             judge=self.judge,

@@ -15,8 +15,8 @@ import polars as pl
 from ..clients import as_chat_client, secrets_of, warn_if_guessed
 from ..run import Endpoint, decode_completion, opened_cache, replay, slot
 from ..variants import query_of
+from ._comparisons import sut_call
 from ._judging import planning_judge
-from ._units import sut_call
 
 if TYPE_CHECKING:
     from ._job import Job

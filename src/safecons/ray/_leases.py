@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from .._tasks import background_tasks
-from ..run import Pressure, Slot
+from ..run import MAX_RETRY_AFTER_SECONDS, Pressure, Slot
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 
@@ -106,7 +106,7 @@ class LeaseTable:
         cap: int,
         *,
         adaptive: bool = True,
-        max_retry_after: float = 60.0,
+        max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cap = check_cap(cap)
@@ -385,7 +385,7 @@ class RemotePermits:
         local_limit: int,
         hold: float = 1.0,
         idle: float = 0.05,
-        max_retry_after: float = 60.0,
+        max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._limiter = limiter

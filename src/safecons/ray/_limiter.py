@@ -9,6 +9,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from ..run import MAX_RETRY_AFTER_SECONDS
 from ._leases import LeaseTable, check_cap
 
 __all__ = ("LimiterActor", "global_limiter", "limiter_stats")
@@ -22,7 +23,9 @@ class LimiterActor:
     """The Ray actor around one :class:`~safecons.ray._leases.LeaseTable` (async: every
     method runs on the actor's one event loop, so the table needs no lock)."""
 
-    def __init__(self, cap: int, adaptive: bool = True, max_retry_after: float = 60.0) -> None:
+    def __init__(
+        self, cap: int, adaptive: bool = True, max_retry_after: float = MAX_RETRY_AFTER_SECONDS
+    ) -> None:
         self._table = LeaseTable(cap, adaptive=adaptive, max_retry_after=max_retry_after)
 
     async def acquire(self, holder: str, request: str, endpoint: str, ttl: float) -> float:
@@ -49,7 +52,7 @@ def global_limiter(
     *,
     name: str | None = None,
     adaptive: bool = True,
-    max_retry_after: float = 60.0,
+    max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
 ) -> Any:
     """The limiter actor that caps every attempt of a job at ``cap`` in flight.
 

@@ -197,8 +197,8 @@ class _Scorer:
         )
         # The actor's engine holds its sessions for its life; each batch runs on its runner.
         # The job's options already hold the actor's share of the cap (see below).
-        run = await self._stack.enter_async_context(engine(options, runner=runner))
-        sessions = await open_sessions(run, sut=self._job.sut, judge=self._job.judge)
+        eng = await self._stack.enter_async_context(engine(options, runner=runner))
+        sessions = await open_sessions(eng, sut=self._job.sut, judge=self._job.judge)
         return runner, sessions
 
     async def __call__(self, batch: pa.Table) -> pa.Table:

@@ -42,6 +42,7 @@ from ._permits import LocalPermits as LocalPermits
 from ._permits import Permits as Permits
 from ._permits import Pressure as Pressure
 from ._permits import Slot as Slot
+from ._runner import MAX_RETRY_AFTER_SECONDS as MAX_RETRY_AFTER_SECONDS
 from ._runner import CallOutcome as CallOutcome
 from ._runner import RetryPolicy as RetryPolicy
 from ._runner import Runner as Runner
@@ -52,6 +53,7 @@ from ._runner import run_sync as run_sync
 __all__ = (
     "MAX_CONCURRENCY",
     "MAX_RETRIES",
+    "MAX_RETRY_AFTER_SECONDS",
     "CacheArg",
     "CallKind",
     "CallOptions",

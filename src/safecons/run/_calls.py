@@ -129,7 +129,7 @@ def decode_completion(stored: str) -> Completion:
     if not isinstance(data, dict) or not isinstance(data.get("text"), str):
         raise ValueError("not a stored completion")
     if not data["text"]:
-        # An answer without text is no answer (an older safecons stored them): ask again.
+        # An answer without text is no answer, whoever wrote it into the file: ask again.
         raise ValueError("a stored answer without text")
     return Completion(
         text=data["text"],

@@ -36,6 +36,7 @@ from ._cache import ResponseCache
 from ._permits import LocalPermits, Permits
 
 __all__ = (
+    "MAX_RETRY_AFTER_SECONDS",
     "CallOutcome",
     "RetryPolicy",
     "RunStats",
@@ -50,6 +51,10 @@ __all__ = (
 
 T = TypeVar("T")
 
+#: The longest a server's ``Retry-After`` is honoured (seconds): a run never sleeps longer on
+#: one answer, whatever a misconfigured or hostile server asks.
+MAX_RETRY_AFTER_SECONDS = 60.0
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -63,7 +68,7 @@ class RetryPolicy:
 
     base_delay: float = 0.5
     max_delay: float = 20.0
-    max_retry_after: float = 60.0
+    max_retry_after: float = MAX_RETRY_AFTER_SECONDS
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         if retry_after is not None and math.isfinite(retry_after):

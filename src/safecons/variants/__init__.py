@@ -23,7 +23,6 @@ does not matter.
 
 from ._variants import MESSAGES_DTYPE as MESSAGES_DTYPE
 from ._variants import VARIANT_FIELDS as VARIANT_FIELDS
-from ._variants import VARIANT_KINDS as VARIANT_KINDS
 from ._variants import VARIANT_SCHEMA as VARIANT_SCHEMA
 from ._variants import Variant as Variant
 from ._variants import VariantKind as VariantKind
@@ -39,7 +38,6 @@ from ._variants import variant_schema as variant_schema
 __all__ = (
     "MESSAGES_DTYPE",
     "VARIANT_FIELDS",
-    "VARIANT_KINDS",
     "VARIANT_SCHEMA",
     "Variant",
     "VariantKind",

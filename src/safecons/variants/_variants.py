@@ -24,7 +24,6 @@ from ..templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, finge
 __all__ = (
     "MESSAGES_DTYPE",
     "VARIANT_FIELDS",
-    "VARIANT_KINDS",
     "VARIANT_SCHEMA",
     "Variant",
     "VariantKind",
@@ -37,7 +36,6 @@ __all__ = (
 )
 
 VariantKind = Literal["toxicity", "dpi"]
-VARIANT_KINDS: Final[tuple[VariantKind, ...]] = ("toxicity", "dpi")
 
 #: A chat as Polars holds it: the dtype of a conversation ``prompt`` and of the
 #: ``variant_messages`` column.

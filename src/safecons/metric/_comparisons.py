@@ -1,7 +1,7 @@
 """The metric's units on the engine: each SUT sample, then its judge call.
 
 Every network front of the metric (``safety_consistency`` and its async and run twins,
-``respond``, ``judge_responses``, the Ray actors) comes to :func:`run_frame`. A *unit* is one
+``respond``, ``judge_responses``, the Ray actors) comes to :func:`score_frame`. A *unit* is one
 comparison: one SUT sample (or a stored answer), then its judge call, which starts as soon as
 the answer arrives; units start in row order through the engine's gate
 (:class:`~safecons.run.Engine`).
@@ -34,7 +34,7 @@ from ..run import (
 from ..variants import query_of
 from ._judging import Comparison, JudgeSession, Verdict, encode_judgment, open_judge
 
-__all__ = ("Sessions", "judge_sample", "open_sessions", "run_frame", "sut_call")
+__all__ = ("Sessions", "judge_sample", "open_sessions", "score_frame", "sut_call")
 
 
 def sut_call(
@@ -58,7 +58,7 @@ def sut_call(
 
 
 async def judge_sample(
-    run: Engine, session: JudgeSession, comparison: Comparison, sample: Sample
+    eng: Engine, session: JudgeSession, comparison: Comparison, sample: Sample
 ) -> None:
     """Ask ``session`` for its verdict on ``comparison`` through the engine (retries, cache,
     budget, limiter) and fill the judge fields of ``sample``: the metric's judge unit, and the
@@ -68,7 +68,7 @@ async def judge_sample(
     async def ask() -> Verdict:
         return await session.judge(comparison)
 
-    got = await run.call(
+    got = await eng.call(
         "judge",
         ask,
         call=comparison.call,
@@ -104,7 +104,7 @@ class Sessions:
     judge: JudgeSession | None
 
 
-async def open_sessions(run: Engine, *, sut: object | None, judge: object | None) -> Sessions:
+async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None) -> Sessions:
     """Open the SUT's and the judge's sessions on ``run``, for as long as it is open. One run
     opens them once; a Ray actor keeps them for its life."""
     sut_session: ChatSession | None = None
@@ -112,17 +112,17 @@ async def open_sessions(run: Engine, *, sut: object | None, judge: object | None
     if sut is not None:
         client = as_chat_client(sut, "sut")
         endpoint = Endpoint.of(client)
-        sut_session = await run.session(client)
+        sut_session = await eng.session(client)
     judge_session: JudgeSession | None = None
     if judge is not None:
-        judge_session = await run.enter(
-            open_judge(judge, concurrency=run.options.concurrency_limit)
+        judge_session = await eng.enter(
+            open_judge(judge, concurrency=eng.options.concurrency_limit)
         )
-        run.protect(getattr(judge_session, "client", None))
+        eng.protect(getattr(judge_session, "client", None))
     return Sessions(sut_session, endpoint, judge_session)
 
 
-async def run_frame(
+async def score_frame(
     df: pl.DataFrame,
     *,
     sut: object | None,
@@ -141,11 +141,11 @@ async def run_frame(
     :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
     opening new ones.
     """
-    async with engine(options, runner=runner) as run:
+    async with engine(options, runner=runner) as eng:
         if sessions is None:
-            sessions = await open_sessions(run, sut=sut, judge=judge)
-        return await _run_units(
-            run,
+            sessions = await open_sessions(eng, sut=sut, judge=judge)
+        return await _score_units(
+            eng,
             df,
             responding=sut is not None,
             judging=judge is not None,
@@ -180,14 +180,14 @@ def _samples(
 
 
 async def _respond(
-    run: Engine, session: ChatSession, call: ModelCall, sample: Sample, *, endpoint: str
+    eng: Engine, session: ChatSession, call: ModelCall, sample: Sample, *, endpoint: str
 ) -> None:
     """Ask the SUT for one sample through the engine and fill the SUT fields of ``sample``."""
 
     async def ask() -> Completion:
         return await session.complete(call.messages, temperature=call.temperature, seed=call.seed)
 
-    got = await run.call(
+    got = await eng.call(
         "sut",
         ask,
         call=call,
@@ -208,8 +208,8 @@ async def _respond(
         sample.sut_completion_tokens = got.value.completion_tokens
 
 
-async def _run_units(
-    run: Engine,
+async def _score_units(
+    eng: Engine,
     df: pl.DataFrame,
     *,
     responding: bool,
@@ -227,14 +227,14 @@ async def _run_units(
     bases = df["sut_response"].to_list()
     variants = df[f"{prefix}variant_text"].to_list()
     sut_session, endpoint, judge_session = sessions.sut, sessions.endpoint, sessions.judge
-    seed = run.options.seed
+    seed = eng.options.seed
 
     async def unit(i: int, j: int, sample: Sample) -> None:
         if sut_session is not None:
             call = sut_call(
                 endpoint, messages[i], ids[i], j, temperature=config.sut_temperature, seed=seed
             )
-            await _respond(run, sut_session, call, sample, endpoint=endpoint.identity)
+            await _respond(eng, sut_session, call, sample, endpoint=endpoint.identity)
         if judge_session is not None and sample.response is not None:
             comparison = judge_session.prepare(
                 slot(ids[i], j),
@@ -243,9 +243,9 @@ async def _run_units(
                 base=bases[i],
                 candidate=sample.response,
             )
-            await judge_sample(run, judge_session, comparison, sample)
+            await judge_sample(eng, judge_session, comparison, sample)
 
-    await run.each(
+    await eng.each(
         (
             functools.partial(unit, i, j, sample)
             for i, row in enumerate(results)
