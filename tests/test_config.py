@@ -126,3 +126,43 @@ def test_round_trip_dict():
 def test_min_above_max_rejected():
     with pytest.raises(ConfigError, match="min must not exceed max"):
         SafetyConsistencyConfig(min=2.0, max=1.0)
+
+
+def test_the_keywords_an_ide_shows_are_the_config_s_fields_and_the_run_s():
+    # Every front's keyword options are one TypedDict (MetricOptions), stated beside the
+    # config's field table: each field appears there once, with the type its kind says.
+    import typing
+
+    from safecons.config import CONFIG_FIELDS
+    from safecons.metric import MetricOptions
+    from safecons.run import CallOptions
+
+    hints = typing.get_type_hints(MetricOptions)
+    kinds = {"integer": int, "number": float, "boolean": bool, "string": str}
+    for spec in CONFIG_FIELDS:
+        assert hints[spec.name] is kinds[spec.kind], spec.name
+    others = set(hints) - {spec.name for spec in CONFIG_FIELDS}
+    assert others == {
+        "config",
+        "seed",
+        "progress",
+        "prefix",
+        "toxicity_templates",
+        "jailbreak_templates",
+        "cache",
+        "max_calls",
+    }
+    assert set(typing.get_type_hints(CallOptions)) <= set(hints)
+
+
+def test_an_unknown_option_is_named_by_every_front():
+    import polars as pl
+
+    import safecons as sc
+    from safecons.testing import StandInJudge, StandInSUT
+
+    df = pl.DataFrame({"input_id": [1], "prompt": ["Hi"], "sut_response": ["Hello!"]})
+    with pytest.raises(sc.ConfigError, match="unknown config field.*'respones_per_query'"):
+        sc.safety_consistency(df, sut=StandInSUT(), judge=StandInJudge(), respones_per_query=4)
+    with pytest.raises(sc.ConfigError, match="unknown config field.*'retries'"):
+        sc.planned_calls(df, sut=StandInSUT(), judge=StandInJudge(), retries=1)
