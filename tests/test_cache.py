@@ -11,7 +11,7 @@ import pytest
 
 import safecons as sc
 from safecons.cli import main
-from safecons.run._cache import ResponseCache
+from safecons.run import ResponseCache
 from safecons.testing import FakeOpenAIServer, ScriptedChat, StandInJudge, route_by_model
 
 REFUSE = "I'm sorry, but I can't help with that."

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.run._cache import ResponseCache
+from safecons.run import ResponseCache
 from safecons.testing import ScriptedChat, StandInJudge
 
 REFUSE = "I'm sorry, but I can't help with that."

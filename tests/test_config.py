@@ -162,7 +162,7 @@ def test_an_unknown_option_is_named_by_every_front():
     from safecons.testing import StandInJudge, StandInSUT
 
     df = pl.DataFrame({"input_id": [1], "prompt": ["Hi"], "sut_response": ["Hello!"]})
-    with pytest.raises(sc.ConfigError, match="unknown config field.*'respones_per_query'"):
+    with pytest.raises(sc.ConfigError, match=r"unknown config field.*'respones_per_query'"):
         sc.safety_consistency(df, sut=StandInSUT(), judge=StandInJudge(), respones_per_query=4)
-    with pytest.raises(sc.ConfigError, match="unknown config field.*'retries'"):
+    with pytest.raises(sc.ConfigError, match=r"unknown config field.*'retries'"):
         sc.planned_calls(df, sut=StandInSUT(), judge=StandInJudge(), retries=1)

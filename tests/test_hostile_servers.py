@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.clients._base import RetryableCallError
+from safecons.clients import RetryableCallError
 from safecons.clients._openai import ResponseTooLarge
 from safecons.testing import ScriptedChat, Seen, StandInJudge, completion, raw, reply
 from safecons.testing import ScriptedServer as HostileServer

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 import safecons as sc
 from safecons.audit import INJECTION_STYLES, injected_text
-from safecons.judges import LABEL_BANDS
-from safecons.judges._protocol import judgment_from
+from safecons.judges import LABEL_BANDS, judgment_from
 from safecons.testing import StandInSUT
 
 BASE = (

@@ -5,8 +5,12 @@ import json
 import httpx
 import pytest
 
-from safecons.clients import CONTENT_FILTER_TEXT, OpenAICompatible
-from safecons.clients._base import NonRetryableCallError, RetryableCallError
+from safecons.clients import (
+    CONTENT_FILTER_TEXT,
+    NonRetryableCallError,
+    OpenAICompatible,
+    RetryableCallError,
+)
 from safecons.errors import AuthenticationError
 
 pytestmark = pytest.mark.anyio

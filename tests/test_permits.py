@@ -5,8 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from safecons.run._permits import LocalPermits
-from safecons.run._runner import RetryPolicy, Runner
+from safecons.run import LocalPermits, RetryPolicy, Runner
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +31,7 @@ async def test_a_runner_holds_exactly_one_permit_per_attempt_and_reports_429s():
 
             return Wrap()
 
-    from safecons.clients._base import RetryableCallError
+    from safecons.clients import RetryableCallError
 
     permits = Recording()
     runner = Runner(

@@ -5,9 +5,9 @@ import time
 import anyio
 import pytest
 
-from safecons.clients._base import NonRetryableCallError, RetryableCallError
+from safecons.clients import NonRetryableCallError, RetryableCallError
 from safecons.errors import AuthenticationError
-from safecons.run._runner import RetryPolicy, Runner, run_sync
+from safecons.run import RetryPolicy, Runner, run_sync
 
 pytestmark = pytest.mark.anyio
 
