@@ -195,6 +195,7 @@ REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
 @pytest.mark.skipif(
     CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
 )
+@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
 def test_a_hostile_report_opens_in_headless_chromium(run, tmp_path):
     # Was: 250 MB that Chromium took 3.5 minutes to open. The page now holds the cut texts
     # with their notes, and no bidirectional control reaches the rendered DOM.
