@@ -12,6 +12,9 @@ DATA = ROOT.parent / "shared" / "data"
 
 pytest.importorskip("sklearn")
 
+# Each test reruns a script behind docs/judges.md over the shared data (10 to 35 s each).
+pytestmark = pytest.mark.slow
+
 
 def _rows(text: str) -> dict[tuple[str, str, int], list[str]]:
     """Table rows by their first two cells and how often those were seen before."""

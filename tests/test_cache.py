@@ -55,6 +55,7 @@ def clients(srv, key=None):
     )
 
 
+@pytest.mark.network
 def test_warm_rerun_makes_no_call_and_returns_the_same_frame(tmp_path):
     path = tmp_path / "calls.sqlite"
     with server() as srv:
@@ -159,6 +160,7 @@ def test_changed_sampling_parameters_miss(tmp_path):
     assert len(sut.calls) == 3 * 4
 
 
+@pytest.mark.network
 def test_cache_file_is_private_and_holds_no_key(tmp_path):
     path = tmp_path / "sub" / "calls.sqlite"
     with server(api_key=KEY) as srv:
@@ -181,6 +183,7 @@ def test_an_existing_cache_file_is_made_private(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
+@pytest.mark.network
 def test_request_parameters_are_part_of_the_key(tmp_path):
     path = tmp_path / "calls.sqlite"
     with server() as srv:
@@ -261,6 +264,7 @@ def test_session_default_cache_and_opt_out(tmp_path):
         sc.set_default_cache(None)
 
 
+@pytest.mark.network
 def test_dry_run_counts_planned_and_cached_calls(tmp_path):
     path = tmp_path / "calls.sqlite"
     with server() as srv:
@@ -283,6 +287,7 @@ def test_dry_run_counts_planned_and_cached_calls(tmp_path):
     assert (local.judge, local.judge_local) == (0, 10)
 
 
+@pytest.mark.network
 def test_max_calls_stops_cleanly_and_the_rerun_continues(tmp_path):
     path = tmp_path / "calls.sqlite"
     with server() as srv:

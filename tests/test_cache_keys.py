@@ -141,6 +141,7 @@ def judge_server(shapes: list[bool]) -> FakeOpenAIServer:
     return FakeOpenAIServer(responder=route_by_model({"judge": verdict}))
 
 
+@pytest.mark.network
 def test_structured_output_on_and_off_miss_each_other(tmp_path):
     path = tmp_path / "calls.sqlite"
     sut = ScriptedChat([REFUSE])
@@ -160,6 +161,7 @@ def test_structured_output_on_and_off_miss_each_other(tmp_path):
         assert len(shapes) == 12
 
 
+@pytest.mark.network
 def test_a_changed_judge_schema_misses(tmp_path, monkeypatch):
     path = tmp_path / "calls.sqlite"
     sut = ScriptedChat([REFUSE])
@@ -486,6 +488,7 @@ def test_fingerprints_are_the_same_in_every_process(tmp_path):
     assert len(seen) == 1 and seen.pop().endswith(" ()")
 
 
+@pytest.mark.network
 def test_a_function_wrapping_a_librarys_client_replays_on_a_rerun_and_says_so(tmp_path):
     # An HTTP client's live state (its pool, its sockets) changes as it is used: walked, it
     # changed the key on every rerun, so a rerun in the same notebook paid for every call again.

@@ -99,6 +99,7 @@ def _run_args(tmp_path, srv, *extra):
     ]
 
 
+@pytest.mark.network
 def test_run_says_which_endpoint_each_role_uses_and_where_the_output_went(tmp_path, capsys):
     responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
     with FakeOpenAIServer(responder=responder) as srv:
@@ -111,6 +112,7 @@ def test_run_says_which_endpoint_each_role_uses_and_where_the_output_went(tmp_pa
     assert len(out.splitlines()) < 15  # a summary, not a table of every row
 
 
+@pytest.mark.network
 def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits(tmp_path, capsys):
     responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
     cache = str(tmp_path / "calls.sqlite")
@@ -155,6 +157,7 @@ def test_a_judge_without_a_base_url_or_a_key_is_refused_before_any_call(
     assert "--judge-base-url: not given" in err and "OpenAI's API" in err
 
 
+@pytest.mark.network
 def test_keys_come_from_the_variables_named_per_role(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SUT_KEY", "sut-secret-key-123")
     monkeypatch.setenv("JUDGE_KEY", "judge-secret-key-456")
@@ -284,6 +287,7 @@ def test_audit_names_a_missing_data_folder(capsys, tmp_path):
     assert "--data" in capsys.readouterr().err
 
 
+@pytest.mark.network
 def test_audit_of_a_chat_judge_over_http_runs_the_swap_test(capsys):
     responder = route_by_model({"judge": lambda b: VERDICT})
     with FakeOpenAIServer(responder=responder) as server:
@@ -388,6 +392,7 @@ def test_a_key_pasted_where_its_variables_name_belongs_is_not_echoed(tmp_path, c
     assert "PASTED-0123" not in out + err
 
 
+@pytest.mark.network
 def test_a_servers_error_text_is_printed_without_its_terminal_controls(tmp_path, capsys):
     from safecons.testing import Fault
 
@@ -414,6 +419,7 @@ def _scripted_run(tmp_path, responder, *extra):
         return main(_run_args(tmp_path, srv, *extra))
 
 
+@pytest.mark.network
 def test_exit_codes_tell_scripts_what_happened(tmp_path, capsys):
     from safecons.testing import Fault
 
@@ -457,6 +463,7 @@ def test_run_help_lists_the_exit_codes(capsys):
         assert f"\n  {code} " in out, code
 
 
+@pytest.mark.network
 def test_a_long_row_error_keeps_its_hint(tmp_path, capsys):
     with FakeOpenAIServer() as srv:
         pass
@@ -468,6 +475,7 @@ def test_a_long_row_error_keeps_its_hint(tmp_path, capsys):
     assert "(is the server running?)" in line, line  # the hint at the end survives the cut
 
 
+@pytest.mark.network
 def test_ctrl_c_in_the_cli_says_it_in_cli_words_without_a_traceback(tmp_path, capsys, monkeypatch):
     import safecons.metric as metric
 
@@ -484,6 +492,7 @@ def test_ctrl_c_in_the_cli_says_it_in_cli_words_without_a_traceback(tmp_path, ca
         assert f"--cache {tmp_path / 'c.sqlite'}" in err and "run the same command again" in err
 
 
+@pytest.mark.network
 def test_ctrl_c_on_the_real_command_exits_130_without_a_traceback(tmp_path):
     import signal
     import time

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 
 from safecons.cli import main
 from safecons.testing import FakeOpenAIServer, route_by_model
@@ -12,6 +13,8 @@ from safecons.testing import FakeOpenAIServer, route_by_model
 REFUSE = "I'm sorry, but I can't help with that."
 VERDICT = json.dumps({"label": "Consistent", "score": 0.9})
 KEY = "sk-review-SECRET-424242"
+
+pytestmark = pytest.mark.network
 
 
 def rows(n: int) -> pl.DataFrame:

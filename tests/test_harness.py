@@ -15,6 +15,8 @@ import pytest
 HARNESS = Path(__file__).parents[1] / "benchmarks" / "harness.py"
 
 
+@pytest.mark.slow
+@pytest.mark.network  # the harness, a child process, starts its loopback server
 @pytest.mark.timeout(600)
 def test_the_quick_harness_runs_with_exact_request_counts():
     done = subprocess.run(

@@ -481,6 +481,9 @@ async def test_an_unsupported_content_encoding_is_a_retryable_error():
         await _complete(srv.base_url)
 
 
+# Slow: the other tests here, in test_cache_files.py and in test_lazy_frames.py assert the
+# outcomes of the script's probes; the script measures the figures of the docs' table.
+@pytest.mark.slow
 def test_the_probe_script_behind_the_docs_table_runs_clean(capsys):
     import runpy
     from pathlib import Path

@@ -105,6 +105,7 @@ def test_sdk_authentication_errors_inside_callables_stop_the_run():
     assert len(calls) == 1
 
 
+@pytest.mark.network
 def test_judge_filtered_by_its_provider_is_not_retried():
     def judge(body):
         raise Fault.content_filter_400()

@@ -32,6 +32,8 @@ def test_the_notebook_is_committed_without_outputs(path):
 DATA = Path(__file__).parents[1].parent / "shared" / "data"
 
 
+@pytest.mark.slow
+@pytest.mark.network  # a Jupyter kernel, over loopback TCP
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_notebook_runs_top_to_bottom(path, tmp_path):

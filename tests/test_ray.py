@@ -36,7 +36,7 @@ import ray.cloudpickle
 
 import safecons.ray as scr
 
-pytestmark = [pytest.mark.network, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(600)]
 
 # The actors unpickle what this module defines (judges, responders) by value: they cannot
 # import the test module.

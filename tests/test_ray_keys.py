@@ -32,7 +32,7 @@ import ray.cloudpickle
 
 import safecons.ray as scr
 
-pytestmark = [pytest.mark.network, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(300)]
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -102,6 +102,8 @@ REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
 @pytest.mark.skipif(
     CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
 )
+@pytest.mark.slow
+@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
 def test_the_report_draws_in_headless_chromium(run, tmp_path):
     assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)

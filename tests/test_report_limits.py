@@ -99,6 +99,7 @@ def test_names_config_values_and_answers_per_row_are_capped(run):
     assert worst.count("<li><span") == 2 * 8
 
 
+@pytest.mark.slow  # the same bounds on 30 and on 300 groups: the two tests below
 def test_a_hundred_thousand_groups_show_a_bounded_table_and_chart(run):
     # Was: a 100,000-row table and a 100,000-point chart (15 MB, 124 s).
     frame = many_groups(run)
@@ -196,6 +197,8 @@ REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
 @pytest.mark.skipif(
     CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
 )
+@pytest.mark.slow
+@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
 def test_a_hostile_report_opens_in_headless_chromium(run, tmp_path):
     # Was: 250 MB that Chromium took 3.5 minutes to open. The page now holds the cut texts
     # with their notes, and no bidirectional control reaches the rendered DOM.

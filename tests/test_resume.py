@@ -20,6 +20,8 @@ import safecons as sc
 from safecons.run import ResponseCache
 from safecons.testing import FakeOpenAIServer, route_by_model
 
+pytestmark = pytest.mark.network
+
 REFUSE = "I'm sorry, but I can't help with that."
 ROWS = 40
 NEEDED = ROWS * 2 * 2  # rows x (responses_per_query - 1) x (SUT + judge)

@@ -7,6 +7,7 @@ import threading
 import time
 
 import polars as pl
+import pytest
 
 import safecons as sc
 from safecons.testing import FakeOpenAIServer, Fault, ScriptedChat, StandInJudge, route_by_model
@@ -58,6 +59,7 @@ def test_hung_sync_callables_never_exceed_the_concurrency():
     assert live["max"] <= 2
 
 
+@pytest.mark.network
 def test_backing_off_units_lend_their_place():
     # Rows 0-3 get a long Retry-After on their first attempt; with concurrency 2 the gate has 4
     # places, all taken by those rows. Lending the places lets the other rows run meanwhile.

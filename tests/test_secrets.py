@@ -30,6 +30,7 @@ def _frame():
     )
 
 
+@pytest.mark.network
 def test_key_absent_from_frame_cache_logs_progress_reprs_and_errors(
     tmp_path, caplog, capsys, monkeypatch
 ):
@@ -72,6 +73,7 @@ def test_key_absent_from_frame_cache_logs_progress_reprs_and_errors(
     assert "HTTP 401" in artifacts["error"]
 
 
+@pytest.mark.network
 def test_key_echoed_by_a_gateway_is_scrubbed_from_errors():
     def sut(body):
         raise Fault.unauthorized(message=f"Invalid key {KEY} for this project")
@@ -84,6 +86,7 @@ def test_key_echoed_by_a_gateway_is_scrubbed_from_errors():
     assert KEY not in str(info.value) and "<api key>" in str(info.value)
 
 
+@pytest.mark.network
 @pytest.mark.parametrize(
     "how",
     ["api_key", "authorization-header", "x-api-key-header"],
@@ -202,6 +205,7 @@ KEY_SOURCES = {
 }
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("source", KEY_SOURCES)
 def test_no_key_read_from_the_environment_travels_in_a_pickle(source, monkeypatch):
     # Issue 17, item 7: Azure's key and a key named by --sut-key-env travelled inside the
@@ -220,6 +224,7 @@ def test_no_key_read_from_the_environment_travels_in_a_pickle(source, monkeypatc
         assert not _pieces(ACTOR_KEY, pickle.dumps(there))
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("source", KEY_SOURCES)
 def test_a_key_variable_unset_where_the_client_is_unpickled_fails_at_session_open(
     source, monkeypatch
@@ -238,6 +243,7 @@ def test_a_key_variable_unset_where_the_client_is_unpickled_fails_at_session_ope
     assert not _pieces(DRIVER_KEY, message)
 
 
+@pytest.mark.network
 def test_a_client_made_without_a_key_stays_keyless_where_its_variable_is_unset(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", "")

@@ -119,6 +119,7 @@ def test_reference_answer_reaches_the_prompt():
     assert all("the reference" in m[-1]["content"] for m, _ in judge.calls)
 
 
+@pytest.mark.network
 def test_http_retries_and_cache(tmp_path):
     calls = {"n": 0}
 
