@@ -26,3 +26,107 @@ collect_ignore_glob = [] if importlib.util.find_spec("ray") else _NEED_RAY
 # process is out of its sight: the tests that start one that opens a socket are marked by hand
 # (DEVELOPERS.md, "Checks"). Teardown is not watched: a module's server fixture may be torn
 # down after whichever of its tests runs last.
+
+_INET = (socket.AF_INET, socket.AF_INET6)
+_MESSAGE = "this test opens a socket: mark it network (@pytest.mark.network)"
+
+
+class SocketOpened(RuntimeError):
+    """An INET socket was connected or bound by a test not marked ``network``.
+
+    Not an OSError, so that no client's retry on a connection error takes it for one."""
+
+
+class _Guard:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watching: str | None = None  # the test's node id while it is watched
+        self.opened: list[str] = []
+
+    def check(self, sock: socket.socket, call: str, address: object) -> None:
+        if self._watching is None or sock.family not in _INET:
+            return
+        what = f"{call}({address!r})"
+        with self._lock:
+            self.opened.append(what)
+        raise SocketOpened(f"{_MESSAGE}: {self._watching} called socket.{what}")
+
+    @property
+    def watching(self) -> str | None:
+        return self._watching
+
+    def watch(self, nodeid: str) -> None:
+        with self._lock:
+            self._watching, self.opened = nodeid, []
+
+    def stop(self) -> list[str]:
+        with self._lock:
+            opened, self._watching, self.opened = self.opened, None, []
+        return opened
+
+
+_GUARD = _Guard()
+
+
+def _guarded(call: str) -> Callable[..., object]:
+    real = getattr(socket.socket, call)
+
+    def method(self: socket.socket, address: object, /) -> object:
+        _GUARD.check(self, call, address)
+        return real(self, address)
+
+    method.__name__ = method.__qualname__ = call
+    method.__doc__ = real.__doc__
+    method.__wrapped__ = real  # type: ignore[attr-defined]
+    return method
+
+
+for _call in ("connect", "connect_ex", "bind"):
+    setattr(socket.socket, _call, _guarded(_call))
+
+
+# A doctest cannot carry a marker: these examples start a loopback server, so they are marked
+# here, by the name pytest gives them (the module's, then the object's dotted path).
+NETWORK_DOCTESTS = {
+    "safecons._server",
+    "safecons._server.FakeOpenAIServer",
+    "safecons._server.route_by_model",
+    "safecons._scripted_server.ScriptedServer",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects on the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, pytest.DoctestItem) and item.name in NETWORK_DOCTESTS:
+            item.add_marker(pytest.mark.network)
+
+
+def _watched(item: pytest.Item) -> Generator[None, object, object]:
+    if item.get_closest_marker("network") is not None:
+        return (yield)
+    _GUARD.watch(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        opened = _GUARD.stop()
+        if opened:  # the test's own error, if any, came from the guard or after it
+            failure = f"{_MESSAGE}: {item.nodeid} called socket.{opened[0]}"
+            raise pytest.fail.Exception(failure, pytrace=False) from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _watched(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _watched(item))
+
+
+@pytest.fixture
+def socket_guard() -> _Guard:
+    """The guard itself (its ``watching`` is the test's node id, or None in a ``network``
+    test)."""
+    return _GUARD
