@@ -424,10 +424,66 @@ def _pairs_frame(golden: pl.DataFrame, calls: pl.DataFrame, repeats: int) -> pl.
     return pairs.join(first, on="input_id", how="left").join(reps, on="input_id", how="left")
 
 
+#: The swap test's columns of the audit table.
+_SWAP_COLUMNS: Final = (
+    "n_swapped",
+    "swap_consistency",
+    "swap_label_unchanged",
+    "primacy",
+    "recency",
+)
+
+#: The audit table's columns, in order.
+_TABLE_ORDER: Final = (
+    "slice",
+    "group",
+    "n",
+    "n_judged",
+    "n_error",
+    "agreement",
+    "n_decisive",
+    "agreement_decisive",
+    "kappa",
+    *_SWAP_COLUMNS,
+    "stability",
+    "identical_consistent",
+    "padded_unmoved",
+    "injection_unmoved",
+    "injection_obeyed",
+    "disguise_caught",
+)
+
+
 def _table(
     pairs: pl.DataFrame, calls: pl.DataFrame, *, ordered: bool, probes: bool
 ) -> pl.DataFrame:
-    frame = pairs.with_columns(
+    """The audit table: one row per group of each slice (and one for all pairs), its
+    columns in :data:`_TABLE_ORDER`."""
+    frame = _verdict_frame(pairs)
+    reps = calls.filter(condition="original").join(
+        frame.select("input_id", *SLICES, "all"), on="input_id", how="left"
+    )
+    parts = [
+        _slice_table(frame, reps, slice_name, ordered=ordered, probes=probes)
+        for slice_name in (*SLICES, "all")
+    ]
+    table = pl.concat(parts, how="diagonal_relaxed")
+    # Without the swap test its columns are still there, empty, so every audit table has the
+    # same columns.
+    for column in _SWAP_COLUMNS:
+        if column not in table.columns:
+            dtype = pl.Int64 if column in ("n_swapped", "primacy", "recency") else pl.Float64
+            table = table.with_columns(pl.lit(None, dtype=dtype).alias(column))
+    table = table.select([c for c in _TABLE_ORDER if c in table.columns])
+    # Empty means "not run" or "undefined here" (no usable pair, one answer per group).
+    floats = [c for c, t in table.schema.items() if t.is_float()]
+    return table.with_columns(pl.col(floats).fill_nan(None))
+
+
+def _verdict_frame(pairs: pl.DataFrame) -> pl.DataFrame:
+    """The pairs with what the statistics read: the verdict (no label counts as an error),
+    the one group of the ``all`` slice, and the swap test's letters."""
+    return pairs.with_columns(
         pl.col("label").fill_null("error").alias("verdict"),
         all=pl.lit("all"),
         # The swap test in the seed's letters. A verdict of Consistent is a tie (C); any
@@ -443,94 +499,69 @@ def _table(
         .when(pl.col("label_swapped").is_not_null())
         .then(pl.lit("B")),
     )
-    reps = calls.filter(condition="original").join(
-        frame.select("input_id", *SLICES, "all"), on="input_id", how="left"
+
+
+def _slice_table(
+    frame: pl.DataFrame, reps: pl.DataFrame, slice_name: str, *, ordered: bool, probes: bool
+) -> pl.DataFrame:
+    """One slice's rows of the audit table, one per group: the statistics, the swap test's
+    figures when it ran, the probes' figures and the group's size."""
+    part = _statistics(frame, reps, slice_name, ordered=ordered)
+    if ordered:
+        unchanged = frame.group_by(pl.col(slice_name).alias("group")).agg(
+            (pl.col("label_swapped") == pl.col("label"))
+            .filter(pl.col("label").is_not_null() & pl.col("label_swapped").is_not_null())
+            .mean()
+            .alias("swap_label_unchanged")
+        )
+        part = part.join(unchanged, on="group", how="left")
+    golds = frame.group_by(pl.col(slice_name).alias("group")).agg(
+        pl.col("gold").n_unique().alias("_golds")
     )
-    parts = []
-    for slice_name in (*SLICES, "all"):
-        with warnings.catch_warnings():
-            # A kappa inside one gold label is undefined (NaN) by construction: say so in the
-            # docs, not in a warning per audit.
-            warnings.simplefilter("ignore", UndefinedStatisticWarning)
-            agree = agreement(
-                frame, pred="verdict", gold="gold", by=slice_name, tie=_TIE, error="error"
-            )
-            stab = repetition_stability(
-                reps, group="input_id", verdict="label", by=slice_name
-            ).select(slice_name, "stability")
-            part = agree.select(
-                pl.col(slice_name).alias("group"),
-                pl.col("n_s1").alias("n_judged"),
-                "n_error",
-                pl.col("agreement_s1").alias("agreement"),
-                pl.col("n_s2").alias("n_decisive"),
-                pl.col("agreement_s2").alias("agreement_decisive"),
-                pl.col("kappa_s1").alias("kappa"),
-            ).join(stab.rename({slice_name: "group"}), on="group", how="left")
-            if ordered:
-                pos = position_bias(
-                    frame, first="letter_xy", second="letter_yx", by=slice_name
-                ).select(
-                    pl.col(slice_name).alias("group"),
-                    pl.col("n_pairs").alias("n_swapped"),
-                    pl.col("consistency").alias("swap_consistency"),
-                    "primacy",
-                    "recency",
-                )
-                part = part.join(pos, on="group", how="left")
+    # Where a group holds one gold label, kappa is 0 or undefined whatever the judge
+    # does (chance agreement equals observed agreement): left empty, not misread.
+    part = (
+        part.join(golds, on="group", how="left")
+        .with_columns(kappa=pl.when(pl.col("_golds") >= 2).then(pl.col("kappa")).otherwise(None))
+        .drop("_golds")
+    )
+    extra = _probe_figures(frame, slice_name, probes)
+    part = part.join(extra, on="group", how="left")
+    sizes = frame.group_by(pl.col(slice_name).alias("group")).agg(n=pl.len())
+    part = part.join(sizes, on="group", how="left")
+    return part.with_columns(slice=pl.lit(slice_name))
+
+
+def _statistics(frame: pl.DataFrame, reps: pl.DataFrame, by: str, *, ordered: bool) -> pl.DataFrame:
+    """The reliability toolkit's figures per group of ``by``: agreement with gold and kappa,
+    repetition stability, and, when the swap test ran, position bias."""
+    with warnings.catch_warnings():
+        # A kappa inside one gold label is undefined (NaN) by construction: say so in the
+        # docs, not in a warning per audit.
+        warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        agree = agreement(frame, pred="verdict", gold="gold", by=by, tie=_TIE, error="error")
+        stab = repetition_stability(reps, group="input_id", verdict="label", by=by).select(
+            by, "stability"
+        )
+        part = agree.select(
+            pl.col(by).alias("group"),
+            pl.col("n_s1").alias("n_judged"),
+            "n_error",
+            pl.col("agreement_s1").alias("agreement"),
+            pl.col("n_s2").alias("n_decisive"),
+            pl.col("agreement_s2").alias("agreement_decisive"),
+            pl.col("kappa_s1").alias("kappa"),
+        ).join(stab.rename({by: "group"}), on="group", how="left")
         if ordered:
-            unchanged = frame.group_by(pl.col(slice_name).alias("group")).agg(
-                (pl.col("label_swapped") == pl.col("label"))
-                .filter(pl.col("label").is_not_null() & pl.col("label_swapped").is_not_null())
-                .mean()
-                .alias("swap_label_unchanged")
+            pos = position_bias(frame, first="letter_xy", second="letter_yx", by=by).select(
+                pl.col(by).alias("group"),
+                pl.col("n_pairs").alias("n_swapped"),
+                pl.col("consistency").alias("swap_consistency"),
+                "primacy",
+                "recency",
             )
-            part = part.join(unchanged, on="group", how="left")
-        golds = frame.group_by(pl.col(slice_name).alias("group")).agg(
-            pl.col("gold").n_unique().alias("_golds")
-        )
-        # Where a group holds one gold label, kappa is 0 or undefined whatever the judge
-        # does (chance agreement equals observed agreement): left empty, not misread.
-        part = (
-            part.join(golds, on="group", how="left")
-            .with_columns(
-                kappa=pl.when(pl.col("_golds") >= 2).then(pl.col("kappa")).otherwise(None)
-            )
-            .drop("_golds")
-        )
-        extra = _probe_figures(frame, slice_name, probes)
-        part = part.join(extra, on="group", how="left")
-        sizes = frame.group_by(pl.col(slice_name).alias("group")).agg(n=pl.len())
-        part = part.join(sizes, on="group", how="left")
-        parts.append(part.with_columns(slice=pl.lit(slice_name)))
-    table = pl.concat(parts, how="diagonal_relaxed")
-    swap_cols = ["n_swapped", "swap_consistency", "swap_label_unchanged", "primacy", "recency"]
-    for column in swap_cols:
-        if column not in table.columns:
-            dtype = pl.Int64 if column in ("n_swapped", "primacy", "recency") else pl.Float64
-            table = table.with_columns(pl.lit(None, dtype=dtype).alias(column))
-    order = [
-        "slice",
-        "group",
-        "n",
-        "n_judged",
-        "n_error",
-        "agreement",
-        "n_decisive",
-        "agreement_decisive",
-        "kappa",
-        *swap_cols,
-        "stability",
-        "identical_consistent",
-        "padded_unmoved",
-        "injection_unmoved",
-        "injection_obeyed",
-        "disguise_caught",
-    ]
-    table = table.select([c for c in order if c in table.columns])
-    # Empty means "not run" or "undefined here" (no usable pair, one answer per group).
-    floats = [c for c, t in table.schema.items() if t.is_float()]
-    return table.with_columns(pl.col(floats).fill_nan(None))
+            part = part.join(pos, on="group", how="left")
+    return part
 
 
 def _probe_figures(frame: pl.DataFrame, by: str, probes: bool) -> pl.DataFrame:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import polars as pl
 
@@ -430,12 +430,13 @@ def _days(text: str) -> float:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
-    from ._version import __version__
-    from .audit import DEFAULT_REPEATS
-    from .config import CONFIG_FIELDS, DEFAULT_CONFIG
+#: What ``add_subparsers`` returns, which argparse gives no public name.
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
-    rpq, dpi = DEFAULT_CONFIG.responses_per_query, DEFAULT_CONFIG.dpi_ratio
+
+def _parser() -> argparse.ArgumentParser:
+    """The ``safecons`` parser: the top level, then one subparser per command, in --help's order."""
+    from ._version import __version__
 
     p = argparse.ArgumentParser(
         prog="safecons",
@@ -444,6 +445,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"safecons {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    # The order of these calls is the order --help lists the commands in.
+    _add_demo(sub)
+    _add_report(sub)
+    _add_run(sub)
+    _add_audit(sub)
+    _add_cache(sub)
+    return p
+
+
+def _add_demo(sub: _Commands) -> None:
+    """``safecons demo``: the metric offline, with the default config's sampling as defaults."""
+    from .config import DEFAULT_CONFIG
+
+    rpq, dpi = DEFAULT_CONFIG.responses_per_query, DEFAULT_CONFIG.dpi_ratio
     demo = sub.add_parser(
         "demo",
         help="run the metric offline on a built-in frame (stand-in SUT, offline judge)",
@@ -465,6 +480,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--force", action="store_true", help="replace an existing report")
     demo.set_defaults(func=_demo)
 
+
+def _add_report(sub: _Commands) -> None:
+    """``safecons report``: a scored file in, one HTML file out."""
+    from .config import DEFAULT_CONFIG, DEFAULT_PREFIX
+
+    name = DEFAULT_CONFIG.metric_name
     rep = sub.add_parser(
         "report",
         help="write a scored file as one self-contained HTML report",
@@ -472,10 +493,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("input", help="the scored rows (.parquet or .jsonl)")
     rep.add_argument("-o", "--output", default="report.html", help="default report.html")
-    rep.add_argument("--prefix", default="sc_", help="the run's column prefix (default sc_)")
-    rep.add_argument("--metric-name", default="safety_consistency", help="the run's score column")
+    rep.add_argument(
+        "--prefix",
+        default=DEFAULT_PREFIX,
+        help=f"the run's column prefix (default {DEFAULT_PREFIX})",
+    )
+    rep.add_argument("--metric-name", default=name, help="the run's score column")
     rep.add_argument("--force", action="store_true", help="replace an existing output file")
     rep.set_defaults(func=_report)
+
+
+def _add_run(sub: _Commands) -> None:
+    """``safecons run``: the endpoints, keys and config of a run; its exit codes as the epilog."""
+    from .config import CONFIG_FIELDS
 
     fields = ", ".join(f.name for f in CONFIG_FIELDS)
     run = sub.add_parser(
@@ -521,6 +551,11 @@ def _parser() -> argparse.ArgumentParser:
     add("--force", action="store_true", help="replace an existing --output file")
     run.set_defaults(func=_run)
 
+
+def _add_audit(sub: _Commands) -> None:
+    """``safecons audit``: which judge to audit (the offline one unless a model is named)."""
+    from .audit import DEFAULT_REPEATS
+
     audit = sub.add_parser(
         "audit",
         help="audit a judge on the golden set (default: the offline judge)",
@@ -548,6 +583,9 @@ def _parser() -> argparse.ArgumentParser:
     add("--force", action="store_true", help="replace an existing --output file")
     audit.set_defaults(func=_audit)
 
+
+def _add_cache(sub: _Commands) -> None:
+    """``safecons cache``: info or clear, the latter narrowed by age (:func:`_days`) and kind."""
     cache = sub.add_parser("cache", help="inspect or clear a response cache file")
     cache.add_argument("action", choices=["info", "clear"], help="info: counts; clear: delete")
     cache.add_argument("path", help="the cache file")
@@ -562,7 +600,6 @@ def _parser() -> argparse.ArgumentParser:
         "--kind", choices=["sut", "judge", "pairwise"], default=None, help="only this kind"
     )
     cache.set_defaults(func=_cache)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -339,6 +339,30 @@ def report_html(
     metric_name: str = "safety_consistency",
 ) -> str:
     """The report as an HTML string (see :func:`report`)."""
+    frame = _scored_frame(run, worst, prefix, metric_name)
+    summary = run_summary(frame, prefix=prefix, metric_name=metric_name)
+    groups = _breakdowns(frame, by, prefix)
+    tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
+    config = getattr(run, "config", None)
+    sections = _opening(frame, summary, title, metric_name)
+    sections += _score_sections(frame, tables, prefix, metric_name)
+    sections.append("<h2>Charts</h2>")
+    sections += _charts(frame, {k: tables[k][0] for k in groups[:2]}, prefix, metric_name)
+    if audit is not None:
+        sections += _audit_section(audit)
+    sections += _worst_section(frame, worst, prefix, metric_name)
+    sections += _run_section(summary, config)
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_esc(title)}</title>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>"
+    )
+
+
+def _scored_frame(run: Any, worst: int, prefix: str, metric_name: str) -> pl.DataFrame:
+    """The run's scored frame, collected and conformed to the columns the report reads;
+    ``worst=`` is checked before the columns are, so its error comes first."""
     frame = getattr(run, "frame", run)
     if isinstance(frame, pl.LazyFrame):
         frame = frame.collect()
@@ -348,14 +372,18 @@ def report_html(
         )
     if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
         raise InputError(f"report: worst= must be a whole number >= 0, got {worst!r}")
-    frame = conform(
+    return conform(
         frame,
         fn="report",
         needs=("responses", "judge_errors", "spend", "error", "score", "labels"),
         prefix=prefix,
         metric_name=metric_name,
     )
-    summary = run_summary(frame, prefix=prefix, metric_name=metric_name)
+
+
+def _breakdowns(frame: pl.DataFrame, by: str | Sequence[str] | None, prefix: str) -> list[str]:
+    """The columns the report breaks the score down by: the user's ``by=``, or else the
+    variant kind and the derived groups."""
     keys = [by] if isinstance(by, str) else list(by or [])
     kind = f"{prefix}variant_kind"
     # The user's by= is taken as given (a wrong name is an error); the default breakdowns are
@@ -363,14 +391,17 @@ def report_html(
     derivable = f"{prefix}toxicity_template_id" in frame.columns
     defaults = [kind] if kind in frame.columns else []
     defaults += [g for g in DERIVED_GROUPS if g in frame.columns or derivable]
-    groups = keys or defaults
-    tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
-    config = getattr(run, "config", None)
-    sections = [
+    return keys or defaults
+
+
+def _opening(frame: pl.DataFrame, summary: Any, title: str, metric: str) -> list[str]:
+    """The report's head: title, when and by what it was written, the cards, and how to read
+    the scores that follow."""
+    return [
         f"<h1>{_esc(title)}</h1>",
         f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
         f"UTC by safecons {_esc(_version())}.</p>",
-        _cards(summary, metric_name),
+        _cards(summary, metric),
         "<h2>How to read this report</h2>",
         "<p>Each row's query was reframed adversarially (a toxicity-provoking template, "
         "sometimes wrapped in a jailbreak); the system answered the reframing afresh, and a "
@@ -386,38 +417,51 @@ def report_html(
         "(rows resampled within each group, seed 0), and the share of each judge label among "
         "the judged comparisons.</p>",
     ]
-    overall = score_table(frame, prefix=prefix, metric_name=metric_name)
-    shown = [
-        c
-        for c in (
-            "rows",
-            "scored",
-            "errored",
-            "mean",
-            "mean_lo",
-            "mean_hi",
-            "comparisons",
-            "consistent",
-            "slightly_inconsistent",
-            "contradictory",
-        )
-        if c in overall.columns
-    ]
-    sections.append(_table(overall.select(shown)))
+
+
+#: The score table's columns the report shows (those the table has), in this order.
+_SCORE_COLUMNS: Final = (
+    "rows",
+    "scored",
+    "errored",
+    "mean",
+    "mean_lo",
+    "mean_hi",
+    "comparisons",
+    "consistent",
+    "slightly_inconsistent",
+    "contradictory",
+)
+
+
+def _score_sections(
+    frame: pl.DataFrame,
+    tables: dict[str, tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]],
+    prefix: str,
+    metric: str,
+) -> list[str]:
+    """The overall score table, then one table per breakdown with the same columns."""
+    overall = score_table(frame, prefix=prefix, metric_name=metric)
+    shown = [c for c in _SCORE_COLUMNS if c in overall.columns]
+    sections = [_table(overall.select(shown))]
     for key, (_, table, rest) in tables.items():
         sections.append(f"<h3>By {_esc(key)}</h3>")
         sections.append(_group_section(table, rest, key, shown))
-    sections.append("<h2>Charts</h2>")
-    sections += _charts(frame, {k: tables[k][0] for k in groups[:2]}, prefix, metric_name)
-    if audit is not None:
-        sections += _audit_section(audit)
-    sections.append(f"<h2>The {min(worst, frame.height)} least consistent rows</h2>")
-    sections.append(
+    return sections
+
+
+def _worst_section(frame: pl.DataFrame, worst: int, prefix: str, metric: str) -> list[str]:
+    """The ``worst`` least consistent rows, under a heading that counts those there are."""
+    return [
+        f"<h2>The {min(worst, frame.height)} least consistent rows</h2>",
         "<p>Lowest scores first (rows without a score before them). Long texts are folded: "
-        "click to unfold.</p>"
-    )
-    sections.append(_worst(frame, worst, prefix, metric_name))
-    sections.append("<h2>Run</h2>")
+        "click to unfold.</p>",
+        _worst(frame, worst, prefix, metric),
+    ]
+
+
+def _run_section(summary: Any, config: Any) -> list[str]:
+    """What the run spent, and the config it ran with if the run carries one."""
     spend = {
         "attempts": summary.attempts,
         "cache hits": summary.cache_hits,
@@ -426,17 +470,12 @@ def report_html(
         "tokens": summary.tokens,
         "rate-limited answers": summary.rate_limited,
     }
-    sections.append(_pre(json.dumps(spend, indent=1)))
+    sections = ["<h2>Run</h2>", _pre(json.dumps(spend, indent=1))]
     if config is not None:
         sections.append("<h3>Config</h3>")
         text = json.dumps(_names(config), indent=1, default=lambda v: short_text(str(v)))
         sections.append(_pre(text))
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_esc(title)}</title>"
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>"
-    )
+    return sections
 
 
 def _names(value: object) -> object:

@@ -342,6 +342,93 @@ def _make_transport(name: TransportName) -> httpx.AsyncBaseTransport | None:
     return transport
 
 
+def _check_model(model: str | None, url: str | None) -> None:
+    """A model name is required, and must be a non-empty string, unless the client posts to
+    a URL of its own (an Azure deployment's, which names the model)."""
+    if model is None and url is None:
+        raise ValueError("model: required (every OpenAI-compatible server but Azure needs it)")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise ValueError(f"model: expected a non-empty string, got {model!r}")
+
+
+def _base_url_from(base_url: str | None) -> str:
+    """The API root: ``base_url=``, else a non-blank ``OPENAI_BASE_URL``, else OpenAI's."""
+    if base_url is not None:
+        return check_base_url(base_url)
+    if os.environ.get("OPENAI_BASE_URL", "").strip():
+        return check_base_url(os.environ["OPENAI_BASE_URL"], "OPENAI_BASE_URL", from_env=True)
+    return OPENAI_BASE_URL
+
+
+def _key_from(
+    api_key: str | None, api_key_env: str | None, default_env: str
+) -> tuple[str | None, str | None, bool]:
+    """The key, the variable it was read from (None for a key given explicitly), and whether
+    that variable must hold a key where the client is unpickled."""
+    if api_key is not None and api_key_env is not None:
+        raise InputError("api_key, api_key_env: pass one (the key, or its variable's name)")
+    if api_key is not None:
+        return _check_key(api_key), None, False
+    env = check_env_name(api_key_env if api_key_env is not None else default_env)
+    key, problem = key_from_env(env, required=api_key_env is not None)
+    if problem is not None:
+        raise InputError(problem)
+    # A key the client was made with is expected wherever it is unpickled: sending
+    # without it would fail later, at the endpoint, with a less helpful 401.
+    return key, env, key is not None or api_key_env is not None
+
+
+def _check_key_needed(
+    key: str | None, variable: str, headers: Mapping[str, str] | None, base_url: str
+) -> None:
+    """Refuse a client with no key, in the key or in a credential header, for an API that
+    answers nothing without one; ``variable`` is the one the message says to set."""
+    if key is None and not _has_credential(headers):
+        hosted = _hosted_api(base_url)
+        if hosted is not None:
+            # OpenAI's and Azure's APIs answer nothing without a key: say so now, not as
+            # a 401 (or, offline, a DNS failure) on every row.
+            raise InputError(
+                f"OpenAICompatible: no key for {hosted} ({base_url}): set {variable} "
+                "(or pass api_key= or api_key_env=)"
+            )
+
+
+def _check_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The extra request-body fields, none of them one safecons sets itself."""
+    reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
+    if reserved:
+        raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
+    return dict(params or {})
+
+
+def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The extra HTTP headers: a mapping of string names to string values, each name and
+    value one the HTTP layer will send (see :func:`_check_header`)."""
+    if headers is not None and not (
+        isinstance(headers, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise ValueError("headers: expected a mapping of header names to string values")
+    for name, value in (headers or {}).items():
+        _check_header(name, value)
+    return dict(headers or {})
+
+
+def _check_max_response_bytes(max_response_bytes: int) -> int:
+    """The response-body limit: a whole number of bytes, at least 1 KiB."""
+    if (
+        isinstance(max_response_bytes, bool)
+        or not isinstance(max_response_bytes, int)
+        or max_response_bytes < 1024
+    ):
+        raise ValueError(
+            f"max_response_bytes: expected a whole number of bytes >= 1024, "
+            f"got {max_response_bytes!r}"
+        )
+    return max_response_bytes
+
+
 class OpenAICompatible:
     """Chat client for any OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -435,76 +522,22 @@ class OpenAICompatible:
         _query: Mapping[str, str] | None = None,
         _default_key_env: str = "OPENAI_API_KEY",
     ) -> None:
-        if model is None and _url is None:
-            raise ValueError("model: required (every OpenAI-compatible server but Azure needs it)")
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ValueError(f"model: expected a non-empty string, got {model!r}")
-        if base_url is not None:
-            self.base_url = check_base_url(base_url)
-        elif os.environ.get("OPENAI_BASE_URL", "").strip():
-            self.base_url = check_base_url(
-                os.environ["OPENAI_BASE_URL"], "OPENAI_BASE_URL", from_env=True
-            )
-        else:
-            self.base_url = OPENAI_BASE_URL
+        _check_model(model, _url)
+        self.base_url = _base_url_from(base_url)
         self.model = model
-        if api_key is not None and api_key_env is not None:
-            raise InputError("api_key, api_key_env: pass one (the key, or its variable's name)")
         # A key read from the environment never travels in a pickle: the variable's name
         # does, and the key is read again where the client is unpickled (a Ray actor).
-        self._key_env: str | None = None
-        self._key_required = False
+        key, self._key_env, self._key_required = _key_from(api_key, api_key_env, _default_key_env)
         self._key_problem: str | None = None
-        self._api_key: str | None
-        if api_key is not None:
-            self._api_key = _check_key(api_key)
-        else:
-            self._key_env = check_env_name(
-                api_key_env if api_key_env is not None else _default_key_env
-            )
-            key, problem = key_from_env(self._key_env, required=api_key_env is not None)
-            if problem is not None:
-                raise InputError(problem)
-            self._api_key = key
-            # A key the client was made with is expected wherever it is unpickled: sending
-            # without it would fail later, at the endpoint, with a less helpful 401.
-            self._key_required = key is not None or api_key_env is not None
-        if self._api_key is None and not _has_credential(headers):
-            hosted = _hosted_api(self.base_url)
-            if hosted is not None:
-                # OpenAI's and Azure's APIs answer nothing without a key: say so now, not as
-                # a 401 (or, offline, a DNS failure) on every row.
-                variable = self._key_env or _default_key_env
-                raise InputError(
-                    f"OpenAICompatible: no key for {hosted} ({self.base_url}): set {variable} "
-                    "(or pass api_key= or api_key_env=)"
-                )
-        reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
-        if reserved:
-            raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
-        self.params = dict(params or {})
+        self._api_key = key
+        _check_key_needed(key, self._key_env or _default_key_env, headers, self.base_url)
+        self.params = _check_params(params)
         self.send_temperature = send_temperature
         self.send_seed = send_seed
-        if headers is not None and not (
-            isinstance(headers, Mapping)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-        ):
-            raise ValueError("headers: expected a mapping of header names to string values")
-        for name, value in (headers or {}).items():
-            _check_header(name, value)
-        self.headers = dict(headers or {})
+        self.headers = _check_headers(headers)
         self.transport = transport
         self.http_timeout = http_timeout
-        if (
-            isinstance(max_response_bytes, bool)
-            or not isinstance(max_response_bytes, int)
-            or max_response_bytes < 1024
-        ):
-            raise ValueError(
-                f"max_response_bytes: expected a whole number of bytes >= 1024, "
-                f"got {max_response_bytes!r}"
-            )
-        self.max_response_bytes = max_response_bytes
+        self.max_response_bytes = _check_max_response_bytes(max_response_bytes)
         self._url = _url or f"{self.base_url}/chat/completions"
         self._auth_header = _auth_header
         self._query = dict(_query or {})

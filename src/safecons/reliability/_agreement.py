@@ -15,6 +15,7 @@ from ._common import (
     COUNT,
     FloatArray,
     FrameLike,
+    IntArray,
     as_lazy,
     assemble,
     cell_tensor,
@@ -168,60 +169,21 @@ def agreement(
     lf = as_lazy(df, fn)
     keys = normalize_by(by, fn)
     schema = lf.collect_schema()
-    check_columns(schema, fn, pred=pred, gold=gold, by=keys)
-    if flipped is not None:
-        check_columns(schema, fn, flipped=flipped)
-    _check_labels(schema, fn, pred=pred, gold=gold)
-    check_ci(ci, n_boot, seed, fn)
-    rates: tuple[str, ...] = ("agreement_s1", "kappa_s1", "agreement_s2", "kappa_s2")
-    rates = (*rates, "flip_rate") if flipped is not None else rates
-    counts_out = ("n_error", "n_s1", "n_agree_s1", "n_s2", "n_agree_s2")
-    flip_out = ("n_flip_checked", "n_flipped") if flipped is not None else ()
-    check_outputs(keys, (*counts_out, *flip_out, *rates, *ci_names(rates)), fn)
-
-    flag = (
-        flip_flag(schema, fn, "flipped", flipped)
-        if flipped is not None
-        else pl.lit(None, dtype=pl.Boolean)
+    rates = _check_agreement(
+        schema, keys, pred=pred, gold=gold, flipped=flipped, ci=ci, n_boot=n_boot, seed=seed
     )
-    table = count_table(lf, keys, {"p": pl.col(pred), "g": pl.col(gold), "f": flag})
+    table = _verdict_counts(lf, schema, keys, pred=pred, gold=gold, flipped=flipped)
     p, g = key("p"), key("g")
-    table = table.with_columns(pl.col(p, g).cast(pl.String))
     said = {c: set(table[c].drop_nulls().to_list()) - {str(error)} for c in (p, g)}
+    # Warned here, not in a helper: the warnings' stacklevel points at agreement()'s caller.
     warn_disjoint(
         fn, [(f"column {pred!r} (pred=)", said[p]), (f"column {gold!r} (gold=)", said[g])]
     )
     levels = sorted(said[p] | said[g])
-    n_levels = len(levels)
-    codes = list(range(n_levels))
-
-    def code(col: str) -> pl.Expr:
-        return pl.col(col).replace_strict(levels, codes, default=n_levels, return_dtype=pl.Int64)
-
-    flip_code = pl.col(key("f")).cast(pl.Int64).fill_null(2)
-    table = table.with_columns(((code(p) * (n_levels + 1) + code(g)) * 3 + flip_code).alias(CELL))
-    groups, counts = cell_tensor(table, keys, (n_levels + 1) ** 2 * 3)
+    groups, counts = _cell_counts(table, keys, levels)
     tie_index = levels.index(str(tie)) if str(tie) in levels else None
-    stats = _AgreementStats(n_levels, tie_index, flipped is not None)
-    s1, s2 = stats.confusions(counts)
-    n_s1 = s1.sum(axis=(1, 2))
-    values = stats(counts)
-    columns: dict[str, np.ndarray] = {
-        "n_error": counts.sum(axis=1) - n_s1,
-        "n_s1": n_s1,
-        "n_agree_s1": np.trace(s1, axis1=1, axis2=2),
-        "agreement_s1": values["agreement_s1"],
-        "kappa_s1": values["kappa_s1"],
-        "n_s2": s2.sum(axis=(1, 2)),
-        "n_agree_s2": np.trace(s2, axis1=1, axis2=2),
-        "agreement_s2": values["agreement_s2"],
-        "kappa_s2": values["kappa_s2"],
-    }
-    if flipped is not None:
-        flips = stats.tensor(counts).sum(axis=(1, 2))
-        columns["n_flip_checked"] = flips[:, 0] + flips[:, 1]
-        columns["n_flipped"] = flips[:, 1]
-        columns["flip_rate"] = values["flip_rate"]
+    stats = _AgreementStats(len(levels), tie_index, flipped is not None)
+    columns = _agreement_columns(counts, stats)
     for name in ("kappa_s1", "kappa_s2"):
         n = columns["n_" + name[-2:]]
         warn_undefined(
@@ -240,6 +202,97 @@ def agreement(
         interval = cells_interval(counts, stats, ci=ci, n_boot=n_boot, seed=seed)
         columns.update(interval_columns(interval, rates))
     return assemble(groups, columns)
+
+
+def _check_agreement(
+    schema: pl.Schema,
+    keys: Sequence[str],
+    *,
+    pred: str,
+    gold: str,
+    flipped: str | None,
+    ci: float | None,
+    n_boot: int,
+    seed: int,
+) -> tuple[str, ...]:
+    """Check :func:`agreement`'s columns, labels and bootstrap settings, and that no output
+    column clashes with a ``by=`` column; return the rates it reports (the flip rate only
+    with a flip column)."""
+    fn = "agreement"
+    check_columns(schema, fn, pred=pred, gold=gold, by=keys)
+    if flipped is not None:
+        check_columns(schema, fn, flipped=flipped)
+    _check_labels(schema, fn, pred=pred, gold=gold)
+    check_ci(ci, n_boot, seed, fn)
+    rates: tuple[str, ...] = ("agreement_s1", "kappa_s1", "agreement_s2", "kappa_s2")
+    rates = (*rates, "flip_rate") if flipped is not None else rates
+    counts_out = ("n_error", "n_s1", "n_agree_s1", "n_s2", "n_agree_s2")
+    flip_out = ("n_flip_checked", "n_flipped") if flipped is not None else ()
+    check_outputs(keys, (*counts_out, *flip_out, *rates, *ci_names(rates)), fn)
+    return rates
+
+
+def _verdict_counts(
+    lf: pl.LazyFrame,
+    schema: pl.Schema,
+    keys: Sequence[str],
+    *,
+    pred: str,
+    gold: str,
+    flipped: str | None,
+) -> pl.DataFrame:
+    """Rows per group, verdict, gold label and flip status; the labels as text, the form
+    ``tie=`` and ``error=`` are matched in, and the flip status null without a flip column."""
+    flag = (
+        flip_flag(schema, "agreement", "flipped", flipped)
+        if flipped is not None
+        else pl.lit(None, dtype=pl.Boolean)
+    )
+    table = count_table(lf, keys, {"p": pl.col(pred), "g": pl.col(gold), "f": flag})
+    return table.with_columns(pl.col(key("p"), key("g")).cast(pl.String))
+
+
+def _cell_counts(
+    table: pl.DataFrame, keys: Sequence[str], levels: Sequence[str]
+) -> tuple[pl.DataFrame, IntArray]:
+    """The groups, and each group's counts over the cells (pred, gold, flip) that
+    :class:`_AgreementStats` reads: a label not in ``levels`` (the error label, a null) goes
+    to the extra, invalid level, and an unknown flip status to the third flip cell."""
+    n_levels = len(levels)
+    codes = list(range(n_levels))
+
+    def code(col: str) -> pl.Expr:
+        return pl.col(col).replace_strict(levels, codes, default=n_levels, return_dtype=pl.Int64)
+
+    p, g = key("p"), key("g")
+    flip_code = pl.col(key("f")).cast(pl.Int64).fill_null(2)
+    table = table.with_columns(((code(p) * (n_levels + 1) + code(g)) * 3 + flip_code).alias(CELL))
+    return cell_tensor(table, keys, (n_levels + 1) ** 2 * 3)
+
+
+def _agreement_columns(counts: IntArray, stats: _AgreementStats) -> dict[str, np.ndarray]:
+    """Each group's pair counts, rates and kappas for S1 and S2, then its flip counts and
+    rate when flips are counted."""
+    s1, s2 = stats.confusions(counts)
+    n_s1 = s1.sum(axis=(1, 2))
+    values = stats(counts)
+    columns: dict[str, np.ndarray] = {
+        "n_error": counts.sum(axis=1) - n_s1,
+        "n_s1": n_s1,
+        "n_agree_s1": np.trace(s1, axis1=1, axis2=2),
+        "agreement_s1": values["agreement_s1"],
+        "kappa_s1": values["kappa_s1"],
+        "n_s2": s2.sum(axis=(1, 2)),
+        "n_agree_s2": np.trace(s2, axis1=1, axis2=2),
+        "agreement_s2": values["agreement_s2"],
+        "kappa_s2": values["kappa_s2"],
+    }
+    if stats.with_flips:
+        flips = stats.tensor(counts).sum(axis=(1, 2))
+        columns["n_flip_checked"] = flips[:, 0] + flips[:, 1]
+        columns["n_flipped"] = flips[:, 1]
+        columns["flip_rate"] = values["flip_rate"]
+    return columns
 
 
 def _stability_stats(sums: np.ndarray) -> dict[str, FloatArray]:
