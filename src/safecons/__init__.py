@@ -22,7 +22,6 @@ from . import errors as errors
 from . import judges as judges
 from . import reliability as reliability
 from . import templates as templates
-from . import testing as testing
 from . import variants as variants
 from ._demo import demo_frame as demo_frame
 from ._record import output_schema as output_schema
@@ -109,3 +108,13 @@ __all__ = (
     "swap_test",
     "swap_test_async",
 )
+
+
+def __getattr__(name: str) -> object:
+    # safecons.testing (stand-ins and loopback servers, on aiohttp.web) is imported on first
+    # use: a run never needs it, and it is the heaviest import of the house.
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module 'safecons' has no attribute {name!r}")
