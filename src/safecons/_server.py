@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Final, Literal, get_args
 
 from aiohttp import web
@@ -108,6 +109,10 @@ _FILTER_RESULT: Final[dict[str, Any]] = {
     "violence": {"filtered": True, "severity": "high"},
 }
 _MAX_BODY: Final = 32 * 1024 * 1024
+#: An HTTP status code is a three-digit integer (RFC 9110, section 15): at least 100...
+_MIN_STATUS: Final = 100
+#: ... and at most 599.
+_MAX_STATUS: Final = 599
 _DEPLOYMENT = re.compile(r"/deployments/([^/]+)/chat/completions/?$")
 _WORD = re.compile(r"\S+")
 
@@ -205,9 +210,11 @@ class Fault(Exception):
         if self.status is not None:
             if self.kind in ("slow", "reset", "refusal", "content_filter_finish"):
                 raise ValueError(f"Fault.status: a {self.kind} fault has no status of its own")
-            if not isinstance(self.status, int) or not 100 <= self.status <= 599:
+            if not isinstance(self.status, int) or not _MIN_STATUS <= self.status <= _MAX_STATUS:
                 raise ValueError(f"Fault.status: expected an HTTP status, got {self.status!r}")
-            if self.kind == "server_error" and not 500 <= self.status <= 599:
+            if self.kind == "server_error" and not (
+                HTTPStatus.INTERNAL_SERVER_ERROR <= self.status <= _MAX_STATUS
+            ):
                 raise ValueError(f"Fault.status: server_error needs a 5xx, got {self.status}")
 
     def __setattr__(self, name: str, value: Any) -> None:
