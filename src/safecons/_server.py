@@ -113,6 +113,8 @@ _MAX_BODY: Final = 32 * 1024 * 1024
 _MIN_STATUS: Final = 100
 #: ... and at most 599.
 _MAX_STATUS: Final = 599
+#: The highest TCP port: a port number is 16 bits (0 asks the system for a free one).
+_MAX_PORT: Final = 65535
 _DEPLOYMENT = re.compile(r"/deployments/([^/]+)/chat/completions/?$")
 _WORD = re.compile(r"\S+")
 
@@ -778,8 +780,8 @@ class FakeOpenAIServer:
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise ValueError("api_key: expected a non-empty string or None")
         self._api_key = api_key
-        if not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"port: expected 0..65535, got {port!r}")
+        if not isinstance(port, int) or not 0 <= port <= _MAX_PORT:
+            raise ValueError(f"port: expected 0..{_MAX_PORT}, got {port!r}")
         self._requested_port = port
         default_models = getattr(self._responder, "models", None)
         self._models = list(models or default_models or ["fake-model"])

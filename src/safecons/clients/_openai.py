@@ -59,6 +59,11 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
 _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|guided", re.I)
 # Fallbacks that found no form the server took, after which a session stops repeating requests.
 _MAX_UNCONFIRMED = 2
+#: The least max_response_bytes may be (1 KiB): room for a chat completion's JSON envelope.
+_MIN_RESPONSE_BYTES: Final = 1024
+#: A zlib stream's header (CMF and FLG, RFC 1950): the bytes that tell zlib-wrapped deflate
+#: from raw deflate.
+_ZLIB_HEADER: Final = 2
 #: Headers that carry a credential and nothing else: in a cache key by their name only.
 CREDENTIAL_HEADERS: Final = frozenset(
     {
@@ -184,11 +189,11 @@ class _Inflater:
 
     def _decide(self, data: bytes) -> bytes:
         self._head += data
-        if len(self._head) < 2:
+        if len(self._head) < _ZLIB_HEADER:
             return b""
         data, self._head, self._undecided = self._head, b"", False
         try:
-            zlib.decompressobj().decompress(data[:2])
+            zlib.decompressobj().decompress(data[:_ZLIB_HEADER])
         except zlib.error:
             self._zlib = self._new(-zlib.MAX_WBITS)
         return data
@@ -428,10 +433,10 @@ def _check_max_response_bytes(max_response_bytes: int) -> int:
     if (
         isinstance(max_response_bytes, bool)
         or not isinstance(max_response_bytes, int)
-        or max_response_bytes < 1024
+        or max_response_bytes < _MIN_RESPONSE_BYTES
     ):
         raise ValueError(
-            f"max_response_bytes: expected a whole number of bytes >= 1024, "
+            f"max_response_bytes: expected a whole number of bytes >= {_MIN_RESPONSE_BYTES}, "
             f"got {max_response_bytes!r}"
         )
     return max_response_bytes
