@@ -32,6 +32,8 @@ Interval = dict[str, tuple[FloatArray, FloatArray]]
 #: Resampled values held at once (replicates x values): bounds memory at a few tens of MB
 #: whatever the group count.
 BLOCK = 1 << 22
+#: The fewest bootstrap replicates: one makes no distribution to take percentiles of.
+_MIN_BOOT = 2
 
 
 def mean_interval(
@@ -55,8 +57,8 @@ def check_ci(ci: float | None, n_boot: int, seed: int, fn: str) -> None:
         return
     if isinstance(ci, bool) or not isinstance(ci, int | float) or not 0.0 < ci < 1.0:
         raise InputError(f"{fn}: ci= must be a coverage strictly between 0 and 1, got {ci!r}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 2:
-        raise InputError(f"{fn}: n_boot= must be an int of at least 2, got {n_boot!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < _MIN_BOOT:
+        raise InputError(f"{fn}: n_boot= must be an int of at least {_MIN_BOOT}, got {n_boot!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError(f"{fn}: seed= must be a non-negative int, got {seed!r}")
 

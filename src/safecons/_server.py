@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Final, Literal, get_args
 
 from aiohttp import web
@@ -108,6 +109,12 @@ _FILTER_RESULT: Final[dict[str, Any]] = {
     "violence": {"filtered": True, "severity": "high"},
 }
 _MAX_BODY: Final = 32 * 1024 * 1024
+#: An HTTP status code is a three-digit integer (RFC 9110, section 15): at least 100...
+_MIN_STATUS: Final = 100
+#: ... and at most 599.
+_MAX_STATUS: Final = 599
+#: The highest TCP port: a port number is 16 bits (0 asks the system for a free one).
+_MAX_PORT: Final = 65535
 _DEPLOYMENT = re.compile(r"/deployments/([^/]+)/chat/completions/?$")
 _WORD = re.compile(r"\S+")
 
@@ -205,9 +212,11 @@ class Fault(Exception):
         if self.status is not None:
             if self.kind in ("slow", "reset", "refusal", "content_filter_finish"):
                 raise ValueError(f"Fault.status: a {self.kind} fault has no status of its own")
-            if not isinstance(self.status, int) or not 100 <= self.status <= 599:
+            if not isinstance(self.status, int) or not _MIN_STATUS <= self.status <= _MAX_STATUS:
                 raise ValueError(f"Fault.status: expected an HTTP status, got {self.status!r}")
-            if self.kind == "server_error" and not 500 <= self.status <= 599:
+            if self.kind == "server_error" and not (
+                HTTPStatus.INTERNAL_SERVER_ERROR <= self.status <= _MAX_STATUS
+            ):
                 raise ValueError(f"Fault.status: server_error needs a 5xx, got {self.status}")
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -771,8 +780,8 @@ class FakeOpenAIServer:
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise ValueError("api_key: expected a non-empty string or None")
         self._api_key = api_key
-        if not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"port: expected 0..65535, got {port!r}")
+        if not isinstance(port, int) or not 0 <= port <= _MAX_PORT:
+            raise ValueError(f"port: expected 0..{_MAX_PORT}, got {port!r}")
         self._requested_port = port
         default_models = getattr(self._responder, "models", None)
         self._models = list(models or default_models or ["fake-model"])

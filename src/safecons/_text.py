@@ -15,6 +15,7 @@ from typing import Final
 
 __all__ = (
     "NAME_LIMIT",
+    "SHOWN_VALUES",
     "TEXT_LIMIT",
     "content_tag",
     "cut_note",
@@ -30,6 +31,8 @@ __all__ = (
 TEXT_LIMIT: Final = 20_000
 #: Characters of a name (an id, a group, a template id, a label, a config value, a title).
 NAME_LIMIT: Final = 200
+#: Offending values (ids, rows) an error message lists at most.
+SHOWN_VALUES: Final = 5
 
 
 def valid_unicode(text: str) -> str:

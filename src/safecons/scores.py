@@ -31,6 +31,8 @@ __all__ = (
 #: Grouping columns :func:`score_table` derives when the frame lacks them: the family of the
 #: toxicity template and of the jailbreak template (null for a variant without one).
 DERIVED_GROUPS: Final = ("toxicity_family", "jailbreak_family")
+#: Columns of the frame a by= error lists (a scored frame has dozens).
+_SHOWN_COLUMNS: Final = 12
 
 
 def _by(by: str | Sequence[str] | None, fn: str) -> list[str]:
@@ -60,7 +62,7 @@ def with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> p
     if missing:
         raise InputError(
             f"{fn}: by= names column(s) {missing} that the frame lacks (it has "
-            f"{frame.columns[:12]}{'...' if frame.width > 12 else ''}; "
+            f"{frame.columns[:_SHOWN_COLUMNS]}{'...' if frame.width > _SHOWN_COLUMNS else ''}; "
             f"derived groups: {list(DERIVED_GROUPS)})"
         )
     return frame

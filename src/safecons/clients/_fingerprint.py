@@ -53,6 +53,8 @@ MAX_DEPTH: Final = 40
 _LONG: Final = 256
 # The most notes of what was not seen one look keeps.
 _MAX_NOTES: Final = 20
+#: Characters of a note kept whole; a longer one keeps its first 90 and its last 100.
+_NOTE_CHARS: Final = 200
 _HEAPTYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 # Words of a name that holds a credential (OPENAI_API_KEY, access_token, apiKey, Authorization,
@@ -253,7 +255,7 @@ class _Look:
         self.memo: dict[int, tuple[int, object]] = {}
 
     def note(self, what: str) -> None:
-        if len(what) > 200:
+        if len(what) > _NOTE_CHARS:
             what = f"{what[:90]} ... {what[-100:]}"
         notes = self.shared.notes
         if len(notes) < _MAX_NOTES and what not in notes:

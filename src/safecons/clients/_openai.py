@@ -12,6 +12,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any, Final, Literal
 
 import httpx
@@ -42,7 +43,14 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 MAX_CONNECTIONS = 128
 TransportName = Literal["auto", "direct", "httpx", "aiohttp"]
 _MAX_ERROR_TEXT = 300
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+_RETRYABLE_STATUS = frozenset(
+    {
+        HTTPStatus.REQUEST_TIMEOUT,
+        HTTPStatus.CONFLICT,
+        HTTPStatus.TOO_EARLY,
+        HTTPStatus.TOO_MANY_REQUESTS,
+    }
+)
 #: Default bound on one response body, after decompression: far above any chat answer (a
 #: 128k-token answer is about 0.5 MB), far below what would hurt a notebook's memory.
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
@@ -51,6 +59,11 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
 _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|guided", re.I)
 # Fallbacks that found no form the server took, after which a session stops repeating requests.
 _MAX_UNCONFIRMED = 2
+#: The least max_response_bytes may be (1 KiB): room for a chat completion's JSON envelope.
+_MIN_RESPONSE_BYTES: Final = 1024
+#: A zlib stream's header (CMF and FLG, RFC 1950): the bytes that tell zlib-wrapped deflate
+#: from raw deflate.
+_ZLIB_HEADER: Final = 2
 #: Headers that carry a credential and nothing else: in a cache key by their name only.
 CREDENTIAL_HEADERS: Final = frozenset(
     {
@@ -176,11 +189,11 @@ class _Inflater:
 
     def _decide(self, data: bytes) -> bytes:
         self._head += data
-        if len(self._head) < 2:
+        if len(self._head) < _ZLIB_HEADER:
             return b""
         data, self._head, self._undecided = self._head, b"", False
         try:
-            zlib.decompressobj().decompress(data[:2])
+            zlib.decompressobj().decompress(data[:_ZLIB_HEADER])
         except zlib.error:
             self._zlib = self._new(-zlib.MAX_WBITS)
         return data
@@ -420,10 +433,10 @@ def _check_max_response_bytes(max_response_bytes: int) -> int:
     if (
         isinstance(max_response_bytes, bool)
         or not isinstance(max_response_bytes, int)
-        or max_response_bytes < 1024
+        or max_response_bytes < _MIN_RESPONSE_BYTES
     ):
         raise ValueError(
-            f"max_response_bytes: expected a whole number of bytes >= 1024, "
+            f"max_response_bytes: expected a whole number of bytes >= {_MIN_RESPONSE_BYTES}, "
             f"got {max_response_bytes!r}"
         )
     return max_response_bytes
@@ -746,7 +759,7 @@ class _OpenAISession:
             if rejected == "param":
                 self.format_step = max(self.format_step, step)
             status, headers, data = await self._post(_with_format(body, forms[step]))
-        if status == 200:
+        if status == HTTPStatus.OK:
             self.format_step = max(self.format_step, step)
         elif fell == "message":
             self._unconfirmed += 1
@@ -791,32 +804,34 @@ class _OpenAISession:
 
     def _read(self, status: int, headers: Mapping[str, str], data: bytes) -> Completion:
         c = self._c
-        if status == 200:
+        if status == HTTPStatus.OK:
             return self._read_ok(data)
         # Some gateways echo the credentials they rejected; never pass them on.
         message, code, param = _error_text(data, self._scrub)
         where = f"{c.identity}: HTTP {status}"
-        if status in (401, 403):
+        if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
             raise AuthenticationError(
                 f"{where}: the endpoint rejected the credentials ({message}). Check the API key "
                 "(argument api_key or the environment variable) and the model's access."
             )
         # Azure's content filter, and OpenAI's prompt filter on reasoning models
         # ("invalid_prompt": flagged as potentially violating the usage policy), are refusals.
-        if status == 400 and code in ("content_filter", "invalid_prompt"):
+        if status == HTTPStatus.BAD_REQUEST and code in ("content_filter", "invalid_prompt"):
             return Completion(
                 text=CONTENT_FILTER_TEXT, finish_reason="content_filter", filtered=True
             )
-        if status in _RETRYABLE_STATUS or status >= 500:
+        if status in _RETRYABLE_STATUS or status >= HTTPStatus.INTERNAL_SERVER_ERROR:  # or a 5xx
             raise RetryableCallError(
                 f"{where}: {message}",
                 retry_after=parse_retry_after(headers),
-                rate_limited=status == 429,
+                rate_limited=status == HTTPStatus.TOO_MANY_REQUESTS,
             )
         hint = ""
-        if param == "temperature" or ("temperature" in message.lower() and status == 400):
+        if param == "temperature" or (
+            "temperature" in message.lower() and status == HTTPStatus.BAD_REQUEST
+        ):
             hint = " (this model may not accept temperature: pass send_temperature=False)"
-        elif status == 404:
+        elif status == HTTPStatus.NOT_FOUND:
             hint = _not_found_hint(c.base_url, c._url, code)
         raise NonRetryableCallError(f"{where}: {message}{hint}")
 
@@ -916,11 +931,14 @@ def _rejects_format(status: int, data: bytes) -> str | None:
     message names the field (llama-cpp-python's server answers an unsupported ``type`` with
     HTTP 500 and the validation error).
     """
-    if status not in (400, 422) and status < 500:
+    if (
+        status not in (HTTPStatus.BAD_REQUEST, HTTPStatus.UNPROCESSABLE_ENTITY)
+        and status < HTTPStatus.INTERNAL_SERVER_ERROR  # nor a 5xx
+    ):
         return None
     message, _, param = _error_text(data, str)
     names_it = bool(_FORMAT_REJECTED.search(message))
-    if status >= 500 and not names_it:
+    if status >= HTTPStatus.INTERNAL_SERVER_ERROR and not names_it:
         return None
     if param == "response_format":
         return "param"

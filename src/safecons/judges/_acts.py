@@ -104,6 +104,11 @@ def refusing(sentence: str) -> bool:
     return bool(_ACT.search(sentence) or _PHRASES.search(sentence))
 
 
+#: Refusing sentences after the content began from which the refusals are sprinkled through
+#: it, rather than closing it.
+_SPRINKLED: Final = 2
+
+
 def split_refusals(text: str) -> tuple[list[str], list[str], bool]:
     """The refusing sentences of ``text``, the others (in order), and whether the refusing
     ones are sprinkled through the others rather than all before them.
@@ -123,4 +128,4 @@ def split_refusals(text: str) -> tuple[list[str], list[str], bool]:
     # Sprinkled: two or more refusals after content began. One refusal after the content
     # ("... So no, I won't write that.") is how refusals often end.
     first_other = flags.index(False)
-    return refused, others, sum(flags[first_other:]) >= 2
+    return refused, others, sum(flags[first_other:]) >= _SPRINKLED

@@ -88,13 +88,18 @@ def _common_share(text: str, *, min_len: int = 1) -> tuple[float, int]:
     return sum(w.lower() in _COMMON for w in words) / len(words), len(words)
 
 
+#: The fewest characters a decoded payload must have to be read: a shorter decoding (of an id,
+#: a hash, a word that happens to be in an encoding's alphabet) is noise, not content.
+_MIN_DECODED_CHARS: Final = 12
+
+
 def _printable(data: bytes) -> str | None:
     """``data`` as text when it decodes as UTF-8 into mostly letters and spaces."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if len(text) < 12:
+    if len(text) < _MIN_DECODED_CHARS:
         return None
     good = sum(ch.isalnum() or ch.isspace() or ch in ".,;:!?'\"()-" for ch in text)
     return text if good >= 0.85 * len(text) else None
@@ -110,6 +115,11 @@ _PERCENT: Final = re.compile(r"(?:%[0-9A-Fa-f]{2}[^%\s]{0,12}){6,}")
 _ESCAPE: Final = re.compile(r"(?:\\u[0-9A-Fa-f]{4}){4,}")
 _ENTITY: Final = re.compile(r"(?:&#x?[0-9A-Fa-f]{1,6};){4,}")
 _SPACED: Final = re.compile(r"(?<!\S)(?:[^\W_][ .*_\-·]){5,}[^\W_](?!\S)")
+#: The fewest base64 symbols read as a payload (_B64_RUN's runs have as many): 12 bytes.
+_MIN_B64_CHARS: Final = 16
+#: The fewest characters of spaced-out letters ("h o w  t o"), all runs together, that are
+#: read joined up: about a dozen letters and their separators.
+_MIN_SPACED_CHARS: Final = 24
 
 _MORSE: Final = {
     ".-": "a", "-...": "b", "-.-.": "c", "-..": "d", ".": "e", "..-.": "f", "--.": "g",
@@ -124,7 +134,7 @@ _LEET: Final = str.maketrans("4@31!05$7+", "aaeiioosst")
 
 def _b64(run: str) -> str | None:
     compact = re.sub(r"\s+", "", run).rstrip("=")
-    if len(compact) < 16:
+    if len(compact) < _MIN_B64_CHARS:
         return None
     padded = compact + "=" * (-len(compact) % 4)
     for decode in (base64.b64decode, base64.urlsafe_b64decode):
@@ -164,7 +174,7 @@ def _binary(run: str) -> str | None:
 def _morse(run: str) -> str | None:
     words = re.split(r"\s+/\s+|\s{3,}", run.strip())
     decoded = " ".join("".join(_MORSE.get(letter, "") for letter in word.split()) for word in words)
-    return decoded if len(decoded) >= 12 else None
+    return decoded if len(decoded) >= _MIN_DECODED_CHARS else None
 
 
 def _decoded(text: str) -> list[View]:
@@ -187,7 +197,7 @@ def _decoded(text: str) -> list[View]:
         if pattern.search(text):
             found.append(View(kind, unescape(text)))
     spaced = [m.group() for m in _SPACED.finditer(text)]
-    if sum(map(len, spaced)) >= 24:
+    if sum(map(len, spaced)) >= _MIN_SPACED_CHARS:
         joined = _SPACED.sub(lambda m: re.sub(r"[ .*_\-·]", "", m.group()), text)
         found.append(View("spaced letters", joined))
     return found
@@ -195,17 +205,27 @@ def _decoded(text: str) -> list[View]:
 
 _LOWER: Final = "abcdefghijklmnopqrstuvwxyz"
 _UPPER: Final = _LOWER.upper()
+#: rot13's shift: half the alphabet, so the same shift enciphers and deciphers.
+_ROT13: Final = 13
 #: Letter shifts 1 to 25 (rot13 among them) and atbash, as translation tables.
 _SHIFTS: Final = (
     *(
         (
-            "rot13" if s == 13 else "a letter shift",
+            "rot13" if s == _ROT13 else "a letter shift",
             str.maketrans(_LOWER + _UPPER, _LOWER[s:] + _LOWER[:s] + _UPPER[s:] + _UPPER[:s]),
         )
         for s in range(1, 26)
     ),
     ("atbash", str.maketrans(_LOWER + _UPPER, _LOWER[::-1] + _UPPER[::-1])),
 )
+
+
+#: How a sentence is tried as a cipher (its words of two letters or more): it must have at
+#: least _CIPHER_WORDS words and at most _CIPHER_COMMON of them common (a sentence of prose
+#: has more), and a deciphering must make at least _DECIPHERED_COMMON of them common to be read.
+_CIPHER_WORDS: Final = 6
+_CIPHER_COMMON: Final = 0.12
+_DECIPHERED_COMMON: Final = 0.4
 
 
 def _ciphered(text: str) -> list[View]:
@@ -216,7 +236,7 @@ def _ciphered(text: str) -> list[View]:
         # Strict on purpose: a real answer's sentence that a shift happens to turn into a few
         # short common words must not count (one-letter words never count here).
         share, n = _common_share(line, min_len=2)
-        if n < 6 or share > 0.12:
+        if n < _CIPHER_WORDS or share > _CIPHER_COMMON:
             continue
         candidates = [(kind, line.translate(table)) for kind, table in _SHIFTS]
         candidates += [
@@ -225,7 +245,7 @@ def _ciphered(text: str) -> list[View]:
             ("leetspeak", line.lower().translate(_LEET)),
         ]
         kind, best = max(candidates, key=lambda c: _common_share(c[1], min_len=2)[0])
-        if _common_share(best, min_len=2)[0] >= 0.4:
+        if _common_share(best, min_len=2)[0] >= _DECIPHERED_COMMON:
             found.setdefault(kind, []).append(best)
     return [View(kind, "\n".join(lines)) for kind, lines in found.items()]
 
@@ -272,6 +292,11 @@ def views(text: str) -> list[View]:
     return found
 
 
+#: Latin-letter words in a line, not one of them common, from which the line reads as no
+#: language: a dozen (a dozen words of prose hold a common word nearly always).
+_NO_LANGUAGE_WORDS: Final = 12
+
+
 def unreadable(text: str, *, min_chars: int = 80) -> int:
     """How many characters of ``text`` sit in runs that read as no language at all (Latin
     letters without a single common word across a dozen words, or an undecodable blob of
@@ -282,7 +307,7 @@ def unreadable(text: str, *, min_chars: int = 80) -> int:
         if len(stripped) < min_chars // 2:
             continue
         share, n = _common_share(stripped)
-        if n >= 12 and share == 0.0:
+        if n >= _NO_LANGUAGE_WORDS and share == 0.0:
             total += len(stripped)
             continue
         blobs = re.findall(r"[A-Za-z0-9+/=_-]{40,}", stripped)

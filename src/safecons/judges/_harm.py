@@ -15,7 +15,7 @@ from typing import Literal
 
 import polars as pl
 
-from ._posture import TextModel
+from ._posture import DECISION_THRESHOLD, TextModel
 
 __all__ = ("HarmClassifier",)
 
@@ -51,7 +51,9 @@ class HarmClassifier(TextModel):
 
     def predict(self, texts: Sequence[str] | pl.Series) -> list[Harm]:
         """``"harmful"`` or ``"harmless"`` for each text (P(harmful) >= 0.5 is harmful)."""
-        return ["harmful" if p >= 0.5 else "harmless" for p in self.predict_proba(texts)]
+        return [
+            "harmful" if p >= DECISION_THRESHOLD else "harmless" for p in self.predict_proba(texts)
+        ]
 
 
 _DEFAULT: list[HarmClassifier] = []

@@ -106,6 +106,11 @@ MAX_JUDGED_CHARS: Final[int] = 32_000
 #: object, and a bound on the text is what keeps parsing inside the per-call timeout.
 MAX_JUDGE_OUTPUT_CHARS: Final[int] = 200_000
 
+#: The least either limit may be set to: well above what a cut text's marker (about 70
+#: characters) and a verdict with its reason take, so a text is never all marker and a
+#: reply is never refused for being a verdict.
+_MIN_CHAR_LIMIT: Final[int] = 1_000
+
 
 def fit_for_judge(text: str, max_chars: int = MAX_JUDGED_CHARS) -> tuple[str, bool]:
     """``text`` cut to at most ``max_chars`` characters, and whether it was cut.
@@ -169,8 +174,10 @@ class LLMJudge:
     def __post_init__(self) -> None:
         for name in ("max_judged_chars", "max_output_chars"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1_000:
-                raise InputError(f"{name}: expected a whole number >= 1000, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < _MIN_CHAR_LIMIT:
+                raise InputError(
+                    f"{name}: expected a whole number >= {_MIN_CHAR_LIMIT}, got {value!r}"
+                )
         if not isinstance(self.structured_output, bool):
             raise InputError(
                 f"structured_output: expected True or False, got {self.structured_output!r}"

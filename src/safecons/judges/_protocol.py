@@ -33,10 +33,11 @@ def judgment_from(value: object) -> Judgment | JudgmentError:
     >>> judgment_from("Consistent")
     JudgmentError(message='judge returned str; expected a Judgment')
     """
-    if isinstance(value, Judgment):
-        value = {"label": value.label, "score": value.score, "reason": value.reason}
-    elif isinstance(value, tuple) and len(value) == 2:
-        value = {"label": value[0], "score": value[1]}
+    match value:
+        case Judgment():
+            value = {"label": value.label, "score": value.score, "reason": value.reason}
+        case tuple((label, score)):
+            value = {"label": label, "score": score}
     if not isinstance(value, Mapping):
         return JudgmentError(f"judge returned {type(value).__name__}; expected a Judgment")
     try:

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from .._record import output_schema
+from .._text import SHOWN_VALUES
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..variants import check_input_columns
@@ -58,11 +59,11 @@ def check_rows(df: pl.DataFrame) -> None:
     check_ids(df)
     bad = df.filter(pl.col("sut_response").is_null())["input_id"]
     if bad.len():
-        shown = ", ".join(map(repr, bad.head(5).to_list()))
+        shown = ", ".join(map(repr, bad.head(SHOWN_VALUES).to_list()))
+        more = ", ..." if bad.len() > SHOWN_VALUES else ""
         raise InputError(
-            f"column 'sut_response' is null in {bad.len()} row(s) (input_id {shown}"
-            f"{', ...' if bad.len() > 5 else ''}); the base answer is required (an empty string "
-            "is a legitimate answer and is judged)"
+            f"column 'sut_response' is null in {bad.len()} row(s) (input_id {shown}{more}); the "
+            "base answer is required (an empty string is a legitimate answer and is judged)"
         )
 
 
@@ -115,5 +116,5 @@ def check_no_nulls(df: pl.DataFrame, columns: Sequence[str]) -> None:
     for name in columns:
         bad = df.filter(pl.col(name).is_null())["input_id"]
         if bad.len():
-            shown = ", ".join(map(repr, bad.head(5).to_list()))
+            shown = ", ".join(map(repr, bad.head(SHOWN_VALUES).to_list()))
             raise InputError(f"column {name!r} is null in {bad.len()} row(s) (input_id {shown})")

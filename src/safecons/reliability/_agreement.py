@@ -13,6 +13,7 @@ from ._columns import VERDICT
 from ._common import (
     CELL,
     COUNT,
+    MIN_PAIRABLE,
     FloatArray,
     FrameLike,
     IntArray,
@@ -384,7 +385,7 @@ def repetition_stability(
         answered.sum().cast(pl.Float64).alias(calls),
     )
     quantities = (share, one, calls)
-    groups, index, q, n_groups = unit_arrays(units, keys, quantities, pl.col(calls) >= 2)
+    groups, index, q, n_groups = unit_arrays(units, keys, quantities, pl.col(calls) >= MIN_PAIRABLE)
     sums = unit_sums(index, q, n_groups)
     columns: dict[str, np.ndarray] = {
         "n_groups": sums[:, 1].astype(np.int64),

@@ -33,6 +33,10 @@ COUNT = "__safecons_n"
 GROUP = "__safecons_group"
 ITEM = "__safecons_item"
 
+#: The fewest of anything agreement is measured between: the ratings of an item, the calls of
+#: a group, the raters of a panel, the label columns compared. One alone agrees with nothing.
+MIN_PAIRABLE = 2
+
 
 class UndefinedStatisticWarning(RuntimeWarning):
     """A statistic is undefined for some input (for example kappa when chance agreement is 1).
@@ -53,6 +57,8 @@ class DisjointLabelsWarning(UserWarning):
 
 #: Labels of each side a disjoint-labels warning shows.
 _SHOWN_LABELS = 3
+#: Columns of the frame a missing-column error lists.
+_SHOWN_COLUMNS = 20
 
 
 def warn_disjoint(
@@ -66,7 +72,7 @@ def warn_disjoint(
     labels.
     """
     held = [(what, {str(v) for v in labels}) for what, labels in sides if labels]
-    if len(held) < 2:
+    if len(held) < MIN_PAIRABLE:
         return
     for i, (what, mine) in enumerate(held):
         others = [(w, s) for j, (w, s) in enumerate(held) if j != i]
@@ -119,8 +125,8 @@ def check_columns(schema: pl.Schema, fn: str, **params: str | Sequence[str]) -> 
             if not isinstance(name, str):
                 raise InputError(f"{fn}: {param}= must name a column (a str), got {name!r}")
             if name not in schema:
-                shown = ", ".join(repr(c) for c in list(schema)[:20])
-                more = ", ..." if len(schema) > 20 else ""
+                shown = ", ".join(repr(c) for c in list(schema)[:_SHOWN_COLUMNS])
+                more = ", ..." if len(schema) > _SHOWN_COLUMNS else ""
                 raise InputError(
                     f"{fn}: column {name!r} (from {param}=) is not in the frame; "
                     f"its columns are {shown}{more}"

@@ -31,6 +31,9 @@ from ._common import (
 
 __all__ = ("flip_rate_by_gap",)
 
+#: Edges of one bin (its lower and its upper): the fewest a sequence of bin edges may hold.
+_MIN_EDGES = 2
+
 
 def _flip_stats(counts: np.ndarray) -> dict[str, FloatArray]:
     return {"flip_rate": divide(counts[..., 1], counts[..., 0] + counts[..., 1])}
@@ -53,7 +56,7 @@ def _edges(lf: pl.LazyFrame, value: pl.Expr, bins: object, fn: str) -> list[floa
     if isinstance(bins, str) or not isinstance(bins, Sequence):
         raise InputError(f"{fn}: bins= must be a number of bins or a sequence of bin edges")
     edges = [float(b) for b in bins]
-    if len(edges) < 2 or any(math.isnan(e) for e in edges):
+    if len(edges) < _MIN_EDGES or any(math.isnan(e) for e in edges):
         raise InputError(f"{fn}: bins= needs at least two edges and no NaN, got {list(bins)}")
     if any(b <= a for a, b in itertools.pairwise(edges)):
         raise InputError(f"{fn}: bins= edges must be strictly increasing, got {list(bins)}")

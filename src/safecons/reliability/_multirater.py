@@ -12,6 +12,7 @@ from ..errors import InputError
 from ._common import (
     COUNT,
     ITEM,
+    MIN_PAIRABLE,
     FloatArray,
     FrameLike,
     as_lazy,
@@ -44,7 +45,7 @@ def _panel_counts(
     lf = as_lazy(df, fn)
     keys = normalize_by(by, fn)
     schema = lf.collect_schema()
-    if isinstance(raters, str) or not isinstance(raters, Sequence) or len(raters) < 2:
+    if isinstance(raters, str) or not isinstance(raters, Sequence) or len(raters) < MIN_PAIRABLE:
         raise InputError(f"{fn}: raters= must list at least two columns, one per rater")
     names = list(raters)
     check_columns(schema, fn, raters=names, by=keys)
@@ -291,7 +292,7 @@ def krippendorff_alpha(
         items,
         keys,
         quantities=[key("disagree"), key("one"), key("m"), *cats],
-        keep=m >= 2,
+        keep=m >= MIN_PAIRABLE,
         stat=stat,
         counts={
             "n_items": lambda s: s[:, 1].astype(np.int64),

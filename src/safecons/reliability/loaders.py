@@ -121,16 +121,19 @@ def read_fastchat_pairs(path: StrPath, *, questions: StrPath | None = None) -> p
             raise InputError(f"{where}: not valid JSON ({exc})") from exc
         if not isinstance(rec, dict):
             raise InputError(f"{where}: expected a JSON object")
-        judge = rec.get("judge")
-        judge_pair = judge if isinstance(judge, list) and len(judge) == 2 else [judge, None]
+        match rec.get("judge"):
+            case list([judge_model, judge_prompt]):  # FastChat's [judge model, prompt name]
+                pass
+            case judge_model:  # anything else: the model alone, no prompt
+                judge_prompt = None
         rows.append(
             {
                 "question_id": _need(rec, "question_id", where),
                 "turn": rec.get("turn"),
                 "model_x": _need(rec, "model_1", where),
                 "model_y": _need(rec, "model_2", where),
-                "judge_model": None if judge_pair[0] is None else str(judge_pair[0]),
-                "judge_prompt": None if judge_pair[1] is None else str(judge_pair[1]),
+                "judge_model": None if judge_model is None else str(judge_model),
+                "judge_prompt": None if judge_prompt is None else str(judge_prompt),
                 LETTER_XY: g1.get(_need(rec, "g1_winner", where), "error"),
                 LETTER_YX: g2.get(_need(rec, "g2_winner", where), "error"),
                 VERDICT_XY_RAW: rec.get("g1_judgment"),
@@ -223,9 +226,9 @@ def _llmbar_file(result: Path) -> pl.DataFrame:
     df = pl.DataFrame(rows, schema=schema)
     # <dataset>/evaluators/<judge>/<prompting>/result.json names the run.
     names: dict[str, str | None] = {"dataset": None, "judge": None, "prompting": None}
-    full = result.resolve().parts
-    if len(full) >= 5 and full[-4] == "evaluators":
-        names = {"dataset": full[-5], "judge": full[-3], "prompting": full[-2]}
+    match result.resolve().parts:
+        case (*_, dataset, "evaluators", judge, prompting, _):
+            names = {"dataset": dataset, "judge": judge, "prompting": prompting}
     return df.select(*(pl.lit(v, dtype=pl.String).alias(k) for k, v in names.items()), pl.all())
 
 
@@ -339,6 +342,7 @@ def read_pandalm(path: StrPath) -> pl.DataFrame:
         raise InputError(f"{what}: {file} should hold a list of items")
     labels = {"0": "tie", "1": "x", "2": "y"}
     raters = ("annotator1", "annotator2", "annotator3")
+    majority = len(raters) // 2 + 1  # two of the three
     rows = []
     for i, item in enumerate(items):
         where = f"{what}: {file.name} item {i}"
@@ -359,7 +363,7 @@ def read_pandalm(path: StrPath) -> pl.DataFrame:
                 raise InputError(f"{where}: {r} is {raw!r}, expected 0, 1 or 2")
             row[r] = labels[raw]
         votes = [row[r] for r in raters]
-        row["majority"] = next((v for v in votes if votes.count(v) >= 2), None)
+        row["majority"] = next((v for v in votes if votes.count(v) >= majority), None)
         rows.append(row)
     schema = {
         "idx": pl.Int64,

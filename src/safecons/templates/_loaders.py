@@ -13,6 +13,7 @@ from typing import Final
 
 import polars as pl
 
+from .._text import SHOWN_VALUES
 from ..errors import InputError
 from ._template import PLACEHOLDER, TEMPLATE_KINDS, Template, TemplateKind
 
@@ -61,8 +62,8 @@ def _string_column(frame: pl.DataFrame, name: str, role: str, path: Path) -> lis
 
 def _describe_duplicates(ids: list[str]) -> str:
     repeated = [i for i, n in Counter(ids).items() if n > 1]
-    shown = ", ".join(repr(i) for i in repeated[:5])
-    more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+    shown = ", ".join(repr(i) for i in repeated[:SHOWN_VALUES])
+    more = f" and {len(repeated) - SHOWN_VALUES} more" if len(repeated) > SHOWN_VALUES else ""
     return f"{shown}{more}"
 
 

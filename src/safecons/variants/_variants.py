@@ -18,6 +18,7 @@ from typing import Any, Final, Literal, SupportsIndex, TypeVar, cast
 import polars as pl
 
 from .._ids import id_key
+from .._text import SHOWN_VALUES
 from ..errors import ConfigError, InputError
 from ..templates import JAILBREAK_TEMPLATES, TOXICITY_TEMPLATES, Template, fingerprint_templates
 
@@ -127,7 +128,7 @@ def _check_set(templates: object, name: str, kind: str) -> tuple[Template, ...]:
     ids = [t.id for t in items]
     repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
     if repeated:
-        raise InputError(f"{name}: duplicate template ids {repeated[:5]}")
+        raise InputError(f"{name}: duplicate template ids {repeated[:SHOWN_VALUES]}")
     return items
 
 
@@ -514,13 +515,13 @@ def check_unique_ids(ids: pl.Series, input_id: str = "input_id") -> pl.Series:
     if isinstance(ids.dtype, pl.Categorical | pl.Enum):
         ids = ids.cast(pl.String)
     if ids.null_count():
-        rows = ids.is_null().arg_true().head(5).to_list()
+        rows = ids.is_null().arg_true().head(SHOWN_VALUES).to_list()
         raise InputError(f"column {input_id!r} (input_id) is null in row(s) {rows} (0-based)")
     dup_mask = ids.is_duplicated()
     if dup_mask.any():
         dups = ids.filter(dup_mask).unique(maintain_order=True)
-        shown = dups.head(5).to_list()
-        more = f" and {dups.len() - 5} more" if dups.len() > 5 else ""
+        shown = dups.head(SHOWN_VALUES).to_list()
+        more = f" and {dups.len() - SHOWN_VALUES} more" if dups.len() > SHOWN_VALUES else ""
         raise InputError(
             f"column {input_id!r} (input_id) has duplicate values: {shown}{more}; each row "
             "needs its own id, since it seeds the row's variant"
