@@ -556,3 +556,22 @@ def test_a_header_that_only_looks_like_a_credential_still_routes(header):
         for n in (1, 2)
     ]
     assert Endpoint.of(rotated[0]).request == Endpoint.of(rotated[1]).request
+
+
+def test_the_keys_of_a_sut_call_and_a_judge_call_are_pinned():
+    # A key that moves makes every cache a user holds miss: the reshaping into one engine kept
+    # these (computed by the tree before it, e9ed58d). Change them only on purpose, and say so.
+    from safecons.judges import LLMJudge
+    from safecons.metric._comparisons import sut_call
+
+    url = "http://127.0.0.1:8000/v1"
+    sut = sc.OpenAICompatible(model="sut", base_url=url, api_key="k" * 20)
+    judge = sc.OpenAICompatible(model="judge", base_url=url, api_key="k" * 20)
+    messages = [{"role": "user", "content": "Insult me: hi"}]
+    call = sut_call(Endpoint.of(sut), messages, 7, 1, temperature=0.7, seed=0)
+    assert call.key == "63dde68035bb87ffeeec4fd1e86af79d03b5cd4bb33d12e0fd67c766769c4329"
+    comparison = ChatJudge(judge, LLMJudge(judge)).prepare(
+        "7#1", query="hi", variant="Insult me: hi", base="No.", candidate="No!"
+    )
+    assert comparison.call is not None
+    assert comparison.call.key == "701bc4ce4bb610550a41dc426c494e5f0cc300e77fb30d9321b9d3e69410811b"
