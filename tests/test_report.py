@@ -15,6 +15,7 @@ import pytest
 import safecons as sc
 from safecons.cli import main
 from safecons.metric import SafetyConsistencyRun
+from safecons.scores import MIN_ROWS_FOR_INTERVAL
 from safecons.testing import ScriptedChat
 
 ROOT = Path(__file__).parents[1]
@@ -179,3 +180,26 @@ def test_report_arguments_are_checked_before_any_work(run, tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
     text = sc.report_html(run.frame.head(3))
     assert "The 3 least consistent rows" in text
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("<h", start + len(heading))
+    return text[start : end if end >= 0 else None]
+
+
+def test_a_blank_interval_says_why(run):
+    # Was: empty "95% low/high" cells, with nothing to say why (issue 20, item 12).
+    text = sc.report_html(run)
+    note = f"fewer than {MIN_ROWS_FOR_INTERVAL} scored rows, too few for an interval"
+    for key in ("sc_variant_kind", "toxicity_family", "jailbreak_family"):
+        table = sc.score_table(run.frame, by=key)
+        small = table.filter(pl.col("scored") < MIN_ROWS_FOR_INTERVAL).height
+        assert small == table["mean_lo"].null_count() > 0  # blank exactly where too few
+        part = _section(text, f"<h3>By {key}</h3>")
+        assert part.count('<td class="muted">—</td>') == 2 * small  # low and high
+        assert part.count(note) == 1, key
+    overall = _section(text, "<h2>Score</h2>")  # up to the first breakdown
+    assert note not in overall and "—" not in overall  # 12 scored rows: an interval
+    few = sc.report_html(run.frame.head(MIN_ROWS_FOR_INTERVAL - 1))
+    assert note in _section(few, "<h2>Score</h2>")

@@ -32,7 +32,7 @@ from ._record import DEFAULT_PREFIX, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
 from ._version import __version__
 from .errors import InputError, SafeconsError
-from .scores import DERIVED_GROUPS, score_table, with_groups
+from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
 from .summary import conform, run_summary
 
 __all__ = ("report", "report_html")
@@ -120,6 +120,9 @@ _HEADINGS: Final = {
     "contradictory": "Contradictory",
 }
 _SHARES: Final = ("consistent", "slightly_inconsistent", "contradictory")
+_INTERVAL: Final = ("mean_lo", "mean_hi")
+#: What a figure the table cannot give shows, explained under the table (:func:`_notes`).
+_BLANK: Final = '<td class="muted">—</td>'
 
 
 def _cell(column: str, value: object, text: Sequence[str]) -> str:
@@ -129,6 +132,8 @@ def _cell(column: str, value: object, text: Sequence[str]) -> str:
         return f'<td class="text">{_esc(value)}</td>'
     if column in _SHARES and isinstance(value, float) and not math.isnan(value):
         return f"<td>{value:.0%}</td>"
+    if column in ("mean", *_INTERVAL) and value is None:
+        return _BLANK
     return f"<td>{_number(value)}</td>"
 
 
@@ -139,6 +144,19 @@ def _rows(frame: pl.DataFrame, text: Sequence[str]) -> str:
         + "</tr>"
         for row in frame.iter_rows()
     )
+
+
+def _notes(frame: pl.DataFrame) -> str:
+    """Why a score table has cells that show no figure, under it (nothing when it has none)."""
+    notes = []
+    if "mean_lo" in frame.columns and frame["mean_lo"].null_count():
+        notes.append(
+            f"— in 95% low / 95% high: fewer than {MIN_ROWS_FOR_INTERVAL} scored rows, too few "
+            "for an interval (a bootstrap of so few rows shows nothing it has not seen)"
+        )
+    if "mean" in frame.columns and frame["mean"].null_count():
+        notes.append("— in mean: no scored row")
+    return f'<p class="muted">{"; ".join(notes)}.</p>' if notes else ""
 
 
 def _table(
@@ -188,19 +206,19 @@ def _group_section(
 ) -> str:
     """The by-group table: the groups shown, then the others pooled in one row."""
     if rest is None:
-        return _table(shown.select(key, *columns), text=[key])
+        return _table(shown.select(key, *columns), text=[key]) + _notes(shown)
     pooled = rest.row(0, named=True)
     more = int(pooled["groups"])
-    cells = "".join(
-        "<td></td>" if c in ("mean_lo", "mean_hi") else _cell(c, pooled.get(c), ()) for c in columns
-    )
+    cells = "".join(_BLANK if c in _INTERVAL else _cell(c, pooled.get(c), ()) for c in columns)
     row = f'<tr class="rest"><td class="text">and {more:,} more groups</td>{cells}</tr>'
     note = (
         f'<p class="muted">{GROUP_LIMIT + more:,} groups: the {GROUP_LIMIT} with the most rows '
         "are shown (ties: the less consistent first), in name order; the others are pooled in "
-        "the last row (<code>sc.score_table</code> gives them all).</p>"
+        "the last row, which has no interval: it mixes groups "
+        "(<code>sc.score_table</code> gives them all).</p>"
     )
-    return note + _table(shown.select(key, *columns), text=[key], rest=row)
+    table = _table(shown.select(key, *columns), text=[key], rest=row)
+    return note + table + _notes(shown)
 
 
 def _svg(chart: Any) -> str:
@@ -443,7 +461,7 @@ def _score_sections(
     """The overall score table, then one table per breakdown with the same columns."""
     overall = score_table(frame, prefix=prefix, metric_name=metric)
     shown = [c for c in _SCORE_COLUMNS if c in overall.columns]
-    sections = [_table(overall.select(shown))]
+    sections = [_table(overall.select(shown)), _notes(overall)]
     for key, (_, table, rest) in tables.items():
         sections.append(f"<h3>By {_esc(key)}</h3>")
         sections.append(_group_section(table, rest, key, shown))
