@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -36,7 +37,8 @@ def test_the_report_is_self_contained(run, tmp_path):
     assert "@import" not in text and "url(http" not in text
     assert text.count("<svg") >= 4  # distribution, two breakdowns, label mix
     assert "95% low" in text and "The 10 least consistent rows" in text
-    assert "responses_per_query&quot;: 3" in text  # the run's config, escaped
+    # The run's config, a row a field.
+    assert '<th class="text">responses_per_query</th><td class="text">3</td>' in text
 
 
 def test_model_text_is_escaped_and_long_text_folded(tmp_path):
@@ -203,3 +205,35 @@ def test_a_blank_interval_says_why(run):
     assert note not in overall and "—" not in overall  # 12 scored rows: an interval
     few = sc.report_html(run.frame.head(MIN_ROWS_FOR_INTERVAL - 1))
     assert note in _section(few, "<h2>Score</h2>")
+
+
+def test_run_and_config_are_tables_with_nested_values_readable(run):
+    # Was: two JSON dumps in <pre> (issue 20, item 12).
+    config = {
+        **run.config,
+        "options": {"cache": None, "retry": {"on": [429, 500], "backoff": 0.5}},
+        "templates": [{"id": "tox.insult.1"}, "jb.pretext.2"],
+        HOSTILE: HOSTILE,
+    }
+    text = sc.report_html(SimpleNamespace(frame=run.frame, config=config))
+    run_part = _section(text, "<h2>Run</h2>")
+    assert "<pre>" not in run_part and "{" not in run_part
+    summary = sc.run_summary(run.frame)
+    attempts = f"<td>{summary.attempts['sut']}</td><td>{summary.attempts['judge']}</td>"
+    assert "<th>SUT</th><th>judge</th>" in run_part
+    assert f'<th class="text">attempts</th>{attempts}' in run_part
+    assert run_part.count("not reported") == 4  # prompt and completion tokens, both kinds
+    config_part = _section(text, "<h3>Config</h3>")
+    assert "<pre>" not in config_part and "{" not in config_part
+    assert '<th class="text">dpi_ratio</th><td class="text">0.5</td>' in config_part
+    nested = re.search(
+        r'<th class="text">options</th><td class="text">(<table.*?</table>)', config_part
+    )
+    assert nested is not None  # a mapping in a mapping: a table in its cell
+    assert (
+        '<th class="text">cache</th><td class="text"><span class="muted">null</span>'
+        in nested.group(1)
+    )
+    assert '<th class="text">on</th><td class="text">429, 500</td>' in config_part
+    assert "<ol><li><table" in config_part and "<li>jb.pretext.2</li>" in config_part
+    assert "<script>" not in text and "&lt;script&gt;" in config_part

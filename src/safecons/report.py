@@ -56,6 +56,7 @@ white-space:nowrap}.Consistent{background:#1a9850}.Slightly{background:#f0a30a}
 details summary{cursor:pointer;color:#2c5aa0}pre{white-space:pre-wrap;margin:.2rem 0;
 font-family:inherit}pre,summary{overflow-wrap:anywhere}.cut{color:#b35900;font-style:italic}
 tr.rest td{color:#555;font-style:italic}
+.pairs .pairs{margin:0;font-size:1em}.pairs ol{margin:0;padding-left:1.2rem}
 """
 
 
@@ -479,32 +480,77 @@ def _worst_section(frame: pl.DataFrame, worst: int, prefix: str, metric: str) ->
 
 
 def _run_section(summary: Any, config: Any) -> list[str]:
-    """What the run spent, and the config it ran with if the run carries one."""
-    spend = {
+    """What the run spent, a row per count with the SUT's and the judge's in two columns, and
+    the config it ran with if the run carries one, as a table of keys and values."""
+    counts = {
         "attempts": summary.attempts,
         "cache hits": summary.cache_hits,
         "failed calls": summary.failed_calls,
         "calls not made (budget)": summary.skipped_calls,
-        "tokens": summary.tokens,
-        "rate-limited answers": summary.rate_limited,
+        **{
+            f"{part} tokens": {kind: summary.tokens[kind][part] for kind in ("sut", "judge")}
+            for part in ("prompt", "completion")
+        },
     }
-    sections = ["<h2>Run</h2>", _pre(json.dumps(spend, indent=1))]
+    rows = "".join(
+        f'<tr><th class="text">{_esc(name)}</th>'
+        + "".join(
+            f"<td>{_NOT_REPORTED_CELL if by_kind[k] is None else f'{by_kind[k]:,}'}</td>"
+            for k in ("sut", "judge")
+        )
+        + "</tr>"
+        for name, by_kind in counts.items()
+    )
+    rows += (
+        '<tr><th class="text">rate-limited answers (429)</th>'
+        f'<td colspan="2">{summary.rate_limited:,}</td></tr>'
+    )
+    head = "<thead><tr><th></th><th>SUT</th><th>judge</th></tr></thead>"
+    sections = ["<h2>Run</h2>", f'<table class="pairs">{head}<tbody>{rows}</tbody></table>']
     if config is not None:
         sections.append("<h3>Config</h3>")
-        text = json.dumps(_names(config), indent=1, default=lambda v: short_text(str(v)))
-        sections.append(_pre(text))
+        sections.append(_pairs(config))
     return sections
 
 
-def _names(value: object) -> object:
-    """A config with each text in it cut as a name is (its keys too)."""
-    if isinstance(value, str):
-        return short_text(value)
-    if isinstance(value, dict):
-        return {short_text(str(k)): _names(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_names(v) for v in value]
-    return value
+#: How deep a config's nested values are shown as tables; deeper, as text.
+_DEPTH: Final = 4
+#: A token count no server reported.
+_NOT_REPORTED_CELL: Final = '<span class="muted">not reported</span>'
+
+
+def _pairs(mapping: object, depth: int = 0) -> str:
+    """A mapping as a table of keys and values, a nested mapping as a table in its cell; any
+    other value (a config that is not a mapping) as text."""
+    if not isinstance(mapping, dict):
+        return _pre(str(mapping))
+    if not mapping:
+        return '<span class="muted">(empty)</span>'
+    rows = "".join(
+        f'<tr><th class="text">{_esc(k)}</th><td class="text">{_value(v, depth)}</td></tr>'
+        for k, v in mapping.items()
+    )
+    return f'<table class="pairs"><tbody>{rows}</tbody></table>'
+
+
+def _value(value: object, depth: int) -> str:
+    """One value of a config as its cell shows it: a mapping as a table, a list of plain values
+    in one line (of others, an item a line), a text as it is (cut as a name is), any other
+    plain value as JSON spells it (``null``, ``true``, ``0.7``); deeper than :data:`_DEPTH`,
+    a value is shown as text."""
+    if isinstance(value, dict) and depth < _DEPTH:
+        return _pairs(value, depth + 1)
+    if isinstance(value, list | tuple) and depth < _DEPTH:
+        if not value:
+            return '<span class="muted">(empty)</span>'
+        if not any(isinstance(v, dict | list | tuple) for v in value):
+            return ", ".join(_value(v, depth) for v in value)
+        return "<ol>" + "".join(f"<li>{_value(v, depth + 1)}</li>" for v in value) + "</ol>"
+    if value is None:
+        return '<span class="muted">null</span>'
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return _esc(value)
 
 
 def _audit_section(audit: Any) -> list[str]:
