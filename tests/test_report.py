@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import html
+import json
 import os
 import re
 import shutil
@@ -107,16 +109,8 @@ REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
 )
 @pytest.mark.slow
 @pytest.mark.network  # Chromium, a child process, resolves names and probes the network
-def test_the_report_draws_in_headless_chromium(run, tmp_path):
-    assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
-    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
-    page = sc.report(run, tmp_path / "report.html", audit=audit)
-    assert "disguise_caught" in page.read_text()  # the audit's disguised-compliance probe
-    artifacts = ROOT / "artifacts"
-    artifacts.mkdir(exist_ok=True)
-    shot = artifacts / "report.png"
-    shot.unlink(missing_ok=True)
-    flags = [
+def _chromium_flags(tmp_path: Path) -> list[str]:
+    return [
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -130,6 +124,18 @@ def test_the_report_draws_in_headless_chromium(run, tmp_path):
         "--enable-logging=stderr",
         "--v=0",
     ]
+
+
+def test_the_report_draws_in_headless_chromium(run, tmp_path):
+    assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
+    page = sc.report(run, tmp_path / "report.html", audit=audit)
+    assert "disguise_<wbr>caught" in page.read_text()  # the audit's disguised-compliance probe
+    artifacts = ROOT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    shot = artifacts / "report.png"
+    shot.unlink(missing_ok=True)
+    flags = _chromium_flags(tmp_path)
     dom = subprocess.run(
         [CHROMIUM, *flags, "--dump-dom", page.as_uri()],
         capture_output=True,
@@ -153,6 +159,81 @@ def test_the_report_draws_in_headless_chromium(run, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert shot.stat().st_size > 20_000  # a page with charts, kept for a person to look at
+
+
+#: Measures, once the page has loaded, where each table ends against the page's column (the
+#: body's content box) and whether it sits in a box that scrolls sideways; and whether the
+#: page itself is wider than the window. Test-only: the report itself holds no script.
+MEASURE = """<script>
+addEventListener("load", () => {
+  const body = document.body.getBoundingClientRect();
+  const column = body.right - parseFloat(getComputedStyle(document.body).paddingRight);
+  const outer = [...document.querySelectorAll("table")].filter(
+    (table) => !table.parentElement.closest("table"));
+  const tables = outer.map((table) => {
+    const box = table.parentElement;
+    const scrolls = ["auto", "scroll"].includes(getComputedStyle(box).overflowX);
+    const right = table.getBoundingClientRect().right;
+    return {head: table.querySelector("th").textContent, right: right, scrolls: scrolls,
+            box: scrolls ? box.getBoundingClientRect().right : right,
+            overflow: scrolls ? box.scrollWidth - box.clientWidth : 0};
+  });
+  const out = document.createElement("pre");
+  out.id = "measured";
+  out.textContent = JSON.stringify({column: column, tables: tables,
+    page: document.documentElement.scrollWidth - document.documentElement.clientWidth});
+  document.body.append(out);
+});
+</script>"""
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
+)
+@pytest.mark.slow
+@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
+def test_every_table_keeps_to_the_page_column_in_headless_chromium(run, tmp_path):
+    # Was: the audit table of a chat judge (its swap test's columns too) ran past the column
+    # (issue 20, item 12). Its headings now wrap after an underscore, so it fits a wide
+    # window; in a narrow one each table scrolls in its own box and the page does not.
+    assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
+    verdicts = [
+        json.dumps({"label": label, "score": score})
+        for label, score in (("Consistent", 0.9), ("Contradictory", 0.1), ("Consistent", 0.85))
+    ]
+    audit = sc.audit_judge(ScriptedChat(verdicts), progress=False, repeats=2)
+    assert audit.ordered and audit.table["swap_consistency"].null_count() == 0
+    page = tmp_path / "measured.html"
+    page.write_text(sc.report_html(run, audit=audit).replace("</body>", MEASURE + "</body>"))
+    for width in (1200, 700):
+        dom = subprocess.run(
+            [
+                CHROMIUM,
+                *_chromium_flags(tmp_path),
+                f"--window-size={width},900",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        found = re.search(r'<pre id="measured">(.*?)</pre>', dom.stdout, re.S)
+        assert found is not None, dom.stdout[-2000:]
+        measured = json.loads(html.unescape(found.group(1)))
+        column, tables = measured["column"], measured["tables"]
+        heads = [t["head"] for t in tables]
+        assert {"slice", "rows", "row", "concurrency_limit"} <= set(heads), heads
+        for table in tables:
+            # Within the column, or in a box within it that scrolls sideways.
+            assert table["box"] <= column + 0.5, (width, table)
+            assert table["right"] <= column + 0.5 or table["scrolls"], (width, table)
+        assert measured["page"] <= 0, width  # the page never scrolls sideways
+        if width == 1200:  # the audit table fits whole: nothing to scroll
+            audit_table = tables[heads.index("slice")]
+            assert audit_table["right"] <= column + 0.5 and audit_table["overflow"] <= 0
 
 
 def test_text_a_chart_renderer_cannot_hold_is_replaced_not_fatal(run):
@@ -237,3 +318,12 @@ def test_run_and_config_are_tables_with_nested_values_readable(run):
     assert '<th class="text">on</th><td class="text">429, 500</td>' in config_part
     assert "<ol><li><table" in config_part and "<li>jb.pretext.2</li>" in config_part
     assert "<script>" not in text and "&lt;script&gt;" in config_part
+
+
+def test_the_audit_table_wraps_its_headings_scrolls_in_its_box_and_explains_blanks(run):
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
+    part = _section(sc.report_html(run, audit=audit), "<h2>Judge audit</h2>")
+    assert '<div class="wide"><table>' in part  # a box that scrolls where the window is narrow
+    assert '">agreement_<wbr>decisive</th>' in part  # a heading may wrap after "_"
+    assert audit.table["kappa"].null_count()  # one gold label per gold group: no kappa
+    assert "A blank cell: the figure is undefined for that group" in part

@@ -57,6 +57,7 @@ details summary{cursor:pointer;color:#2c5aa0}pre{white-space:pre-wrap;margin:.2r
 font-family:inherit}pre,summary{overflow-wrap:anywhere}.cut{color:#b35900;font-style:italic}
 tr.rest td{color:#555;font-style:italic}
 .pairs .pairs{margin:0;font-size:1em}.pairs ol{margin:0;padding-left:1.2rem}
+.wide,.chart{overflow-x:auto;max-width:100%}
 """
 
 
@@ -166,11 +167,23 @@ def _table(
     """``frame`` as an HTML table (or its head over ``rows`` already written); ``rest``, a row
     already written, goes last."""
     head = "".join(
-        f'<th class="{"text" if c in text else ""}">{_esc(_HEADINGS.get(c, c))}</th>'
+        f'<th class="{"text" if c in text else ""}">{_heading(_HEADINGS.get(c, c))}</th>'
         for c in frame.columns
     )
     body = _rows(frame, text) if rows is None else rows
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}{rest}</tbody></table>"
+    return _wide(f"<table><thead><tr>{head}</tr></thead><tbody>{body}{rest}</tbody></table>")
+
+
+def _heading(name: str) -> str:
+    """A column's name as its heading: it may wrap after an underscore, so that a table of
+    long names (the audit's) keeps to the page's column."""
+    return _esc(name).replace("_", "_<wbr>")
+
+
+def _wide(table: str) -> str:
+    """A table in a box that scrolls sideways where the table is wider than the page's column
+    (a narrow window, a long name): the page itself never does."""
+    return f'<div class="wide">{table}</div>'
 
 
 def _by_group(
@@ -321,7 +334,7 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
         '<th class="text">adversarial variant</th><th class="text">base answer</th>'
         '<th class="text">fresh answers to the variant, as judged</th></tr>'
     )
-    return f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+    return _wide(f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>")
 
 
 def _cards(summary: Any, metric: str) -> str:
@@ -604,6 +617,11 @@ def _audit_section(audit: Any) -> list[str]:
                 '<tr class="rest">' + "".join(cells.get(c, "<td></td>") for c in columns) + "</tr>"
             )
     out.append(_table(listed, text=["slice", "group"], rows="".join(rows)))
+    if any(listed[c].null_count() for c in columns if c not in ("slice", "group")):
+        out.append(
+            '<p class="muted">A blank cell: the figure is undefined for that group (kappa '
+            "where its pairs have a single gold label; a probe none of its pairs took).</p>"
+        )
     try:
         from .charts import agreement_chart
 
