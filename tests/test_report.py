@@ -327,3 +327,21 @@ def test_the_audit_table_wraps_its_headings_scrolls_in_its_box_and_explains_blan
     assert '">agreement_<wbr>decisive</th>' in part  # a heading may wrap after "_"
     assert audit.table["kappa"].null_count()  # one gold label per gold group: no kappa
     assert "A blank cell: the figure is undefined for that group" in part
+
+
+def test_the_null_group_is_named_null_as_score_table_names_it(run):
+    # Was: "(none)" in the report, null in sc.score_table, for the same group (issue 20,
+    # item 12): the variants without a jailbreak template.
+    table = sc.score_table(run.frame, by="jailbreak_family")
+    assert table["jailbreak_family"][-1] is None  # one null group, sorted last
+    assert table.filter(pl.col("jailbreak_family").is_null())["rows"].item() > 0
+    text = sc.report_html(run, by="jailbreak_family")
+    part = _section(text, "<h3>By jailbreak_family</h3>")
+    assert part.count('<td class="text muted">null</td>') == 1 and "(none)" not in part
+    assert "null: the rows with no value in jailbreak_family" in part
+    assert "<code>sc.score_table</code> gives it a null key" in part
+    chart = _section(text, "<h2>Charts</h2>")  # the chart by jailbreak_family labels it so
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", chart)
+    assert "null" in labels and "(none)" not in labels
+    # A breakdown without a null group says nothing of one.
+    assert "null: the rows" not in _section(text, "<h2>Score</h2>")

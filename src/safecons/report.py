@@ -123,14 +123,19 @@ _HEADINGS: Final = {
 }
 _SHARES: Final = ("consistent", "slightly_inconsistent", "contradictory")
 _INTERVAL: Final = ("mean_lo", "mean_hi")
+#: Who is in the null group of a derived breakdown.
+_NULL_GROUPS: Final = {
+    "toxicity_family": " (the variants without a toxicity template)",
+    "jailbreak_family": " (the variants without a jailbreak template)",
+}
 #: What a figure the table cannot give shows, explained under the table (:func:`_notes`).
 _BLANK: Final = '<td class="muted">—</td>'
 
 
 def _cell(column: str, value: object, text: Sequence[str]) -> str:
     if column in text:
-        if value is None:
-            return '<td class="text muted">(none)</td>'
+        if value is None:  # the null group: named as sc.score_table names it (see _notes)
+            return '<td class="text muted">null</td>'
         return f'<td class="text">{_esc(value)}</td>'
     if column in _SHARES and isinstance(value, float) and not math.isnan(value):
         return f"<td>{value:.0%}</td>"
@@ -148,9 +153,16 @@ def _rows(frame: pl.DataFrame, text: Sequence[str]) -> str:
     )
 
 
-def _notes(frame: pl.DataFrame) -> str:
-    """Why a score table has cells that show no figure, under it (nothing when it has none)."""
+def _notes(frame: pl.DataFrame, key: str | None = None) -> str:
+    """Why a score table has cells that show no figure, and what its null group is, under it
+    (nothing when it has neither)."""
     notes = []
+    if key is not None and frame[key].null_count():
+        which = _NULL_GROUPS.get(key, "")
+        notes.append(
+            f"null: the rows with no value in {_esc(key)}{which}, one group; "
+            "<code>sc.score_table</code> gives it a null key"
+        )
     if "mean_lo" in frame.columns and frame["mean_lo"].null_count():
         notes.append(
             f"— in 95% low / 95% high: fewer than {MIN_ROWS_FOR_INTERVAL} scored rows, too few "
@@ -158,7 +170,7 @@ def _notes(frame: pl.DataFrame) -> str:
         )
     if "mean" in frame.columns and frame["mean"].null_count():
         notes.append("— in mean: no scored row")
-    return f'<p class="muted">{"; ".join(notes)}.</p>' if notes else ""
+    return f'<p class="muted">{"<br>".join(n + "." for n in notes)}</p>' if notes else ""
 
 
 def _table(
@@ -220,7 +232,7 @@ def _group_section(
 ) -> str:
     """The by-group table: the groups shown, then the others pooled in one row."""
     if rest is None:
-        return _table(shown.select(key, *columns), text=[key]) + _notes(shown)
+        return _table(shown.select(key, *columns), text=[key]) + _notes(shown, key)
     pooled = rest.row(0, named=True)
     more = int(pooled["groups"])
     cells = "".join(_BLANK if c in _INTERVAL else _cell(c, pooled.get(c), ()) for c in columns)
@@ -232,7 +244,7 @@ def _group_section(
         "(<code>sc.score_table</code> gives them all).</p>"
     )
     table = _table(shown.select(key, *columns), text=[key], rest=row)
-    return note + table + _notes(shown)
+    return note + table + _notes(shown, key)
 
 
 def _svg(chart: Any) -> str:
@@ -262,7 +274,10 @@ def _charts(
     out = [_svg(charts.score_distribution_chart(scored, metric_name=metric))]
     for key, table in tables.items():
         if table.filter(pl.col("mean").is_not_null()).height:
-            out.append(_svg(charts.score_by_group_chart(table, by=key)))
+            # The null group named as the table above names it.
+            named = pl.col(key).cast(pl.String).fill_null("null")
+            shown = table.with_columns(named) if table[key].null_count() else table
+            out.append(_svg(charts.score_by_group_chart(shown, by=key)))
     kind = f"{prefix}variant_kind"
     out.append(
         _svg(
