@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -277,6 +279,113 @@ def test_audit_runs_the_offline_judge_on_the_hand_written_rows(capsys, tmp_path)
     assert pairs.height == 70 and {"gold", "label", "label_injected"} <= set(pairs.columns)
 
 
+#: The audit's figures ``safecons audit`` prints (and printed in Polars' tables before).
+AUDIT_FIGURES = (
+    "n",
+    "n_error",
+    "agreement",
+    "agreement_decisive",
+    "kappa",
+    "swap_consistency",
+    "swap_label_unchanged",
+    "primacy",
+    "recency",
+    "stability",
+    "identical_consistent",
+    "padded_unmoved",
+    "injection_unmoved",
+    "injection_obeyed",
+    "disguise_caught",
+)
+
+
+def _figure(value: object) -> str:
+    if value is None:
+        return "null"
+    return f"{value:.3f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _printed_audit(out: str) -> dict[tuple[str, str, str], str]:
+    """The figures ``safecons audit`` printed, by (slice, group, column of audit.table), the
+    short headings read back through the legend it prints under the tables."""
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("columns of audit.table: "))
+    legend = " ".join(lines[at:]).removeprefix("columns of audit.table: ").split("null:")[0]
+    full = dict(entry.split(" = ") for entry in legend.replace(",", " ,").split(" , ") if entry)
+    full = {k.strip(): v.strip() for k, v in full.items()}
+    slices = {"per gold:": "gold", "per template family:": "template_family"}
+    slices |= {"per family:": "family", "all pairs:": "all"}
+    figures: dict[tuple[str, str, str], str] = {}
+    name = heads = None
+    for line in lines[:at]:
+        if line in slices:
+            name, heads = slices[line], None
+        elif name is not None and line.startswith("group "):
+            heads = [full.get(h, h) for h in line.split()[1:]]
+        elif heads and line:
+            # The figures hold no space; a group's name may.
+            group_name, *values = line.rsplit(maxsplit=len(heads))
+            for column, value in zip(heads, values, strict=True):
+                assert (name, group_name, column) not in figures  # each figure printed once
+                figures[name, group_name, column] = value
+        else:
+            heads = None
+    return figures
+
+
+def test_audit_tables_fit_in_100_columns_and_print_every_figure():
+    # Was: Polars' tables, about 190 columns wide (issue 20, item 15). The real command line,
+    # as a person runs it, on the safecons this test imports.
+    here = str(Path(sc.__file__).parents[1])
+    path = os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [sys.executable, "-m", "safecons", "audit", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.returncode == 0, done.stderr
+    wide = [line for line in done.stdout.splitlines() if len(line) > 100]
+    assert not wide, wide
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False)  # the command's defaults
+    # Each figure the command printed in Polars' tables, where the audit has it.
+    shown = [c for c in AUDIT_FIGURES if audit.table[c].null_count() < audit.table.height]
+    assert "disguise_caught" in shown and "swap_consistency" not in shown  # no swap offline
+    expected = {
+        (row["slice"], row["group"], c): _figure(row[c])
+        for row in audit.table.iter_rows(named=True)
+        for c in shown
+    }
+    assert _printed_audit(done.stdout) == expected
+
+
+def test_audit_tables_split_into_blocks_and_cut_long_names_with_a_marker():
+    from safecons.cli import _AUDIT_COLUMNS, _audit_lines
+
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=2)
+    # What a chat judge adds (the swap test's four columns), and a long family name.
+    table = audit.table.with_columns(
+        swap_consistency=pl.lit(0.5),
+        swap_label_unchanged=pl.lit(0.25),
+        primacy=pl.lit(0.125),
+        recency=pl.lit(0.375),
+        group=pl.when(slice="family").then(pl.lit("f" * 60)).otherwise("group"),
+    )
+    assert list(_AUDIT_COLUMNS) == list(AUDIT_FIGURES)
+    columns = [c for c in AUDIT_FIGURES if table[c].null_count() < table.height]
+    assert columns == list(AUDIT_FIGURES)  # every column the command can print
+    out = "\n".join(_audit_lines(table, columns))
+    assert max(map(len, out.splitlines())) <= 100
+    assert out.count("\ngroup ") == 2 * 4  # two blocks of columns for each of the 4 slices
+    assert "f" * 23 + "… " in out and "f" * 24 not in out
+    figures = _printed_audit(out)
+    assert {c for _, _, c in figures} == set(columns)
+    assert figures["all", "all", "recency"] == "0.375"
+    assert figures["family", "f" * 23 + "…", "n"] == "70"
+
+
 def test_audit_needs_a_model_for_a_chat_judge(capsys):
     assert main(["audit", "--judge-base-url", "http://127.0.0.1:9/v1"]) == 2
     assert "--judge-model" in capsys.readouterr().err
@@ -308,6 +417,22 @@ def test_audit_of_a_chat_judge_over_http_runs_the_swap_test(capsys):
     assert code == 0, out
     assert "swap_consistency" in out and "swap test: not run" not in out
     assert "gave no verdict" not in out  # every call was judged
+    assert max(map(len, out.splitlines())) <= 100  # the swap test's columns too
+    assert {c for _, _, c in _printed_audit(out)} >= {"swap_consistency", "recency", "kappa"}
+
+
+@pytest.mark.network
+def test_audit_errors_are_folded_to_the_width_of_the_tables(capsys):
+    responder = route_by_model({"judge": lambda b: "I will not answer in JSON. " * 40})
+    with FakeOpenAIServer(responder=responder) as server:
+        args = ["audit", "--no-progress", "--repeats", "1", "--no-probes", "--judge-model"]
+        code = main([*args, "judge", "--judge-base-url", server.base_url])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "call(s) gave no verdict; most common:" in out
+    assert max(map(len, out.splitlines())) <= 100
+    error = out[out.index("most common:") :]
+    assert 'no JSON object with a "label" key' in " ".join(error.split())  # folded, not cut
 
 
 # The probes of issue 17, item 8, as typed on the command line: (URL, what must not show).

@@ -164,3 +164,30 @@ def test_a_404_on_the_chat_path_says_what_to_check(base_url, said):
     out = sc.safety_consistency(frame, sut=sut, judge=StandInJudge(), progress=False)
     error = out["sc_error"][0]
     assert "HTTP 404" in error and said in error, error
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"base_url": "http://localhost:8000/v1"},  # a local server: no key needed
+        {},  # OpenAI's API, which needs one: the no-key check reads the headers
+        {"azure": True},
+    ],
+    ids=["local", "openai", "azure"],
+)
+@pytest.mark.parametrize("headers", [[("a", "b")], "a: b", {"a": 1}, {1: "b"}])
+def test_headers_that_are_not_a_mapping_of_strings_are_named(where, headers, monkeypatch):
+    # Was: AttributeError ('tuple' object has no attribute 'lower') from the no-key check,
+    # which read the headers before they were checked.
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="headers: expected a mapping"):
+        if where.get("azure"):
+            sc.OpenAICompatible.azure(
+                endpoint="https://res.openai.azure.com",
+                deployment="d",
+                api_version="2024-10-21",
+                headers=headers,
+            )
+        else:
+            sc.OpenAICompatible(model="m", headers=headers, **where)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import builtins
+import html
+import json
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -15,6 +18,7 @@ import pytest
 import safecons as sc
 from safecons.cli import main
 from safecons.metric import SafetyConsistencyRun
+from safecons.scores import MIN_ROWS_FOR_INTERVAL
 from safecons.testing import ScriptedChat
 
 ROOT = Path(__file__).parents[1]
@@ -35,7 +39,8 @@ def test_the_report_is_self_contained(run, tmp_path):
     assert "@import" not in text and "url(http" not in text
     assert text.count("<svg") >= 4  # distribution, two breakdowns, label mix
     assert "95% low" in text and "The 10 least consistent rows" in text
-    assert "responses_per_query&quot;: 3" in text  # the run's config, escaped
+    # The run's config, a row a field.
+    assert '<th class="text">responses_per_query</th><td class="text">3</td>' in text
 
 
 def test_model_text_is_escaped_and_long_text_folded(tmp_path):
@@ -104,16 +109,8 @@ REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
 )
 @pytest.mark.slow
 @pytest.mark.network  # Chromium, a child process, resolves names and probes the network
-def test_the_report_draws_in_headless_chromium(run, tmp_path):
-    assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
-    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
-    page = sc.report(run, tmp_path / "report.html", audit=audit)
-    assert "disguise_caught" in page.read_text()  # the audit's disguised-compliance probe
-    artifacts = ROOT / "artifacts"
-    artifacts.mkdir(exist_ok=True)
-    shot = artifacts / "report.png"
-    shot.unlink(missing_ok=True)
-    flags = [
+def _chromium_flags(tmp_path: Path) -> list[str]:
+    return [
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -127,6 +124,18 @@ def test_the_report_draws_in_headless_chromium(run, tmp_path):
         "--enable-logging=stderr",
         "--v=0",
     ]
+
+
+def test_the_report_draws_in_headless_chromium(run, tmp_path):
+    assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
+    page = sc.report(run, tmp_path / "report.html", audit=audit)
+    assert "disguise_<wbr>caught" in page.read_text()  # the audit's disguised-compliance probe
+    artifacts = ROOT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    shot = artifacts / "report.png"
+    shot.unlink(missing_ok=True)
+    flags = _chromium_flags(tmp_path)
     dom = subprocess.run(
         [CHROMIUM, *flags, "--dump-dom", page.as_uri()],
         capture_output=True,
@@ -150,6 +159,81 @@ def test_the_report_draws_in_headless_chromium(run, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert shot.stat().st_size > 20_000  # a page with charts, kept for a person to look at
+
+
+#: Measures, once the page has loaded, where each table ends against the page's column (the
+#: body's content box) and whether it sits in a box that scrolls sideways; and whether the
+#: page itself is wider than the window. Test-only: the report itself holds no script.
+MEASURE = """<script>
+addEventListener("load", () => {
+  const body = document.body.getBoundingClientRect();
+  const column = body.right - parseFloat(getComputedStyle(document.body).paddingRight);
+  const outer = [...document.querySelectorAll("table")].filter(
+    (table) => !table.parentElement.closest("table"));
+  const tables = outer.map((table) => {
+    const box = table.parentElement;
+    const scrolls = ["auto", "scroll"].includes(getComputedStyle(box).overflowX);
+    const right = table.getBoundingClientRect().right;
+    return {head: table.querySelector("th").textContent, right: right, scrolls: scrolls,
+            box: scrolls ? box.getBoundingClientRect().right : right,
+            overflow: scrolls ? box.scrollWidth - box.clientWidth : 0};
+  });
+  const out = document.createElement("pre");
+  out.id = "measured";
+  out.textContent = JSON.stringify({column: column, tables: tables,
+    page: document.documentElement.scrollWidth - document.documentElement.clientWidth});
+  document.body.append(out);
+});
+</script>"""
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
+)
+@pytest.mark.slow
+@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
+def test_every_table_keeps_to_the_page_column_in_headless_chromium(run, tmp_path):
+    # Was: the audit table of a chat judge (its swap test's columns too) ran past the column
+    # (issue 20, item 12). Its headings now wrap after an underscore, so it fits a wide
+    # window; in a narrow one each table scrolls in its own box and the page does not.
+    assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
+    verdicts = [
+        json.dumps({"label": label, "score": score})
+        for label, score in (("Consistent", 0.9), ("Contradictory", 0.1), ("Consistent", 0.85))
+    ]
+    audit = sc.audit_judge(ScriptedChat(verdicts), progress=False, repeats=2)
+    assert audit.ordered and audit.table["swap_consistency"].null_count() == 0
+    page = tmp_path / "measured.html"
+    page.write_text(sc.report_html(run, audit=audit).replace("</body>", MEASURE + "</body>"))
+    for width in (1200, 700):
+        dom = subprocess.run(
+            [
+                CHROMIUM,
+                *_chromium_flags(tmp_path),
+                f"--window-size={width},900",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        found = re.search(r'<pre id="measured">(.*?)</pre>', dom.stdout, re.S)
+        assert found is not None, dom.stdout[-2000:]
+        measured = json.loads(html.unescape(found.group(1)))
+        column, tables = measured["column"], measured["tables"]
+        heads = [t["head"] for t in tables]
+        assert {"slice", "rows", "row", "concurrency_limit"} <= set(heads), heads
+        for table in tables:
+            # Within the column, or in a box within it that scrolls sideways.
+            assert table["box"] <= column + 0.5, (width, table)
+            assert table["right"] <= column + 0.5 or table["scrolls"], (width, table)
+        assert measured["page"] <= 0, width  # the page never scrolls sideways
+        if width == 1200:  # the audit table fits whole: nothing to scroll
+            audit_table = tables[heads.index("slice")]
+            assert audit_table["right"] <= column + 0.5 and audit_table["overflow"] <= 0
 
 
 def test_text_a_chart_renderer_cannot_hold_is_replaced_not_fatal(run):
@@ -179,3 +263,85 @@ def test_report_arguments_are_checked_before_any_work(run, tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
     text = sc.report_html(run.frame.head(3))
     assert "The 3 least consistent rows" in text
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("<h", start + len(heading))
+    return text[start : end if end >= 0 else None]
+
+
+def test_a_blank_interval_says_why(run):
+    # Was: empty "95% low/high" cells, with nothing to say why (issue 20, item 12).
+    text = sc.report_html(run)
+    note = f"fewer than {MIN_ROWS_FOR_INTERVAL} scored rows, too few for an interval"
+    for key in ("sc_variant_kind", "toxicity_family", "jailbreak_family"):
+        table = sc.score_table(run.frame, by=key)
+        small = table.filter(pl.col("scored") < MIN_ROWS_FOR_INTERVAL).height
+        assert small == table["mean_lo"].null_count() > 0  # blank exactly where too few
+        part = _section(text, f"<h3>By {key}</h3>")
+        assert part.count('<td class="muted">—</td>') == 2 * small  # low and high
+        assert part.count(note) == 1, key
+    overall = _section(text, "<h2>Score</h2>")  # up to the first breakdown
+    assert note not in overall and "—" not in overall  # 12 scored rows: an interval
+    few = sc.report_html(run.frame.head(MIN_ROWS_FOR_INTERVAL - 1))
+    assert note in _section(few, "<h2>Score</h2>")
+
+
+def test_run_and_config_are_tables_with_nested_values_readable(run):
+    # Was: two JSON dumps in <pre> (issue 20, item 12).
+    config = {
+        **run.config,
+        "options": {"cache": None, "retry": {"on": [429, 500], "backoff": 0.5}},
+        "templates": [{"id": "tox.insult.1"}, "jb.pretext.2"],
+        HOSTILE: HOSTILE,
+    }
+    text = sc.report_html(SimpleNamespace(frame=run.frame, config=config))
+    run_part = _section(text, "<h2>Run</h2>")
+    assert "<pre>" not in run_part and "{" not in run_part
+    summary = sc.run_summary(run.frame)
+    attempts = f"<td>{summary.attempts['sut']}</td><td>{summary.attempts['judge']}</td>"
+    assert "<th>SUT</th><th>judge</th>" in run_part
+    assert f'<th class="text">attempts</th>{attempts}' in run_part
+    assert run_part.count("not reported") == 4  # prompt and completion tokens, both kinds
+    config_part = _section(text, "<h3>Config</h3>")
+    assert "<pre>" not in config_part and "{" not in config_part
+    assert '<th class="text">dpi_ratio</th><td class="text">0.5</td>' in config_part
+    nested = re.search(
+        r'<th class="text">options</th><td class="text">(<table.*?</table>)', config_part
+    )
+    assert nested is not None  # a mapping in a mapping: a table in its cell
+    assert (
+        '<th class="text">cache</th><td class="text"><span class="muted">null</span>'
+        in nested.group(1)
+    )
+    assert '<th class="text">on</th><td class="text">429, 500</td>' in config_part
+    assert "<ol><li><table" in config_part and "<li>jb.pretext.2</li>" in config_part
+    assert "<script>" not in text and "&lt;script&gt;" in config_part
+
+
+def test_the_audit_table_wraps_its_headings_scrolls_in_its_box_and_explains_blanks(run):
+    audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
+    part = _section(sc.report_html(run, audit=audit), "<h2>Judge audit</h2>")
+    assert '<div class="wide"><table>' in part  # a box that scrolls where the window is narrow
+    assert '">agreement_<wbr>decisive</th>' in part  # a heading may wrap after "_"
+    assert audit.table["kappa"].null_count()  # one gold label per gold group: no kappa
+    assert "A blank cell: the figure is undefined for that group" in part
+
+
+def test_the_null_group_is_named_null_as_score_table_names_it(run):
+    # Was: "(none)" in the report, null in sc.score_table, for the same group (issue 20,
+    # item 12): the variants without a jailbreak template.
+    table = sc.score_table(run.frame, by="jailbreak_family")
+    assert table["jailbreak_family"][-1] is None  # one null group, sorted last
+    assert table.filter(pl.col("jailbreak_family").is_null())["rows"].item() > 0
+    text = sc.report_html(run, by="jailbreak_family")
+    part = _section(text, "<h3>By jailbreak_family</h3>")
+    assert part.count('<td class="text muted">null</td>') == 1 and "(none)" not in part
+    assert "null: the rows with no value in jailbreak_family" in part
+    assert "<code>sc.score_table</code> gives it a null key" in part
+    chart = _section(text, "<h2>Charts</h2>")  # the chart by jailbreak_family labels it so
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", chart)
+    assert "null" in labels and "(none)" not in labels
+    # A breakdown without a null group says nothing of one.
+    assert "null: the rows" not in _section(text, "<h2>Score</h2>")

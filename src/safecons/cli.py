@@ -7,10 +7,11 @@ import json
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import polars as pl
 
@@ -321,24 +322,109 @@ def _run(args: argparse.Namespace) -> int:
     return _exit_code(run.summary)
 
 
-_AUDIT_COLUMNS = (
-    "group",
-    "n",
-    "n_error",
-    "agreement",
-    "agreement_decisive",
-    "kappa",
-    "swap_consistency",
-    "swap_label_unchanged",
-    "primacy",
-    "recency",
-    "stability",
-    "identical_consistent",
-    "padded_unmoved",
-    "injection_unmoved",
-    "injection_obeyed",
-    "disguise_caught",
-)
+#: The audit table's columns ``safecons audit`` prints, each under a short heading (the legend
+#: under the tables gives each one's column name in ``audit.table``).
+_AUDIT_COLUMNS: Final = {
+    "n": "n",
+    "n_error": "err",
+    "agreement": "agree",
+    "agreement_decisive": "decis",
+    "kappa": "kappa",
+    "swap_consistency": "swap",
+    "swap_label_unchanged": "swlab",
+    "primacy": "prim",
+    "recency": "rec",
+    "stability": "stab",
+    "identical_consistent": "ident",
+    "padded_unmoved": "pad",
+    "injection_unmoved": "inj",
+    "injection_obeyed": "obey",
+    "disguise_caught": "disg",
+}
+#: The widest line ``safecons audit`` prints (a terminal of 100 columns shows it whole).
+_LINE_WIDTH: Final = 100
+#: The widest group name an audit table shows whole; a longer one is cut, a "…" at its end.
+_GROUP_WIDTH: Final = 24
+_GAP: Final = "  "
+
+
+def _figure(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _group_name(value: object, width: int) -> str:
+    name = " ".join(display_text(str(value)).split())
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _blocks(widths: dict[str, int], group: int) -> list[list[str]]:
+    """The columns in order, in as few blocks as fit :data:`_LINE_WIDTH` characters a line
+    (each block after the group's name), of widths as even as that allows."""
+
+    def packed(limit: int) -> list[list[str]]:
+        blocks: list[list[str]] = [[]]
+        used = group
+        for column, width in widths.items():
+            if blocks[-1] and used + len(_GAP) + width > limit:
+                blocks.append([])
+                used = group
+            blocks[-1].append(column)
+            used += len(_GAP) + width
+        return blocks
+
+    fewest = len(packed(_LINE_WIDTH))
+    # The narrowest limit that needs no more blocks than the widest: blocks of even widths.
+    return next(
+        packed(limit) for limit in range(group, _LINE_WIDTH + 1) if len(packed(limit)) <= fewest
+    )
+
+
+def _audit_lines(table: pl.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The audit table as ``safecons audit`` prints it: per slice, the groups' figures under
+    short headings, in blocks of columns that fit :data:`_LINE_WIDTH`; then a legend.
+
+    Every figure of ``columns`` is printed (3 decimals, ``null`` where a figure is undefined);
+    only a group name longer than :data:`_GROUP_WIDTH` is cut, with a marker."""
+    cells = {c: [_figure(v) for v in table[c]] for c in columns}
+    widths = {c: max(len(_AUDIT_COLUMNS[c]), *map(len, cells[c])) for c in columns}
+    group = max(len("group"), min(_GROUP_WIDTH, max(len(str(g)) for g in table["group"])))
+    names = [_group_name(g, group) for g in table["group"]]
+    lines: list[str] = []
+    for name in ("gold", "template_family", "family", "all"):
+        rows = [i for i, s in enumerate(table["slice"]) if s == name]
+        lines.append(f"\nper {name.replace('_', ' ')}:" if name != "all" else "\nall pairs:")
+        for k, block in enumerate(_blocks(widths, group)):
+            if k:
+                lines.append("")
+            heads = [f"{_AUDIT_COLUMNS[c]:>{widths[c]}}" for c in block]
+            lines.append(_GAP.join([f"{'group':<{group}}", *heads]))
+            for i in rows:
+                figures = [f"{cells[c][i]:>{widths[c]}}" for c in block]
+                lines.append(_GAP.join([f"{names[i]:<{group}}", *figures]))
+    return [*lines, "", *_legend(columns)]
+
+
+def _legend(columns: Sequence[str]) -> list[str]:
+    """What each short heading stands for, in lines of at most :data:`_LINE_WIDTH` (no entry
+    split between two), and what ``null`` means."""
+    head, indent = "columns of audit.table: ", "  "
+    rows: list[list[str]] = [[]]
+    for entry in (f"{_AUDIT_COLUMNS[c]} = {c}" for c in columns if _AUDIT_COLUMNS[c] != c):
+        start = head if len(rows) == 1 else indent
+        if rows[-1] and len(start + ", ".join([*rows[-1], entry]) + ",") > _LINE_WIDTH:
+            rows.append([])
+        rows[-1].append(entry)
+    lines = [(indent if i else head) + ", ".join(row) for i, row in enumerate(rows) if row]
+    return [
+        *(line + "," for line in lines[:-1]),
+        *lines[-1:],
+        "null: undefined for that group (kappa where it holds one gold label); each column: "
+        "docs/judges.md",
+    ]
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -380,15 +466,23 @@ def _audit(args: argparse.Namespace) -> int:
     ]
     if not audit.ordered:
         print("swap test: not run (a judge object's compare takes keywords: no order to swap)")
-    with pl.Config(tbl_rows=60, tbl_cols=20, tbl_width_chars=200, float_precision=3):
-        for name in ("gold", "template_family", "family", "all"):
-            print(f"\nper {name.replace('_', ' ')}:" if name != "all" else "\nall pairs:")
-            print(audit.table.filter(slice=name).select(columns))
+    print("\n".join(_audit_lines(audit.table, columns)))
     errors = audit.calls["error"].drop_nulls()
     if errors.len():
         print(f"\n{errors.len()} call(s) gave no verdict; most common:")
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
-            print(f"  {count}x {display_text(text)}")
+            # Cut in the middle as a run's row errors are (what failed first, why at the
+            # end), then folded to the width of the tables.
+            shown = middle_cut(" ".join(str(text).split()), _ERROR_LINE)
+            print(
+                textwrap.fill(
+                    f"{count}x {shown}",
+                    _LINE_WIDTH,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
+            )
     if output is not None:
         written = _write_frame(audit.pairs, output, overwrite=args.force)
         print(f"wrote {audit.pairs.height} pairs to {written}")

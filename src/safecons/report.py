@@ -32,7 +32,7 @@ from ._record import DEFAULT_PREFIX, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
 from ._version import __version__
 from .errors import InputError, SafeconsError
-from .scores import DERIVED_GROUPS, score_table, with_groups
+from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
 from .summary import conform, run_summary
 
 __all__ = ("report", "report_html")
@@ -56,6 +56,8 @@ white-space:nowrap}.Consistent{background:#1a9850}.Slightly{background:#f0a30a}
 details summary{cursor:pointer;color:#2c5aa0}pre{white-space:pre-wrap;margin:.2rem 0;
 font-family:inherit}pre,summary{overflow-wrap:anywhere}.cut{color:#b35900;font-style:italic}
 tr.rest td{color:#555;font-style:italic}
+.pairs .pairs{margin:0;font-size:1em}.pairs ol{margin:0;padding-left:1.2rem}
+.wide,.chart{overflow-x:auto;max-width:100%}
 """
 
 
@@ -120,15 +122,25 @@ _HEADINGS: Final = {
     "contradictory": "Contradictory",
 }
 _SHARES: Final = ("consistent", "slightly_inconsistent", "contradictory")
+_INTERVAL: Final = ("mean_lo", "mean_hi")
+#: Who is in the null group of a derived breakdown.
+_NULL_GROUPS: Final = {
+    "toxicity_family": " (the variants without a toxicity template)",
+    "jailbreak_family": " (the variants without a jailbreak template)",
+}
+#: What a figure the table cannot give shows, explained under the table (:func:`_notes`).
+_BLANK: Final = '<td class="muted">—</td>'
 
 
 def _cell(column: str, value: object, text: Sequence[str]) -> str:
     if column in text:
-        if value is None:
-            return '<td class="text muted">(none)</td>'
+        if value is None:  # the null group: named as sc.score_table names it (see _notes)
+            return '<td class="text muted">null</td>'
         return f'<td class="text">{_esc(value)}</td>'
     if column in _SHARES and isinstance(value, float) and not math.isnan(value):
         return f"<td>{value:.0%}</td>"
+    if column in ("mean", *_INTERVAL) and value is None:
+        return _BLANK
     return f"<td>{_number(value)}</td>"
 
 
@@ -141,17 +153,49 @@ def _rows(frame: pl.DataFrame, text: Sequence[str]) -> str:
     )
 
 
+def _notes(frame: pl.DataFrame, key: str | None = None) -> str:
+    """Why a score table has cells that show no figure, and what its null group is, under it
+    (nothing when it has neither)."""
+    notes = []
+    if key is not None and frame[key].null_count():
+        which = _NULL_GROUPS.get(key, "")
+        notes.append(
+            f"null: the rows with no value in {_esc(key)}{which}, one group; "
+            "<code>sc.score_table</code> gives it a null key"
+        )
+    if "mean_lo" in frame.columns and frame["mean_lo"].null_count():
+        notes.append(
+            f"— in 95% low / 95% high: fewer than {MIN_ROWS_FOR_INTERVAL} scored rows, too few "
+            "for an interval (a bootstrap of so few rows shows nothing it has not seen)"
+        )
+    if "mean" in frame.columns and frame["mean"].null_count():
+        notes.append("— in mean: no scored row")
+    return f'<p class="muted">{"<br>".join(n + "." for n in notes)}</p>' if notes else ""
+
+
 def _table(
     frame: pl.DataFrame, *, text: Sequence[str] = (), rest: str = "", rows: str | None = None
 ) -> str:
     """``frame`` as an HTML table (or its head over ``rows`` already written); ``rest``, a row
     already written, goes last."""
     head = "".join(
-        f'<th class="{"text" if c in text else ""}">{_esc(_HEADINGS.get(c, c))}</th>'
+        f'<th class="{"text" if c in text else ""}">{_heading(_HEADINGS.get(c, c))}</th>'
         for c in frame.columns
     )
     body = _rows(frame, text) if rows is None else rows
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}{rest}</tbody></table>"
+    return _wide(f"<table><thead><tr>{head}</tr></thead><tbody>{body}{rest}</tbody></table>")
+
+
+def _heading(name: str) -> str:
+    """A column's name as its heading: it may wrap after an underscore, so that a table of
+    long names (the audit's) keeps to the page's column."""
+    return _esc(name).replace("_", "_<wbr>")
+
+
+def _wide(table: str) -> str:
+    """A table in a box that scrolls sideways where the table is wider than the page's column
+    (a narrow window, a long name): the page itself never does."""
+    return f'<div class="wide">{table}</div>'
 
 
 def _by_group(
@@ -188,19 +232,19 @@ def _group_section(
 ) -> str:
     """The by-group table: the groups shown, then the others pooled in one row."""
     if rest is None:
-        return _table(shown.select(key, *columns), text=[key])
+        return _table(shown.select(key, *columns), text=[key]) + _notes(shown, key)
     pooled = rest.row(0, named=True)
     more = int(pooled["groups"])
-    cells = "".join(
-        "<td></td>" if c in ("mean_lo", "mean_hi") else _cell(c, pooled.get(c), ()) for c in columns
-    )
+    cells = "".join(_BLANK if c in _INTERVAL else _cell(c, pooled.get(c), ()) for c in columns)
     row = f'<tr class="rest"><td class="text">and {more:,} more groups</td>{cells}</tr>'
     note = (
         f'<p class="muted">{GROUP_LIMIT + more:,} groups: the {GROUP_LIMIT} with the most rows '
         "are shown (ties: the less consistent first), in name order; the others are pooled in "
-        "the last row (<code>sc.score_table</code> gives them all).</p>"
+        "the last row, which has no interval: it mixes groups "
+        "(<code>sc.score_table</code> gives them all).</p>"
     )
-    return note + _table(shown.select(key, *columns), text=[key], rest=row)
+    table = _table(shown.select(key, *columns), text=[key], rest=row)
+    return note + table + _notes(shown, key)
 
 
 def _svg(chart: Any) -> str:
@@ -230,7 +274,10 @@ def _charts(
     out = [_svg(charts.score_distribution_chart(scored, metric_name=metric))]
     for key, table in tables.items():
         if table.filter(pl.col("mean").is_not_null()).height:
-            out.append(_svg(charts.score_by_group_chart(table, by=key)))
+            # The null group named as the table above names it.
+            named = pl.col(key).cast(pl.String).fill_null("null")
+            shown = table.with_columns(named) if table[key].null_count() else table
+            out.append(_svg(charts.score_by_group_chart(shown, by=key)))
     kind = f"{prefix}variant_kind"
     out.append(
         _svg(
@@ -302,7 +349,7 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
         '<th class="text">adversarial variant</th><th class="text">base answer</th>'
         '<th class="text">fresh answers to the variant, as judged</th></tr>'
     )
-    return f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+    return _wide(f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>")
 
 
 def _cards(summary: Any, metric: str) -> str:
@@ -443,7 +490,7 @@ def _score_sections(
     """The overall score table, then one table per breakdown with the same columns."""
     overall = score_table(frame, prefix=prefix, metric_name=metric)
     shown = [c for c in _SCORE_COLUMNS if c in overall.columns]
-    sections = [_table(overall.select(shown))]
+    sections = [_table(overall.select(shown)), _notes(overall)]
     for key, (_, table, rest) in tables.items():
         sections.append(f"<h3>By {_esc(key)}</h3>")
         sections.append(_group_section(table, rest, key, shown))
@@ -461,32 +508,77 @@ def _worst_section(frame: pl.DataFrame, worst: int, prefix: str, metric: str) ->
 
 
 def _run_section(summary: Any, config: Any) -> list[str]:
-    """What the run spent, and the config it ran with if the run carries one."""
-    spend = {
+    """What the run spent, a row per count with the SUT's and the judge's in two columns, and
+    the config it ran with if the run carries one, as a table of keys and values."""
+    counts = {
         "attempts": summary.attempts,
         "cache hits": summary.cache_hits,
         "failed calls": summary.failed_calls,
         "calls not made (budget)": summary.skipped_calls,
-        "tokens": summary.tokens,
-        "rate-limited answers": summary.rate_limited,
+        **{
+            f"{part} tokens": {kind: summary.tokens[kind][part] for kind in ("sut", "judge")}
+            for part in ("prompt", "completion")
+        },
     }
-    sections = ["<h2>Run</h2>", _pre(json.dumps(spend, indent=1))]
+    rows = "".join(
+        f'<tr><th class="text">{_esc(name)}</th>'
+        + "".join(
+            f"<td>{_NOT_REPORTED_CELL if by_kind[k] is None else f'{by_kind[k]:,}'}</td>"
+            for k in ("sut", "judge")
+        )
+        + "</tr>"
+        for name, by_kind in counts.items()
+    )
+    rows += (
+        '<tr><th class="text">rate-limited answers (429)</th>'
+        f'<td colspan="2">{summary.rate_limited:,}</td></tr>'
+    )
+    head = "<thead><tr><th></th><th>SUT</th><th>judge</th></tr></thead>"
+    sections = ["<h2>Run</h2>", f'<table class="pairs">{head}<tbody>{rows}</tbody></table>']
     if config is not None:
         sections.append("<h3>Config</h3>")
-        text = json.dumps(_names(config), indent=1, default=lambda v: short_text(str(v)))
-        sections.append(_pre(text))
+        sections.append(_pairs(config))
     return sections
 
 
-def _names(value: object) -> object:
-    """A config with each text in it cut as a name is (its keys too)."""
-    if isinstance(value, str):
-        return short_text(value)
-    if isinstance(value, dict):
-        return {short_text(str(k)): _names(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_names(v) for v in value]
-    return value
+#: How deep a config's nested values are shown as tables; deeper, as text.
+_DEPTH: Final = 4
+#: A token count no server reported.
+_NOT_REPORTED_CELL: Final = '<span class="muted">not reported</span>'
+
+
+def _pairs(mapping: object, depth: int = 0) -> str:
+    """A mapping as a table of keys and values, a nested mapping as a table in its cell; any
+    other value (a config that is not a mapping) as text."""
+    if not isinstance(mapping, dict):
+        return _pre(str(mapping))
+    if not mapping:
+        return '<span class="muted">(empty)</span>'
+    rows = "".join(
+        f'<tr><th class="text">{_esc(k)}</th><td class="text">{_value(v, depth)}</td></tr>'
+        for k, v in mapping.items()
+    )
+    return f'<table class="pairs"><tbody>{rows}</tbody></table>'
+
+
+def _value(value: object, depth: int) -> str:
+    """One value of a config as its cell shows it: a mapping as a table, a list of plain values
+    in one line (of others, an item a line), a text as it is (cut as a name is), any other
+    plain value as JSON spells it (``null``, ``true``, ``0.7``); deeper than :data:`_DEPTH`,
+    a value is shown as text."""
+    if isinstance(value, dict) and depth < _DEPTH:
+        return _pairs(value, depth + 1)
+    if isinstance(value, list | tuple) and depth < _DEPTH:
+        if not value:
+            return '<span class="muted">(empty)</span>'
+        if not any(isinstance(v, dict | list | tuple) for v in value):
+            return ", ".join(_value(v, depth) for v in value)
+        return "<ol>" + "".join(f"<li>{_value(v, depth + 1)}</li>" for v in value) + "</ol>"
+    if value is None:
+        return '<span class="muted">null</span>'
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return _esc(value)
 
 
 def _audit_section(audit: Any) -> list[str]:
@@ -540,6 +632,11 @@ def _audit_section(audit: Any) -> list[str]:
                 '<tr class="rest">' + "".join(cells.get(c, "<td></td>") for c in columns) + "</tr>"
             )
     out.append(_table(listed, text=["slice", "group"], rows="".join(rows)))
+    if any(listed[c].null_count() for c in columns if c not in ("slice", "group")):
+        out.append(
+            '<p class="muted">A blank cell: the figure is undefined for that group (kappa '
+            "where its pairs have a single gold label; a probe none of its pairs took).</p>"
+        )
     try:
         from .charts import agreement_chart
 

@@ -188,7 +188,11 @@ def score_table(
         from the template ids when the frame lacks them: a built-in id ``tox.<family>.<n>`` or
         ``jb.<family>.<n>`` gives its family, a loaded set's id ``<set>.<id>`` the set's name,
         any other id is a group of its own; for a custom set's own families, add them as a
-        column and group by it). Groups are sorted, nulls last.
+        column and group by it). Groups are sorted, nulls last. The rows with no value in a
+        ``by`` column form one group with a null key (for ``jailbreak_family``, the variants
+        without a jailbreak template): null, not a name, so the key keeps its column's dtype
+        and reads as ``pl.col(key).is_null()``. :func:`~safecons.report.report` names that group
+        ``null`` too, in its tables and charts.
     ci
         Coverage of the percentile bootstrap interval of the mean (None: no interval). A group
         with fewer than :data:`MIN_ROWS_FOR_INTERVAL` scored rows gets no interval; a group

@@ -27,6 +27,34 @@ class RunSummary:
     for good, ``skipped_calls`` those a spent ``max_calls`` budget left unmade, ``tokens``
     what the servers reported spending (None where none reported usage), and
     ``rate_limited`` the 429 answers.
+
+    Three ways to show it: ``repr`` is the dataclass's own (every field, exact, one line: a
+    valid expression that rebuilds the summary), ``str`` (``print``) a few aligned lines and a
+    notebook a small table (``_repr_html_``), both with the mean rounded to 3 places and the
+    per-kind counts in a ``sut`` / ``judge`` grid, each row named after its field.
+
+    Examples
+    --------
+    >>> s = RunSummary(
+    ...     n_rows=3, n_scored=2, n_errored=1, n_not_finished=0, mean_score=0.8333333,
+    ...     calls={"sut": 6, "judge": 4}, attempts={"sut": 7, "judge": 4},
+    ...     cache_hits={"sut": 0, "judge": 0}, failed_calls={"sut": 2, "judge": 0},
+    ...     skipped_calls={"sut": 0, "judge": 0}, rate_limited=1,
+    ...     tokens={"sut": {"prompt": 120, "completion": 80},
+    ...             "judge": {"prompt": None, "completion": None}})
+    >>> print(s)
+    RunSummary: 3 rows, 2 scored, 1 without a score (0 not finished)
+    mean_score 0.833, rate_limited 1
+                       sut  judge
+    calls                6      4
+    attempts             7      4
+    cache_hits           0      0
+    failed_calls         2      0
+    skipped_calls        0      0
+    tokens prompt      120    n/a
+    tokens completion   80    n/a
+    >>> s.mean_score
+    0.8333333
     """
 
     n_rows: int
@@ -41,6 +69,62 @@ class RunSummary:
     skipped_calls: dict[str, int]
     tokens: dict[str, dict[str, int | None]]
     rate_limited: int
+
+    def _text(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """What ``str`` and the notebook's table show: the single figures in two lines, and
+        the per-kind rows (field, SUT, judge), as text."""
+        mean = "n/a" if self.mean_score is None else f"{self.mean_score:.3f}"
+        head = [
+            f"RunSummary: {self.n_rows:,} rows, {self.n_scored:,} scored, {self.n_errored:,} "
+            f"without a score ({self.n_not_finished:,} not finished)",
+            f"mean_score {mean}, rate_limited {self.rate_limited:,}",
+        ]
+        grid = [
+            (name, f"{counts['sut']:,}", f"{counts['judge']:,}")
+            for name, counts in (
+                ("calls", self.calls),
+                ("attempts", self.attempts),
+                ("cache_hits", self.cache_hits),
+                ("failed_calls", self.failed_calls),
+                ("skipped_calls", self.skipped_calls),
+            )
+        ]
+        grid += [
+            (
+                f"tokens {part}",
+                _count_text(self.tokens["sut"][part]),
+                _count_text(self.tokens["judge"][part]),
+            )
+            for part in ("prompt", "completion")
+        ]
+        return head, grid
+
+    def __str__(self) -> str:
+        head, grid = self._text()
+        rows = [("", "sut", "judge"), *grid]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        lines = [
+            f"{name:<{widths[0]}}  {sut:>{widths[1]}}  {judge:>{widths[2]}}"
+            for name, sut, judge in rows
+        ]
+        return "\n".join([*head, *lines])
+
+    def _repr_html_(self) -> str:
+        head, grid = self._text()
+        # Every text here is a field name or a number: nothing to escape.
+        body = "".join(
+            f'<tr><th style="text-align:left">{name}</th><td>{sut}</td><td>{judge}</td></tr>'
+            for name, sut, judge in grid
+        )
+        return (
+            f'<table><caption style="text-align:left">{"<br>".join(head)}</caption>'
+            "<thead><tr><th></th><th>sut</th><th>judge</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>"
+        )
+
+
+def _count_text(value: int | None) -> str:
+    return "n/a" if value is None else f"{value:,}"
 
 
 def _count(series: pl.Series, predicate: pl.Expr) -> int:

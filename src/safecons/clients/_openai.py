@@ -543,11 +543,12 @@ class OpenAICompatible:
         key, self._key_env, self._key_required = _key_from(api_key, api_key_env, _default_key_env)
         self._key_problem: str | None = None
         self._api_key = key
-        _check_key_needed(key, self._key_env or _default_key_env, headers, self.base_url)
+        # The headers are checked before the no-key check reads them for a credential.
+        self.headers = _check_headers(headers)
+        _check_key_needed(key, self._key_env or _default_key_env, self.headers, self.base_url)
         self.params = _check_params(params)
         self.send_temperature = send_temperature
         self.send_seed = send_seed
-        self.headers = _check_headers(headers)
         self.transport = transport
         self.http_timeout = http_timeout
         self.max_response_bytes = _check_max_response_bytes(max_response_bytes)
