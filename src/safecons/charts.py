@@ -3,7 +3,26 @@
 Each function takes a frame the library returns, unchanged (a scored frame, a
 :func:`~safecons.score_table`, a :func:`~safecons.reliability.position_bias` or
 :func:`~safecons.reliability.flip_rate_by_gap` table, a :class:`~safecons.JudgeAudit`), and
-returns an ``altair.Chart`` that displays in Jupyter and saves with ``chart.save("chart.svg")``.
+returns an Altair chart (an ``altair.Chart``, ``LayerChart`` or ``HConcatChart``: ``.save``,
+``.properties``, ``.to_dict()``, ``|``, ``&`` and ``+`` work as on any) that displays offline.
+
+**Display.** In Jupyter a chart shows as an SVG image that vl-convert draws in the kernel: no
+script and no CDN, so it shows with no network, in a saved notebook and in any viewer of one.
+(Altair's own default is HTML that loads Vega from a CDN: without a network the cell shows
+"Error loading script".) Nothing global changes for it; once you pick an Altair renderer
+yourself, the charts use yours. The interactive chart (tooltips) where a CDN can be reached:
+
+    with alt.renderers.enable("html"):  # for this cell only
+        display(chart)
+
+and, with no network, ``chart.save("chart.html", inline=True)`` writes an interactive page that
+carries Vega itself. ``a | b``, ``a & b`` and ``a + b`` of these charts display offline too
+(side by side, each keeps its colours); ``alt.hconcat(a, b)``, ``alt.layer(...)``,
+``alt.vconcat(...)`` (and a composition with a plain Altair chart on the left) give a plain
+Altair chart, which :func:`offline` makes display offline again (add
+``.resolve_scale(color="independent")`` to keep each chart's colours). Without vl-convert a
+chart displays as any Altair chart does.
+
 
 One colour scale means the same thing in every chart: green for Consistent (and for a
 consistent swap), amber for Slightly Inconsistent, red for Contradictory; primacy and recency,
@@ -18,6 +37,7 @@ length.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -34,6 +54,7 @@ __all__ = (
     "agreement_chart",
     "flip_rate_chart",
     "label_mix_chart",
+    "offline",
     "position_chart",
     "score_by_group_chart",
     "score_distribution_chart",
@@ -61,6 +82,149 @@ def _altair() -> Any:
             "charts need Altair: pip install 'safecons[charts]' (or 'safecons[notebook]')"
         ) from None
     return altair
+
+
+class _Offline:
+    """What a chart of this module adds to its Altair class: it displays as an SVG drawn by
+    vl-convert, and what it is composed into displays so too."""
+
+    def _repr_mimebundle_(self, *args: Any, **kwargs: Any) -> Any:
+        # Altair's default renderer is the one that needs a CDN; one the user picked is theirs.
+        if _altair().renderers.active == "default" and _have_vl_convert():
+            return {"image/svg+xml": _svg(self)}
+        plain: Any = super()
+        return plain._repr_mimebundle_(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The class is made at run time (Altair is optional), so pickle finds it by the function
+        # that makes it, given the plain Altair chart.
+        plain = _copy(self, type(self).__mro__[2])
+        return (offline, (plain,))
+
+    # What composes charts into a new one (of another Altair class) gives one that displays
+    # offline too (and so do ``facet`` and ``repeat``: :func:`_offline_class`).
+    def __add__(self, other: Any) -> Any:
+        plain: Any = super()
+        return _ours(plain.__add__(other))
+
+    def __or__(self, other: Any) -> Any:
+        plain: Any = super()
+        return _side_by_side(plain.__or__(other))
+
+    def __and__(self, other: Any) -> Any:
+        plain: Any = super()
+        return _side_by_side(plain.__and__(other))
+
+    # ``plain | chart``: Python asks the right side first when its class derives from the left
+    # side's (an alt.Chart and a chart of this module), so the result displays offline too.
+    def __radd__(self, other: Any) -> Any:
+        return _reflected(other, "__add__", self)
+
+    def __ror__(self, other: Any) -> Any:
+        return _reflected(other, "__or__", self)
+
+    def __rand__(self, other: Any) -> Any:
+        return _reflected(other, "__and__", self)
+
+
+def _reflected(other: Any, name: str, chart: Any) -> Any:
+    if not isinstance(other, _altair().TopLevelMixin):
+        return NotImplemented
+    composed = getattr(other, name)(chart)
+    return _ours(composed) if name == "__add__" else _side_by_side(composed)
+
+
+def _side_by_side(chart: Any) -> Any:
+    """Charts put side by side (or one above the other), each keeping its colours: Vega-Lite
+    would merge their colour scales into one, the second chart's labels in the first's bands'
+    shades."""
+    return _ours(chart).resolve_scale(color="independent")
+
+
+_CLASSES: dict[type, type] = {}  # each Altair chart class, with the offline display
+_MAKERS: Final = ("facet", "repeat")  # the methods of some that return a chart of another class
+
+
+def _offline_class(cls: type) -> type:
+    """``cls`` (an Altair chart class) with :class:`_Offline`'s display: same name, same
+    schema, so its repr, ``to_dict`` and validation are the Altair class's."""
+    if cls not in _CLASSES:
+        attributes: dict[str, Any] = {"__module__": cls.__module__, "__doc__": cls.__doc__}
+        for name in _MAKERS:
+            if hasattr(cls, name):
+                attributes[name] = _keeping(getattr(cls, name))
+        _CLASSES[cls] = type(cls.__name__, (_Offline, cls), attributes)
+    return _CLASSES[cls]
+
+
+def _keeping(method: Any) -> Any:
+    """``method``, its chart displaying offline."""
+
+    @functools.wraps(method)
+    def kept(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return _ours(method(self, *args, **kwargs))
+
+    return kept
+
+
+def _copy(chart: Any, cls: type) -> Any:
+    """A shallow copy of ``chart`` of class ``cls`` (the two share no mutable top level)."""
+    copy = chart.copy(deep=False)
+    object.__setattr__(copy, "__class__", cls)  # Altair keeps other attributes in the spec
+    return copy
+
+
+def offline(chart: Any) -> Any:
+    """The chart, displaying offline as the charts of this module do (a copy; ``chart`` is
+    unchanged).
+
+    For what Altair's functions compose (``alt.hconcat``, ``alt.vconcat``, ``alt.layer``) and
+    for charts of your own: the copy is still a chart of the same Altair class.
+
+    Parameters
+    ----------
+    chart
+        Any Altair chart (``alt.Chart``, ``LayerChart``, ``HConcatChart``, ...).
+
+    Examples
+    --------
+    >>> import altair as alt
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> df = pl.DataFrame({"safety_consistency": [0.1, 0.5, 0.95]})
+    >>> a = sc.charts.score_distribution_chart(df)
+    >>> both = sc.charts.offline(alt.vconcat(a, a))
+    >>> isinstance(both, alt.VConcatChart), list(both._repr_mimebundle_())
+    (True, ['image/svg+xml'])
+    """
+    alt = _altair()
+    if not isinstance(chart, alt.TopLevelMixin):
+        raise InputError(f"offline: expected an Altair chart, got {type(chart).__name__}")
+    return _copy(chart, type(chart) if isinstance(chart, _Offline) else _offline_class(type(chart)))
+
+
+def _ours(chart: Any) -> Any:
+    """A chart just built here, displaying offline (no copy: nobody else holds it)."""
+    if not isinstance(chart, _Offline):
+        object.__setattr__(chart, "__class__", _offline_class(type(chart)))
+    return chart
+
+
+def _have_vl_convert() -> bool:
+    try:
+        import vl_convert  # noqa: F401
+    except ImportError:  # Altair alone, without the charts extra: display as Altair does
+        return False
+    return True
+
+
+def _svg(chart: Any) -> str:
+    """The chart as SVG, drawn by vl-convert with the Vega-Lite version Altair writes."""
+    import vl_convert
+
+    alt = _altair()
+    version = "_".join(alt.SCHEMA_VERSION.split(".")[:2])  # "v6.4.1" -> "v6_4"
+    return str(vl_convert.vegalite_to_svg(chart.to_dict(), vl_version=version))
 
 
 def _frame(df: object, fn: str) -> pl.DataFrame:
@@ -188,7 +352,7 @@ def score_distribution_chart(
     missing = frame.height - values.len()
     title = f"Safety consistency per row ({values.len()} scored"
     title += f", {missing} without a score)" if missing else ")"
-    return (
+    chart = (
         alt.Chart(_data(alt, table), title=title)
         .mark_bar()
         .encode(
@@ -202,6 +366,7 @@ def score_distribution_chart(
         )
         .properties(width=_WIDTH, height=220)
     )
+    return _ours(chart)
 
 
 def score_by_group_chart(
@@ -267,7 +432,8 @@ def score_by_group_chart(
             x="lo:Q", x2="hi:Q", color=alt.Color("band:N", scale=_scale(alt, _LABELS), title="band")
         )
     )
-    return alt.layer(bands, *layers).properties(width=_WIDTH, height=max(80, 26 * len(order)))
+    chart = alt.layer(bands, *layers).properties(width=_WIDTH, height=max(80, 26 * len(order)))
+    return _ours(chart)
 
 
 def label_mix_chart(
@@ -329,7 +495,7 @@ def label_mix_chart(
         .sort("group", "order")
     )
     title = "Judge labels" + (f" by {_name(keys)}" if keys else "")
-    return (
+    chart = (
         alt.Chart(_data(alt, long), title=_title(title, note))
         .mark_bar()
         .encode(
@@ -348,6 +514,7 @@ def label_mix_chart(
         )
         .properties(width=_WIDTH, height=max(60, 26 * long["group"].n_unique()))
     )
+    return _ours(chart)
 
 
 def position_chart(
@@ -420,7 +587,7 @@ def position_chart(
         )
         .properties(width=200, height=max(60, 26 * frame.height))
     )
-    return alt.hconcat(bars, alt.layer(zero, fairness))
+    return _ours(alt.hconcat(bars, alt.layer(zero, fairness)))
 
 
 def flip_rate_chart(
@@ -456,12 +623,13 @@ def flip_rate_chart(
         enc["color"] = alt.Color("group:N", title=_name(keys))
     else:
         enc["color"] = alt.value(COLORS["primacy"])
-    return (
+    chart = (
         alt.Chart(_data(alt, frame), title=_title("Flips by how close the answers are", note))
         .mark_line(point=True)
         .encode(**enc)
         .properties(width=_WIDTH, height=220)
     )
+    return _ours(chart)
 
 
 def agreement_chart(
@@ -508,7 +676,7 @@ def agreement_chart(
         .unpivot(index="group", variable_name="setup", value_name="agreement")
         .with_columns(pl.col("agreement").fill_nan(None))
     )
-    return (
+    chart = (
         alt.Chart(_data(alt, long), title=_title("Agreement with gold labels", note))
         .mark_bar()
         .encode(
@@ -524,3 +692,4 @@ def agreement_chart(
         )
         .properties(width=_WIDTH, height=max(80, 34 * frame.height))
     )
+    return _ours(chart)
