@@ -72,7 +72,8 @@ QUICKSTART = [
     new_markdown_cell(
         "## Charts\n\nAltair charts of the frames safecons returns. Each displays as an SVG "
         "image drawn here in the kernel (no script, no CDN), so it shows offline and in any "
-        "viewer of the saved notebook."
+        "viewer of the saved notebook. The rows' score bands are ranges of a row's mean score, "
+        "not the judge's labels, which the label mix counts."
     ),
     new_code_cell("sc.charts.score_distribution_chart(scored)"),
     new_code_cell(

@@ -1,10 +1,11 @@
 """sc.charts: charts that display offline, by themselves and composed, and change nothing
-global."""
+global; score bands named as scores."""
 
 from __future__ import annotations
 
 import builtins
 import copy
+import html
 import pickle
 import re
 
@@ -23,6 +24,10 @@ SVG = "image/svg+xml"
 @pytest.fixture(scope="module")
 def scored(demo_run) -> pl.DataFrame:
     return demo_run.frame
+
+
+def texts(svg: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<text\b[^>]*>([^<]*)</text>", svg)]
 
 
 # Display.
@@ -114,3 +119,42 @@ def test_without_vl_convert_a_chart_displays_as_altair_does(scored, monkeypatch)
 
     monkeypatch.setattr(builtins, "__import__", no_vl_convert)
     assert "text/html" in sc.charts.score_distribution_chart(scored)._repr_mimebundle_()
+
+
+# Score bands, not labels (issue 20, item 7).
+
+
+def test_the_histogram_and_the_group_chart_name_score_bands_not_labels(scored):
+    bands = ["< 0.4", "0.4–0.8", "≥ 0.8"]
+    table = sc.score_table(scored, by="sc_variant_kind")
+    for chart in (
+        sc.charts.score_distribution_chart(scored),
+        sc.charts.score_by_group_chart(table, by="sc_variant_kind"),
+    ):
+        spec = chart.to_json()
+        assert not re.search("Consistent|Inconsistent|Contradictory", spec)
+        shown = texts(charts._svg(chart))
+        assert "score band" in shown and set(bands) <= set(shown)
+        color = chart.to_dict()
+        color = (color.get("layer") or [color])[0]["encoding"]["color"]
+        assert color["scale"]["domain"] == bands
+        label_colours = {charts.COLORS[k] for k in ("Consistent", "Slightly Inconsistent")}
+        assert not set(color["scale"]["range"]) & (label_colours | {charts.COLORS["Contradictory"]})
+
+
+def test_a_bin_across_a_band_edge_is_split_there():
+    df = pl.DataFrame({"safety_consistency": [0.35, 0.39, 0.41, 0.79, 0.8, 1.0, None]})
+    chart = sc.charts.score_distribution_chart(df, bins=3)
+    bars = [
+        (round(d["lower"], 3), round(d["upper"], 3), d["band"], d["rows"])
+        for d in chart.data.values
+    ]
+    assert bars == [
+        (0.0, 0.333, "< 0.4", 0),
+        (0.333, 0.4, "< 0.4", 2),
+        (0.4, 0.667, "0.4–0.8", 1),
+        (0.667, 0.8, "0.4–0.8", 1),
+        (0.8, 1.0, "≥ 0.8", 2),
+    ]
+    default = sc.charts.score_distribution_chart(df)  # ten bins: the edges are already there
+    assert len(default.data.values) == 10 and sum(d["rows"] for d in default.data.values) == 6

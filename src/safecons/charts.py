@@ -26,7 +26,9 @@ chart displays as any Altair chart does.
 
 One colour scale means the same thing in every chart: green for Consistent (and for a
 consistent swap), amber for Slightly Inconsistent, red for Contradictory; primacy and recency,
-the two ways a judge can be swayed by order, get purple and blue.
+the two ways a judge can be swayed by order, get purple and blue. Score bands (a score below
+0.4, from 0.4 to 0.8, from 0.8) are shades of slate, never a label's colour: a row's score is
+not a label, and the number of rows in a band is not a count of labels.
 
 A chart of groups draws at most ``max_groups`` of them (25 by default): those with the most rows
 (or pairs), ties to the less consistent, then by name; its subtitle says how many more there
@@ -60,6 +62,10 @@ __all__ = (
     "score_distribution_chart",
 )
 
+#: The score bands of :func:`score_distribution_chart` and :func:`score_by_group_chart`, from
+#: the lowest: (name, lower edge, upper edge).
+_BANDS: Final = (("< 0.4", 0.0, 0.4), ("0.4–0.8", 0.4, 0.8), ("≥ 0.8", 0.8, 1.0))
+
 #: The project's colours: one meaning each, in every chart.
 COLORS: Final[dict[str, str]] = {
     "Consistent": "#1a9850",
@@ -68,9 +74,13 @@ COLORS: Final[dict[str, str]] = {
     "consistent": "#1a9850",
     "primacy": "#7b3294",
     "recency": "#2c7bb6",
+    "< 0.4": "#34495e",
+    "0.4–0.8": "#7f8c9a",
+    "≥ 0.8": "#bdc6cf",
 }
 _LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 _POSITIONS: Final = ("consistent", "primacy", "recency")
+_BAND_NAMES: Final = tuple(name for name, _, _ in _BANDS)
 _WIDTH: Final = 520
 
 
@@ -317,7 +327,23 @@ def score_distribution_chart(
     metric_name: str = "safety_consistency",
     bins: int = 10,
 ) -> Any:
-    """Histogram of the per-row score, coloured by the label band each bin falls in.
+    """Histogram of the per-row score, each bar shaded by the score band it lies in.
+
+    The bands (a score below 0.4, from 0.4 to 0.8, from 0.8) have the edges of the judge's
+    label bands, but for a row's score, the mean over its comparisons: a row in the middle band
+    may hold no Slightly Inconsistent comparison (one Consistent, one Contradictory), and the
+    rows in a band are not the comparisons :func:`label_mix_chart` counts. So they are named as
+    scores and shaded in slate, never in a label's colour.
+
+    Parameters
+    ----------
+    scored
+        A scored frame (a LazyFrame is collected).
+    metric_name
+        Its score column.
+    bins
+        Equal-width bins from 0 to 1 (1 to 100); a bin across a band's edge (0.4, 0.8) is drawn
+        as two bars, split there, so that each bar lies in one band.
 
     Examples
     --------
@@ -327,6 +353,11 @@ def score_distribution_chart(
     >>> chart = sc.charts.score_distribution_chart(df)
     >>> chart.to_dict()["mark"]["type"]
     'bar'
+    >>> [(d["lower"], d["upper"], d["band"]) for d in chart.data.values if d["rows"]]
+    [(0.1, 0.2, '< 0.4'), (0.5, 0.6, '0.4–0.8'), (0.9, 1.0, '≥ 0.8')]
+    >>> thirds = sc.charts.score_distribution_chart(df, bins=3)
+    >>> [round(d["upper"], 3) for d in thirds.data.values]
+    [0.333, 0.4, 0.667, 0.8, 1.0]
     """
     alt = _altair()
     fn = "score_distribution_chart"
@@ -334,35 +365,41 @@ def score_distribution_chart(
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 100:
         raise InputError(f"{fn}: bins= must be a whole number from 1 to 100, got {bins!r}")
     values = frame[metric_name].drop_nulls()
-    edges = [i / bins for i in range(bins + 1)]
-    index = (values * bins).floor().clip(0, bins - 1).cast(pl.Int64)
-    counts = index.alias("bin").value_counts(name="count").cast({"count": pl.Int64})
-    table = pl.DataFrame({"bin": list(range(bins))}).join(counts, on="bin", how="left")
+    # A band's edge is a bin's edge too (k / bins is exactly 0.4 or 0.8 where it is one).
+    edges = sorted({i / bins for i in range(bins + 1)} | {lo for _, lo, _ in _BANDS})
+    index = pl.Series(edges[1:-1], dtype=pl.Float64).search_sorted(values, side="right")
+    counts = index.alias("bin").value_counts(name="count").cast({"bin": pl.Int64})
+    table = pl.DataFrame({"bin": list(range(len(edges) - 1))}).join(counts, on="bin", how="left")
+    band = pl.lit(_BANDS[0][0])
+    for name, lower, _ in _BANDS[1:]:
+        band = pl.when(pl.col("lower") >= lower).then(pl.lit(name)).otherwise(band)
     table = table.with_columns(
-        lower=pl.Series([edges[i] for i in range(bins)]),
-        upper=pl.Series([edges[i + 1] for i in range(bins)]),
+        lower=pl.Series(edges[:-1]),
+        upper=pl.Series(edges[1:]),
         rows=pl.col("count").fill_null(0).cast(pl.Int64),
-    ).with_columns(
-        band=pl.when(pl.col("lower") >= 0.8)
-        .then(pl.lit("Consistent"))
-        .when(pl.col("lower") >= 0.4)
-        .then(pl.lit("Slightly Inconsistent"))
-        .otherwise(pl.lit("Contradictory"))
-    )
+    ).with_columns(band=band)
     missing = frame.height - values.len()
     title = f"Safety consistency per row ({values.len()} scored"
     title += f", {missing} without a score)" if missing else ")"
     chart = (
-        alt.Chart(_data(alt, table), title=title)
+        alt.Chart(_data(alt, table.drop("count")), title=title)
         .mark_bar()
         .encode(
             x=alt.X(
-                "lower:Q", bin="binned", title="safety consistency", scale=alt.Scale(domain=[0, 1])
+                "lower:Q",
+                bin="binned",
+                title="safety consistency",
+                scale=alt.Scale(domain=[0, 1]),
             ),
             x2="upper:Q",
             y=alt.Y("rows:Q", title="rows"),
-            color=alt.Color("band:N", scale=_scale(alt, _LABELS), title="band"),
-            tooltip=["lower:Q", "upper:Q", "rows:Q"],
+            color=alt.Color(
+                "band:N",
+                scale=_scale(alt, _BAND_NAMES),
+                sort=list(_BAND_NAMES),
+                title="score band",
+            ),
+            tooltip=["band:N", "lower:Q", "upper:Q", "rows:Q"],
         )
         .properties(width=_WIDTH, height=220)
     )
@@ -372,7 +409,8 @@ def score_distribution_chart(
 def score_by_group_chart(
     table: pl.DataFrame, *, by: str | Sequence[str], max_groups: int | None = GROUP_LIMIT
 ) -> Any:
-    """Mean score per group with its interval, from :func:`~safecons.score_table`.
+    """Mean score per group with its interval, from :func:`~safecons.score_table`, over the
+    score bands of :func:`score_distribution_chart`.
 
     Groups are ordered from the least to the most consistent; those without a score are not
     drawn. Of a table with more than ``max_groups`` groups (None: no limit), the ``max_groups``
@@ -418,18 +456,17 @@ def score_by_group_chart(
             ),
         )
     bands = (
-        alt.Chart(
-            alt.Data(
-                values=[
-                    {"lo": 0.0, "hi": 0.4, "band": "Contradictory"},
-                    {"lo": 0.4, "hi": 0.8, "band": "Slightly Inconsistent"},
-                    {"lo": 0.8, "hi": 1.0, "band": "Consistent"},
-                ]
-            )
-        )
-        .mark_rect(opacity=0.12)
+        alt.Chart(alt.Data(values=[{"lo": lo, "hi": hi, "band": n} for n, lo, hi in _BANDS]))
+        .mark_rect(opacity=0.25)
         .encode(
-            x="lo:Q", x2="hi:Q", color=alt.Color("band:N", scale=_scale(alt, _LABELS), title="band")
+            x="lo:Q",
+            x2="hi:Q",
+            color=alt.Color(
+                "band:N",
+                scale=_scale(alt, _BAND_NAMES),
+                sort=list(_BAND_NAMES),
+                title="score band",
+            ),
         )
     )
     chart = alt.layer(bands, *layers).properties(width=_WIDTH, height=max(80, 26 * len(order)))
