@@ -23,7 +23,6 @@ Altair chart, which :func:`offline` makes display offline again (add
 ``.resolve_scale(color="independent")`` to keep each chart's colours). Without vl-convert a
 chart displays as any Altair chart does.
 
-
 One colour scale means the same thing in every chart: green for Consistent (and for a
 consistent swap), amber for Slightly Inconsistent, red for Contradictory; primacy and recency,
 the two ways a judge can be swayed by order, get purple and blue. Score bands (a score below
@@ -34,13 +33,16 @@ A chart of groups draws at most ``max_groups`` of them (25 by default): those wi
 (or pairs), ties to the less consistent, then by name; its subtitle says how many more there
 are. Every text a chart holds (group names, labels, titles) is shown as the report shows text:
 control and bidirectional characters replaced, cut to 200 characters with a note of the full
-length.
+length, and never cut further: labels have no length limit, and an axis of names and a legend
+keep room for their texts drawn as much as a fifth wider than vl-convert measured them (a
+viewer's font may be wider than the kernel's), so no text overlaps another or the chart's edge.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import polars as pl
@@ -82,6 +84,21 @@ _LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 _POSITIONS: Final = ("consistent", "primacy", "recency")
 _BAND_NAMES: Final = tuple(name for name, _, _ in _BANDS)
 _WIDTH: Final = 520
+
+# Text. vl-convert measures each text in the kernel, with the kernel's fonts, and lays the chart
+# out around it; the viewer draws the SVG with its own. Naming a wide font first (DejaVu Sans,
+# Linux's usual sans-serif) means a viewer draws each text as wide as measured or narrower
+# (Arial, Helvetica). Where the kernel lacks it and the viewer has it, DejaVu Sans draws text
+# 16-19% wider than Liberation Sans measured it: that cut "Slightly Inconsistent" at the SVG's
+# edge and made "toxicity" run into its axis title. So a legend and an axis of names also keep
+# room for their texts a fifth wider than measured.
+_FONT: Final = "DejaVu Sans, Arial, Helvetica, sans-serif"
+_EM: Final = 0.6  # a character of DejaVu Sans, in font sizes (wide letters, "m" "W", aside)
+_SLACK: Final = 0.2  # how much wider than measured a viewer may draw a text
+_LABEL_SIZE: Final = 10  # Vega-Lite's axis and legend labels, in pixels
+_TITLE_SIZE: Final = 11  # its axis and legend titles (bold)
+_TICK: Final = 8  # an axis' tick and the gap to its labels, in pixels
+_NO_CAP: Final = 100_000  # Vega caps an axis' extent at 200 pixels, and so puts a title over labels
 
 
 def _altair() -> Any:
@@ -237,6 +254,40 @@ def _svg(chart: Any) -> str:
     return str(vl_convert.vegalite_to_svg(chart.to_dict(), vl_version=version))
 
 
+def _drawn(texts: Iterable[str], size: float = _LABEL_SIZE) -> int:
+    """Pixels the longest of ``texts`` takes, drawn in DejaVu Sans at ``size`` pixels."""
+    return math.ceil(max((len(t) for t in texts), default=0) * size * _EM)
+
+
+def _axis(alt: Any, *, names: Sequence[str] | None = None, **options: Any) -> Any:
+    """An axis whose texts are never cut (no length limits) nor overlap: for an axis of names
+    (``names``, its labels), room for the longest drawn in DejaVu Sans."""
+    room = {} if names is None else {"minExtent": _TICK + _drawn(names)}
+    return alt.Axis(
+        labelFont=_FONT,
+        titleFont=_FONT,
+        labelLimit=0,
+        titleLimit=0,
+        maxExtent=_NO_CAP,
+        **room,
+        **options,
+    )
+
+
+def _legend(alt: Any, title: str, names: Sequence[str], **options: Any) -> Any:
+    """A legend whose texts are never cut, with room around it for them drawn wider."""
+    wide = max(_drawn(names) + 18, _drawn([title], _TITLE_SIZE))  # 18: the symbol and its gap
+    return alt.Legend(
+        title=title,
+        labelFont=_FONT,
+        titleFont=_FONT,
+        labelLimit=0,
+        titleLimit=0,
+        padding=math.ceil(_SLACK * wide),
+        **options,
+    )
+
+
 def _frame(df: object, fn: str) -> pl.DataFrame:
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
     if not isinstance(frame, pl.DataFrame):
@@ -275,6 +326,11 @@ def _data(alt: Any, frame: pl.DataFrame) -> Any:
     return alt.Data(values=_shown(frame).to_dicts())
 
 
+def _names(frame: pl.DataFrame, column: str = "group") -> list[str]:
+    """The texts of ``column`` as the chart shows them (its axis labels), in order, once each."""
+    return _shown(frame.select(column)).get_column(column).unique(maintain_order=True).to_list()
+
+
 def _name(keys: Sequence[str]) -> str:
     """The grouping columns as a chart's title names them."""
     return " / ".join(short_text(k, NAME_LIMIT) for k in keys)
@@ -305,10 +361,9 @@ def _capped(
     return frame.filter(mask), note + ")"
 
 
-def _title(text: str, note: str | None) -> Any:
-    if note is None:
-        return text
-    return _altair().Title(text, subtitle=note)
+def _title(text: str, note: str | None = None) -> Any:
+    options = {} if note is None else {"subtitle": note}
+    return _altair().Title(text, font=_FONT, subtitleFont=_FONT, **options)
 
 
 def _keys(by: str | Sequence[str] | None) -> list[str]:
@@ -382,7 +437,7 @@ def score_distribution_chart(
     title = f"Safety consistency per row ({values.len()} scored"
     title += f", {missing} without a score)" if missing else ")"
     chart = (
-        alt.Chart(_data(alt, table.drop("count")), title=title)
+        alt.Chart(_data(alt, table.drop("count")), title=_title(title))
         .mark_bar()
         .encode(
             x=alt.X(
@@ -390,14 +445,15 @@ def score_distribution_chart(
                 bin="binned",
                 title="safety consistency",
                 scale=alt.Scale(domain=[0, 1]),
+                axis=_axis(alt),
             ),
             x2="upper:Q",
-            y=alt.Y("rows:Q", title="rows"),
+            y=alt.Y("rows:Q", title="rows", axis=_axis(alt)),
             color=alt.Color(
                 "band:N",
                 scale=_scale(alt, _BAND_NAMES),
                 sort=list(_BAND_NAMES),
-                title="score band",
+                legend=_legend(alt, "score band", _BAND_NAMES),
             ),
             tooltip=["band:N", "lower:Q", "upper:Q", "rows:Q"],
         )
@@ -436,13 +492,18 @@ def score_by_group_chart(
     frame, note = _capped(frame, keys, max_groups, size="rows", what="rows")
     frame = _group_label(frame, keys).filter(pl.col("mean").is_not_null()).sort("mean")
     has_ci = "mean_lo" in frame.columns
-    order = _shown(frame)["group"].to_list()
-    y = alt.Y("group:N", sort=order, title=_name(keys))
+    order = _names(frame)
+    y = alt.Y("group:N", sort=order, title=_name(keys), axis=_axis(alt, names=order))
     base = alt.Chart(
         _data(alt, frame), title=_title(f"Mean safety consistency by {_name(keys)}", note)
     )
     point = base.mark_point(filled=True, size=70, color="#333333").encode(
-        x=alt.X("mean:Q", scale=alt.Scale(domain=[0, 1]), title="mean safety consistency"),
+        x=alt.X(
+            "mean:Q",
+            scale=alt.Scale(domain=[0, 1]),
+            title="mean safety consistency",
+            axis=_axis(alt),
+        ),
         y=y,
         tooltip=["group:N", "mean:Q", "scored:Q", "rows:Q"]
         + (["mean_lo:Q", "mean_hi:Q"] if has_ci else []),
@@ -465,7 +526,7 @@ def score_by_group_chart(
                 "band:N",
                 scale=_scale(alt, _BAND_NAMES),
                 sort=list(_BAND_NAMES),
-                title="score band",
+                legend=_legend(alt, "score band", _BAND_NAMES),
             ),
         )
     )
@@ -532,6 +593,7 @@ def label_mix_chart(
         .sort("group", "order")
     )
     title = "Judge labels" + (f" by {_name(keys)}" if keys else "")
+    groups_shown = _names(long)
     chart = (
         alt.Chart(_data(alt, long), title=_title(title, note))
         .mark_bar()
@@ -540,16 +602,19 @@ def label_mix_chart(
                 "comparisons:Q",
                 stack="normalize",
                 title="share of judged comparisons",
-                axis=alt.Axis(format="%"),
+                axis=_axis(alt, format="%"),
             ),
-            y=alt.Y("group:N", title=_name(keys) or None),
+            y=alt.Y("group:N", title=_name(keys) or None, axis=_axis(alt, names=groups_shown)),
             color=alt.Color(
-                "label:N", scale=_scale(alt, _LABELS), title="label", sort=list(_LABELS)
+                "label:N",
+                scale=_scale(alt, _LABELS),
+                sort=list(_LABELS),
+                legend=_legend(alt, "label", _LABELS),
             ),
             order=alt.Order("order:Q"),
             tooltip=["group:N", "label:N", "comparisons:Q", alt.Tooltip("share:Q", format=".1%")],
         )
-        .properties(width=_WIDTH, height=max(60, 26 * long["group"].n_unique()))
+        .properties(width=_WIDTH, height=max(60, 26 * len(groups_shown)))
     )
     return _ours(chart)
 
@@ -565,6 +630,17 @@ def position_chart(
     table.
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> table = pl.DataFrame({"judge": ["gpt-4", "palm-2"], "consistent": [80, 55],
+    ...                       "primacy": [5, 30], "recency": [15, 15], "fairness": [0.1, -0.15]})
+    >>> chart = sc.charts.position_chart(table, by="judge")
+    >>> svg = chart._repr_mimebundle_()["image/svg+xml"]  # how Jupyter shows it: no script
+    >>> [name in svg for name in ("gpt-4", "palm-2", "primacy", "recency")]
+    [True, True, True, True]
     """
     alt = _altair()
     fn = "position_chart"
@@ -590,7 +666,9 @@ def position_chart(
             {k: i for i, k in enumerate(_POSITIONS)}, return_dtype=pl.Int64
         )
     )
-    y = alt.Y("group:N", title=_name(keys) or None)
+    names = _names(frame)
+    y = alt.Y("group:N", title=_name(keys) or None, axis=_axis(alt, names=names))
+    height = max(60, 26 * frame.height)
     bars = (
         alt.Chart(_data(alt, long), title=_title("Swap test: pairs by position class", note))
         .mark_bar()
@@ -599,30 +677,38 @@ def position_chart(
                 "pairs:Q",
                 stack="normalize",
                 title="share of usable pairs",
-                axis=alt.Axis(format="%"),
+                axis=_axis(alt, format="%"),
             ),
             y=y,
             color=alt.Color(
-                "class:N", scale=_scale(alt, _POSITIONS), title="class", sort=list(_POSITIONS)
+                "class:N",
+                scale=_scale(alt, _POSITIONS),
+                sort=list(_POSITIONS),
+                legend=_legend(alt, "class", _POSITIONS),
             ),
             order=alt.Order("order:Q"),
             tooltip=["group:N", "class:N", "pairs:Q"],
         )
-        .properties(width=300, height=max(60, 26 * frame.height))
+        .properties(width=300, height=height)
     )
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#999999").encode(x="x:Q")
     fairness = (
-        alt.Chart(_data(alt, frame), title="Fairness (−1 primacy … +1 recency)")
-        .mark_point(filled=True, size=70)
+        alt.Chart(_data(alt, frame), title=_title("Fairness"))
+        .mark_point(filled=True, size=70, opacity=1)
         .encode(
-            x=alt.X("fairness:Q", scale=alt.Scale(domain=[-1, 1]), title="fairness"),
+            x=alt.X(
+                "fairness:Q",
+                scale=alt.Scale(domain=[-1, 1]),
+                title="−1 primacy to +1 recency",
+                axis=_axis(alt),
+            ),
             y=y,
             color=alt.condition(
                 "datum.fairness < 0", alt.value(COLORS["primacy"]), alt.value(COLORS["recency"])
             ),
             tooltip=["group:N", "fairness:Q"],
         )
-        .properties(width=200, height=max(60, 26 * frame.height))
+        .properties(width=200, height=height)
     )
     return _ours(alt.hconcat(bars, alt.layer(zero, fairness)))
 
@@ -634,6 +720,16 @@ def flip_rate_chart(
     group).
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> table = pl.DataFrame({"bin": [0, 1], "lower": [0.0, 5.0], "upper": [5.0, 9.0],
+    ...                       "flip_rate": [0.4, 0.1], "n_pairs": [20, 20]})
+    >>> chart = sc.charts.flip_rate_chart(table)
+    >>> chart.to_dict()["encoding"]["x"]["axis"]["labelAngle"]  # two bins' names read across
+    0
     """
     alt = _altair()
     fn = "flip_rate_chart"
@@ -651,13 +747,18 @@ def flip_rate_chart(
         flip_rate=pl.col("flip_rate").fill_nan(None),
     )
     order = frame.sort("bin").unique("bin", keep="first", maintain_order=True)["bucket"].to_list()
+    # Bins' names read across when each fits its column, drawn in DejaVu Sans; else upright.
+    across = _drawn(order) + 6 <= _WIDTH / max(1, len(order))
+    x_axis = _axis(alt, labelAngle=0) if across else _axis(alt, names=order, labelAngle=-90)
     enc: dict[str, Any] = {
-        "x": alt.X("bucket:N", sort=order, title="gap between the answers (bin)"),
-        "y": alt.Y("flip_rate:Q", title="flip rate", axis=alt.Axis(format="%")),
+        "x": alt.X("bucket:N", sort=order, title="gap between the answers (bin)", axis=x_axis),
+        "y": alt.Y("flip_rate:Q", title="flip rate", axis=_axis(alt, format="%")),
         "tooltip": ["group:N", "bucket:N", "n_pairs:Q", alt.Tooltip("flip_rate:Q", format=".1%")],
     }
     if keys:
-        enc["color"] = alt.Color("group:N", title=_name(keys))
+        enc["color"] = alt.Color(
+            "group:N", legend=_legend(alt, _name(keys), _names(frame, "group"))
+        )
     else:
         enc["color"] = alt.value(COLORS["primacy"])
     chart = (
@@ -678,6 +779,16 @@ def agreement_chart(
     ``group`` column or one ``by`` column.
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> table = pl.DataFrame({"family": ["benign_base", "gptfuzz_harmful_base"],
+    ...                       "agreement_s1": [0.97, 0.64], "agreement_s2": [0.98, 0.69]})
+    >>> svg = sc.charts.agreement_chart(table)._repr_mimebundle_()["image/svg+xml"]
+    >>> ">gptfuzz_harmful_base<" in svg  # the whole name, never cut
+    True
     """
     alt = _altair()
     fn = "agreement_chart"
@@ -713,17 +824,22 @@ def agreement_chart(
         .unpivot(index="group", variable_name="setup", value_name="agreement")
         .with_columns(pl.col("agreement").fill_nan(None))
     )
+    groups = _names(long)
     chart = (
         alt.Chart(_data(alt, long), title=_title("Agreement with gold labels", note))
         .mark_bar()
         .encode(
-            x=alt.X("agreement:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
-            y=alt.Y("group:N", title=None),
+            x=alt.X(
+                "agreement:Q",
+                scale=alt.Scale(domain=[0, 1]),
+                axis=_axis(alt, format="%"),
+            ),
+            y=alt.Y("group:N", title=None, axis=_axis(alt, names=groups)),
             yOffset=alt.YOffset("setup:N", sort=["three_way", "decisive"]),
             color=alt.Color(
                 "setup:N",
                 scale=alt.Scale(domain=["three_way", "decisive"], range=["#4d4d4d", "#a6a6a6"]),
-                title="setup",
+                legend=_legend(alt, "setup", ["three_way", "decisive"]),
             ),
             tooltip=["group:N", "setup:N", alt.Tooltip("agreement:Q", format=".1%")],
         )
