@@ -1,11 +1,18 @@
 """Every notebook runs top to bottom in a real Jupyter kernel (which also proves the sync API
-inside a running event loop), and is committed without outputs."""
+inside a running event loop), is committed without outputs, and the charts it displays draw
+in a browser with no network, as they would for a person offline."""
 
 from __future__ import annotations
 
+import functools
+import http.server
+import threading
 from pathlib import Path
 
 import pytest
+
+from headless_chromium import browser_test, look, page
+from safecons.charts import COLORS
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -32,18 +39,112 @@ def test_the_notebook_is_committed_without_outputs(path):
 DATA = Path(__file__).parents[1].parent / "shared" / "data"
 
 
+_RUNS: dict[Path, object] = {}
+
+
+def executed(path: Path):
+    """The notebook run top to bottom in a real Jupyter kernel: once, for every test of it."""
+    if path.stem == "02_judge_validation" and not (DATA / "llmbar").is_dir():
+        pytest.skip("its study reads the shared data (present in CI); without it, it only skips")
+    if path not in _RUNS:
+        nb = nbformat.read(path, as_version=4)
+        client = nbclient.NotebookClient(
+            nb,
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
+        _RUNS[path] = nb
+    return _RUNS[path]
+
+
 @pytest.mark.slow
 @pytest.mark.network  # a Jupyter kernel, over loopback TCP
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_the_notebook_runs_top_to_bottom(path, tmp_path):
-    if path.stem == "02_judge_validation" and not (DATA / "llmbar").is_dir():
-        pytest.skip("its study reads the shared data (present in CI); without it, it only skips")
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        nb,
-        timeout=300,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
+def test_the_notebook_runs_top_to_bottom(path):
+    executed(path)
+
+
+def chart_outputs(cell) -> list[str]:
+    """The charts a cell displayed: SVG markup, or the HTML of a Vega chart."""
+    found = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if "image/svg+xml" in data:
+            found.append(data["image/svg+xml"])
+        elif "vega" in data.get("text/html", ""):
+            found.append(data["text/html"])
+    return found
+
+
+def drawn_offline(outputs: list[str], tmp_path: Path) -> list[dict]:
+    return look(page(outputs, tmp_path / "outputs.html"), tmp_path / "profile")
+
+
+@browser_test
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_notebooks_charts_draw_with_no_network(path, tmp_path):
+    cells = [c for c in executed(path).cells if c.cell_type == "code" and "sc.charts." in c.source]
+    assert cells, "the notebook shows a chart"
+    for cell in cells:
+        assert chart_outputs(cell), f"no chart displayed by: {cell.source[:80]}"
+    outputs = [svg for cell in cells for svg in chart_outputs(cell)]
+    seen = drawn_offline(outputs, tmp_path)
+    for drawn, markup in zip(seen, outputs, strict=True):
+        assert drawn["marks"] >= 2, f"nothing drawn: {markup[:300]}"
+    colours = set().union(*(drawn["colors"] for drawn in seen))
+    assert len(colours & set(COLORS.values())) >= 2, colours  # the project's, as drawn
+
+
+@browser_test
+def test_the_check_fails_a_chart_that_needs_a_cdn(tmp_path):
+    # Altair's own display (what a notebook showed before): HTML that loads Vega from a CDN.
+    # With no network it draws nothing, and the test above would fail on it. The same chart
+    # with Vega carried inline draws: the check sees what Vega draws, canvas or SVG.
+    alt = pytest.importorskip("altair")
+    import polars as pl
+
+    import safecons as sc
+
+    frame = pl.DataFrame({"safety_consistency": [0.1, 0.5, 0.5, 0.95]})
+    chart = sc.charts.score_distribution_chart(frame)
+    with alt.renderers.enable("html"):
+        cdn = chart._repr_mimebundle_()["text/html"]
+    assert "https://cdn.jsdelivr.net/npm/vega@" in cdn
+    inline = chart.to_html(inline=True)
+    cdn_drawn, inline_drawn = drawn_offline([cdn, inline], tmp_path)
+    assert cdn_drawn["marks"] == 0 and cdn_drawn["colors"] == {}
+    assert inline_drawn["marks"] >= 2
+    assert len(set(inline_drawn["colors"]) & set(COLORS.values())) >= 2
+
+
+@browser_test
+def test_the_check_reaches_no_network_not_even_loopback(tmp_path):
+    # A script served on 127.0.0.1 draws a green square: the check's browser never gets it,
+    # the same browser with the network on does. So a CDN, reachable or not, is out of reach.
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "draw.js").write_text(
+        'document.currentScript.insertAdjacentHTML("afterend", \'<svg width="40" height="40">'
+        f'<g class="role-mark"><rect width="30" height="30" fill="{COLORS["Consistent"]}"/>'
+        "</g></svg>');\n"
     )
-    client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "site")
+    )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        script = f'<script src="http://127.0.0.1:{server.server_port}/draw.js"></script>'
+        where = page([script], tmp_path / "loopback.html")
+        (offline,) = look(where, tmp_path / "profile-offline")
+        (online,) = look(where, tmp_path / "profile-online", network=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert offline["marks"] == 0
+    assert online["colors"] == {COLORS["Consistent"]: 1}

@@ -3,22 +3,46 @@
 Each function takes a frame the library returns, unchanged (a scored frame, a
 :func:`~safecons.score_table`, a :func:`~safecons.reliability.position_bias` or
 :func:`~safecons.reliability.flip_rate_by_gap` table, a :class:`~safecons.JudgeAudit`), and
-returns an ``altair.Chart`` that displays in Jupyter and saves with ``chart.save("chart.svg")``.
+returns an Altair chart (an ``altair.Chart``, ``LayerChart`` or ``HConcatChart``: ``.save``,
+``.properties``, ``.to_dict()``, ``|``, ``&`` and ``+`` work as on any) that displays offline.
+
+**Display.** In Jupyter a chart shows as an SVG image that vl-convert draws in the kernel: no
+script and no CDN, so it shows with no network, in a saved notebook and in any viewer of one.
+(Altair's own default is HTML that loads Vega from a CDN: without a network the cell shows
+"Error loading script".) Nothing global changes for it; once you pick an Altair renderer
+yourself, the charts use yours. The interactive chart (tooltips) where a CDN can be reached:
+
+    with alt.renderers.enable("html"):  # for this cell only
+        display(chart)
+
+and, with no network, ``chart.save("chart.html", inline=True)`` writes an interactive page that
+carries Vega itself. ``a | b``, ``a & b`` and ``a + b`` of these charts display offline too
+(side by side, each keeps its colours); ``alt.hconcat(a, b)``, ``alt.layer(...)``,
+``alt.vconcat(...)`` (and a composition with a plain Altair chart on the left) give a plain
+Altair chart, which :func:`offline` makes display offline again (add
+``.resolve_scale(color="independent")`` to keep each chart's colours). Without vl-convert a
+chart displays as any Altair chart does.
 
 One colour scale means the same thing in every chart: green for Consistent (and for a
 consistent swap), amber for Slightly Inconsistent, red for Contradictory; primacy and recency,
-the two ways a judge can be swayed by order, get purple and blue.
+the two ways a judge can be swayed by order, get purple and blue. Score bands (a score below
+0.4, from 0.4 to 0.8, from 0.8) are shades of slate, never a label's colour: a row's score is
+not a label, and the number of rows in a band is not a count of labels.
 
 A chart of groups draws at most ``max_groups`` of them (25 by default): those with the most rows
 (or pairs), ties to the less consistent, then by name; its subtitle says how many more there
 are. Every text a chart holds (group names, labels, titles) is shown as the report shows text:
 control and bidirectional characters replaced, cut to 200 characters with a note of the full
-length.
+length, and never cut further: labels have no length limit, and an axis of names and a legend
+keep room for their texts drawn as much as a fifth wider than vl-convert measured them (a
+viewer's font may be wider than the kernel's), so no text overlaps another or the chart's edge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import polars as pl
@@ -34,10 +58,15 @@ __all__ = (
     "agreement_chart",
     "flip_rate_chart",
     "label_mix_chart",
+    "offline",
     "position_chart",
     "score_by_group_chart",
     "score_distribution_chart",
 )
+
+#: The score bands of :func:`score_distribution_chart` and :func:`score_by_group_chart`, from
+#: the lowest: (name, lower edge, upper edge).
+_BANDS: Final = (("< 0.4", 0.0, 0.4), ("0.4–0.8", 0.4, 0.8), ("≥ 0.8", 0.8, 1.0))
 
 #: The project's colours: one meaning each, in every chart.
 COLORS: Final[dict[str, str]] = {
@@ -47,10 +76,29 @@ COLORS: Final[dict[str, str]] = {
     "consistent": "#1a9850",
     "primacy": "#7b3294",
     "recency": "#2c7bb6",
+    "< 0.4": "#34495e",
+    "0.4–0.8": "#7f8c9a",
+    "≥ 0.8": "#bdc6cf",
 }
 _LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 _POSITIONS: Final = ("consistent", "primacy", "recency")
+_BAND_NAMES: Final = tuple(name for name, _, _ in _BANDS)
 _WIDTH: Final = 520
+
+# Text. vl-convert measures each text in the kernel, with the kernel's fonts, and lays the chart
+# out around it; the viewer draws the SVG with its own. Naming a wide font first (DejaVu Sans,
+# Linux's usual sans-serif) means a viewer draws each text as wide as measured or narrower
+# (Arial, Helvetica). Where the kernel lacks it and the viewer has it, DejaVu Sans draws text
+# 16-19% wider than Liberation Sans measured it: that cut "Slightly Inconsistent" at the SVG's
+# edge and made "toxicity" run into its axis title. So a legend and an axis of names also keep
+# room for their texts a fifth wider than measured.
+_FONT: Final = "DejaVu Sans, Arial, Helvetica, sans-serif"
+_EM: Final = 0.6  # a character of DejaVu Sans, in font sizes (wide letters, "m" "W", aside)
+_SLACK: Final = 0.2  # how much wider than measured a viewer may draw a text
+_LABEL_SIZE: Final = 10  # Vega-Lite's axis and legend labels, in pixels
+_TITLE_SIZE: Final = 11  # its axis and legend titles (bold)
+_TICK: Final = 8  # an axis' tick and the gap to its labels, in pixels
+_NO_CAP: Final = 100_000  # Vega caps an axis' extent at 200 pixels, and so puts a title over labels
 
 
 def _altair() -> Any:
@@ -61,6 +109,183 @@ def _altair() -> Any:
             "charts need Altair: pip install 'safecons[charts]' (or 'safecons[notebook]')"
         ) from None
     return altair
+
+
+class _Offline:
+    """What a chart of this module adds to its Altair class: it displays as an SVG drawn by
+    vl-convert, and what it is composed into displays so too."""
+
+    def _repr_mimebundle_(self, *args: Any, **kwargs: Any) -> Any:
+        # Altair's default renderer is the one that needs a CDN; one the user picked is theirs.
+        if _altair().renderers.active == "default" and _have_vl_convert():
+            return {"image/svg+xml": _svg(self)}
+        plain: Any = super()
+        return plain._repr_mimebundle_(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The class is made at run time (Altair is optional), so pickle finds it by the function
+        # that makes it, given the plain Altair chart.
+        plain = _copy(self, type(self).__mro__[2])
+        return (offline, (plain,))
+
+    # What composes charts into a new one (of another Altair class) gives one that displays
+    # offline too (and so do ``facet`` and ``repeat``: :func:`_offline_class`).
+    def __add__(self, other: Any) -> Any:
+        plain: Any = super()
+        return _ours(plain.__add__(other))
+
+    def __or__(self, other: Any) -> Any:
+        plain: Any = super()
+        return _side_by_side(plain.__or__(other))
+
+    def __and__(self, other: Any) -> Any:
+        plain: Any = super()
+        return _side_by_side(plain.__and__(other))
+
+    # ``plain | chart``: Python asks the right side first when its class derives from the left
+    # side's (an alt.Chart and a chart of this module), so the result displays offline too.
+    def __radd__(self, other: Any) -> Any:
+        return _reflected(other, "__add__", self)
+
+    def __ror__(self, other: Any) -> Any:
+        return _reflected(other, "__or__", self)
+
+    def __rand__(self, other: Any) -> Any:
+        return _reflected(other, "__and__", self)
+
+
+def _reflected(other: Any, name: str, chart: Any) -> Any:
+    if not isinstance(other, _altair().TopLevelMixin):
+        return NotImplemented
+    composed = getattr(other, name)(chart)
+    return _ours(composed) if name == "__add__" else _side_by_side(composed)
+
+
+def _side_by_side(chart: Any) -> Any:
+    """Charts put side by side (or one above the other), each keeping its colours: Vega-Lite
+    would merge their colour scales into one, the second chart's labels in the first's bands'
+    shades."""
+    return _ours(chart).resolve_scale(color="independent")
+
+
+_CLASSES: dict[type, type] = {}  # each Altair chart class, with the offline display
+_MAKERS: Final = ("facet", "repeat")  # the methods of some that return a chart of another class
+
+
+def _offline_class(cls: type) -> type:
+    """``cls`` (an Altair chart class) with :class:`_Offline`'s display: same name, same
+    schema, so its repr, ``to_dict`` and validation are the Altair class's."""
+    if cls not in _CLASSES:
+        attributes: dict[str, Any] = {"__module__": cls.__module__, "__doc__": cls.__doc__}
+        for name in _MAKERS:
+            if hasattr(cls, name):
+                attributes[name] = _keeping(getattr(cls, name))
+        _CLASSES[cls] = type(cls.__name__, (_Offline, cls), attributes)
+    return _CLASSES[cls]
+
+
+def _keeping(method: Any) -> Any:
+    """``method``, its chart displaying offline."""
+
+    @functools.wraps(method)
+    def kept(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return _ours(method(self, *args, **kwargs))
+
+    return kept
+
+
+def _copy(chart: Any, cls: type) -> Any:
+    """A shallow copy of ``chart`` of class ``cls`` (the two share no mutable top level)."""
+    copy = chart.copy(deep=False)
+    object.__setattr__(copy, "__class__", cls)  # Altair keeps other attributes in the spec
+    return copy
+
+
+def offline(chart: Any) -> Any:
+    """The chart, displaying offline as the charts of this module do (a copy; ``chart`` is
+    unchanged).
+
+    For what Altair's functions compose (``alt.hconcat``, ``alt.vconcat``, ``alt.layer``) and
+    for charts of your own: the copy is still a chart of the same Altair class.
+
+    Parameters
+    ----------
+    chart
+        Any Altair chart (``alt.Chart``, ``LayerChart``, ``HConcatChart``, ...).
+
+    Examples
+    --------
+    >>> import altair as alt
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> df = pl.DataFrame({"safety_consistency": [0.1, 0.5, 0.95]})
+    >>> a = sc.charts.score_distribution_chart(df)
+    >>> both = sc.charts.offline(alt.vconcat(a, a))
+    >>> isinstance(both, alt.VConcatChart), list(both._repr_mimebundle_())
+    (True, ['image/svg+xml'])
+    """
+    alt = _altair()
+    if not isinstance(chart, alt.TopLevelMixin):
+        raise InputError(f"offline: expected an Altair chart, got {type(chart).__name__}")
+    return _copy(chart, type(chart) if isinstance(chart, _Offline) else _offline_class(type(chart)))
+
+
+def _ours(chart: Any) -> Any:
+    """A chart just built here, displaying offline (no copy: nobody else holds it)."""
+    if not isinstance(chart, _Offline):
+        object.__setattr__(chart, "__class__", _offline_class(type(chart)))
+    return chart
+
+
+def _have_vl_convert() -> bool:
+    try:
+        import vl_convert  # noqa: F401
+    except ImportError:  # Altair alone, without the charts extra: display as Altair does
+        return False
+    return True
+
+
+def _svg(chart: Any) -> str:
+    """The chart as SVG, drawn by vl-convert with the Vega-Lite version Altair writes."""
+    import vl_convert
+
+    alt = _altair()
+    version = "_".join(alt.SCHEMA_VERSION.split(".")[:2])  # "v6.4.1" -> "v6_4"
+    return str(vl_convert.vegalite_to_svg(chart.to_dict(), vl_version=version))
+
+
+def _drawn(texts: Iterable[str], size: float = _LABEL_SIZE) -> int:
+    """Pixels the longest of ``texts`` takes, drawn in DejaVu Sans at ``size`` pixels."""
+    return math.ceil(max((len(t) for t in texts), default=0) * size * _EM)
+
+
+def _axis(alt: Any, *, names: Sequence[str] | None = None, **options: Any) -> Any:
+    """An axis whose texts are never cut (no length limits) nor overlap: for an axis of names
+    (``names``, its labels), room for the longest drawn in DejaVu Sans."""
+    room = {} if names is None else {"minExtent": _TICK + _drawn(names)}
+    return alt.Axis(
+        labelFont=_FONT,
+        titleFont=_FONT,
+        labelLimit=0,
+        titleLimit=0,
+        maxExtent=_NO_CAP,
+        **room,
+        **options,
+    )
+
+
+def _legend(alt: Any, title: str, names: Sequence[str], **options: Any) -> Any:
+    """A legend whose texts are never cut, with room around it for them drawn wider."""
+    wide = max(_drawn(names) + 18, _drawn([title], _TITLE_SIZE))  # 18: the symbol and its gap
+    return alt.Legend(
+        title=title,
+        labelFont=_FONT,
+        titleFont=_FONT,
+        labelLimit=0,
+        titleLimit=0,
+        padding=math.ceil(_SLACK * wide),
+        **options,
+    )
 
 
 def _frame(df: object, fn: str) -> pl.DataFrame:
@@ -101,6 +326,11 @@ def _data(alt: Any, frame: pl.DataFrame) -> Any:
     return alt.Data(values=_shown(frame).to_dicts())
 
 
+def _names(frame: pl.DataFrame, column: str = "group") -> list[str]:
+    """The texts of ``column`` as the chart shows them (its axis labels), in order, once each."""
+    return _shown(frame.select(column)).get_column(column).unique(maintain_order=True).to_list()
+
+
 def _name(keys: Sequence[str]) -> str:
     """The grouping columns as a chart's title names them."""
     return " / ".join(short_text(k, NAME_LIMIT) for k in keys)
@@ -131,10 +361,9 @@ def _capped(
     return frame.filter(mask), note + ")"
 
 
-def _title(text: str, note: str | None) -> Any:
-    if note is None:
-        return text
-    return _altair().Title(text, subtitle=note)
+def _title(text: str, note: str | None = None) -> Any:
+    options = {} if note is None else {"subtitle": note}
+    return _altair().Title(text, font=_FONT, subtitleFont=_FONT, **options)
 
 
 def _keys(by: str | Sequence[str] | None) -> list[str]:
@@ -153,7 +382,23 @@ def score_distribution_chart(
     metric_name: str = "safety_consistency",
     bins: int = 10,
 ) -> Any:
-    """Histogram of the per-row score, coloured by the label band each bin falls in.
+    """Histogram of the per-row score, each bar shaded by the score band it lies in.
+
+    The bands (a score below 0.4, from 0.4 to 0.8, from 0.8) have the edges of the judge's
+    label bands, but for a row's score, the mean over its comparisons: a row in the middle band
+    may hold no Slightly Inconsistent comparison (one Consistent, one Contradictory), and the
+    rows in a band are not the comparisons :func:`label_mix_chart` counts. So they are named as
+    scores and shaded in slate, never in a label's colour.
+
+    Parameters
+    ----------
+    scored
+        A scored frame (a LazyFrame is collected).
+    metric_name
+        Its score column.
+    bins
+        Equal-width bins from 0 to 1 (1 to 100); a bin across a band's edge (0.4, 0.8) is drawn
+        as two bars, split there, so that each bar lies in one band.
 
     Examples
     --------
@@ -163,6 +408,11 @@ def score_distribution_chart(
     >>> chart = sc.charts.score_distribution_chart(df)
     >>> chart.to_dict()["mark"]["type"]
     'bar'
+    >>> [(d["lower"], d["upper"], d["band"]) for d in chart.data.values if d["rows"]]
+    [(0.1, 0.2, '< 0.4'), (0.5, 0.6, '0.4–0.8'), (0.9, 1.0, '≥ 0.8')]
+    >>> thirds = sc.charts.score_distribution_chart(df, bins=3)
+    >>> [round(d["upper"], 3) for d in thirds.data.values]
+    [0.333, 0.4, 0.667, 0.8, 1.0]
     """
     alt = _altair()
     fn = "score_distribution_chart"
@@ -170,44 +420,53 @@ def score_distribution_chart(
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 100:
         raise InputError(f"{fn}: bins= must be a whole number from 1 to 100, got {bins!r}")
     values = frame[metric_name].drop_nulls()
-    edges = [i / bins for i in range(bins + 1)]
-    index = (values * bins).floor().clip(0, bins - 1).cast(pl.Int64)
-    counts = index.alias("bin").value_counts(name="count").cast({"count": pl.Int64})
-    table = pl.DataFrame({"bin": list(range(bins))}).join(counts, on="bin", how="left")
+    # A band's edge is a bin's edge too (k / bins is exactly 0.4 or 0.8 where it is one).
+    edges = sorted({i / bins for i in range(bins + 1)} | {lo for _, lo, _ in _BANDS})
+    index = pl.Series(edges[1:-1], dtype=pl.Float64).search_sorted(values, side="right")
+    counts = index.alias("bin").value_counts(name="count").cast({"bin": pl.Int64})
+    table = pl.DataFrame({"bin": list(range(len(edges) - 1))}).join(counts, on="bin", how="left")
+    band = pl.lit(_BANDS[0][0])
+    for name, lower, _ in _BANDS[1:]:
+        band = pl.when(pl.col("lower") >= lower).then(pl.lit(name)).otherwise(band)
     table = table.with_columns(
-        lower=pl.Series([edges[i] for i in range(bins)]),
-        upper=pl.Series([edges[i + 1] for i in range(bins)]),
+        lower=pl.Series(edges[:-1]),
+        upper=pl.Series(edges[1:]),
         rows=pl.col("count").fill_null(0).cast(pl.Int64),
-    ).with_columns(
-        band=pl.when(pl.col("lower") >= 0.8)
-        .then(pl.lit("Consistent"))
-        .when(pl.col("lower") >= 0.4)
-        .then(pl.lit("Slightly Inconsistent"))
-        .otherwise(pl.lit("Contradictory"))
-    )
+    ).with_columns(band=band)
     missing = frame.height - values.len()
     title = f"Safety consistency per row ({values.len()} scored"
     title += f", {missing} without a score)" if missing else ")"
-    return (
-        alt.Chart(_data(alt, table), title=title)
+    chart = (
+        alt.Chart(_data(alt, table.drop("count")), title=_title(title))
         .mark_bar()
         .encode(
             x=alt.X(
-                "lower:Q", bin="binned", title="safety consistency", scale=alt.Scale(domain=[0, 1])
+                "lower:Q",
+                bin="binned",
+                title="safety consistency",
+                scale=alt.Scale(domain=[0, 1]),
+                axis=_axis(alt),
             ),
             x2="upper:Q",
-            y=alt.Y("rows:Q", title="rows"),
-            color=alt.Color("band:N", scale=_scale(alt, _LABELS), title="band"),
-            tooltip=["lower:Q", "upper:Q", "rows:Q"],
+            y=alt.Y("rows:Q", title="rows", axis=_axis(alt)),
+            color=alt.Color(
+                "band:N",
+                scale=_scale(alt, _BAND_NAMES),
+                sort=list(_BAND_NAMES),
+                legend=_legend(alt, "score band", _BAND_NAMES),
+            ),
+            tooltip=["band:N", "lower:Q", "upper:Q", "rows:Q"],
         )
         .properties(width=_WIDTH, height=220)
     )
+    return _ours(chart)
 
 
 def score_by_group_chart(
     table: pl.DataFrame, *, by: str | Sequence[str], max_groups: int | None = GROUP_LIMIT
 ) -> Any:
-    """Mean score per group with its interval, from :func:`~safecons.score_table`.
+    """Mean score per group with its interval, from :func:`~safecons.score_table`, over the
+    score bands of :func:`score_distribution_chart`.
 
     Groups are ordered from the least to the most consistent; those without a score are not
     drawn. Of a table with more than ``max_groups`` groups (None: no limit), the ``max_groups``
@@ -233,13 +492,18 @@ def score_by_group_chart(
     frame, note = _capped(frame, keys, max_groups, size="rows", what="rows")
     frame = _group_label(frame, keys).filter(pl.col("mean").is_not_null()).sort("mean")
     has_ci = "mean_lo" in frame.columns
-    order = _shown(frame)["group"].to_list()
-    y = alt.Y("group:N", sort=order, title=_name(keys))
+    order = _names(frame)
+    y = alt.Y("group:N", sort=order, title=_name(keys), axis=_axis(alt, names=order))
     base = alt.Chart(
         _data(alt, frame), title=_title(f"Mean safety consistency by {_name(keys)}", note)
     )
     point = base.mark_point(filled=True, size=70, color="#333333").encode(
-        x=alt.X("mean:Q", scale=alt.Scale(domain=[0, 1]), title="mean safety consistency"),
+        x=alt.X(
+            "mean:Q",
+            scale=alt.Scale(domain=[0, 1]),
+            title="mean safety consistency",
+            axis=_axis(alt),
+        ),
         y=y,
         tooltip=["group:N", "mean:Q", "scored:Q", "rows:Q"]
         + (["mean_lo:Q", "mean_hi:Q"] if has_ci else []),
@@ -253,21 +517,21 @@ def score_by_group_chart(
             ),
         )
     bands = (
-        alt.Chart(
-            alt.Data(
-                values=[
-                    {"lo": 0.0, "hi": 0.4, "band": "Contradictory"},
-                    {"lo": 0.4, "hi": 0.8, "band": "Slightly Inconsistent"},
-                    {"lo": 0.8, "hi": 1.0, "band": "Consistent"},
-                ]
-            )
-        )
-        .mark_rect(opacity=0.12)
+        alt.Chart(alt.Data(values=[{"lo": lo, "hi": hi, "band": n} for n, lo, hi in _BANDS]))
+        .mark_rect(opacity=0.25)
         .encode(
-            x="lo:Q", x2="hi:Q", color=alt.Color("band:N", scale=_scale(alt, _LABELS), title="band")
+            x="lo:Q",
+            x2="hi:Q",
+            color=alt.Color(
+                "band:N",
+                scale=_scale(alt, _BAND_NAMES),
+                sort=list(_BAND_NAMES),
+                legend=_legend(alt, "score band", _BAND_NAMES),
+            ),
         )
     )
-    return alt.layer(bands, *layers).properties(width=_WIDTH, height=max(80, 26 * len(order)))
+    chart = alt.layer(bands, *layers).properties(width=_WIDTH, height=max(80, 26 * len(order)))
+    return _ours(chart)
 
 
 def label_mix_chart(
@@ -329,7 +593,8 @@ def label_mix_chart(
         .sort("group", "order")
     )
     title = "Judge labels" + (f" by {_name(keys)}" if keys else "")
-    return (
+    groups_shown = _names(long)
+    chart = (
         alt.Chart(_data(alt, long), title=_title(title, note))
         .mark_bar()
         .encode(
@@ -337,17 +602,21 @@ def label_mix_chart(
                 "comparisons:Q",
                 stack="normalize",
                 title="share of judged comparisons",
-                axis=alt.Axis(format="%"),
+                axis=_axis(alt, format="%"),
             ),
-            y=alt.Y("group:N", title=_name(keys) or None),
+            y=alt.Y("group:N", title=_name(keys) or None, axis=_axis(alt, names=groups_shown)),
             color=alt.Color(
-                "label:N", scale=_scale(alt, _LABELS), title="label", sort=list(_LABELS)
+                "label:N",
+                scale=_scale(alt, _LABELS),
+                sort=list(_LABELS),
+                legend=_legend(alt, "label", _LABELS),
             ),
             order=alt.Order("order:Q"),
             tooltip=["group:N", "label:N", "comparisons:Q", alt.Tooltip("share:Q", format=".1%")],
         )
-        .properties(width=_WIDTH, height=max(60, 26 * long["group"].n_unique()))
+        .properties(width=_WIDTH, height=max(60, 26 * len(groups_shown)))
     )
+    return _ours(chart)
 
 
 def position_chart(
@@ -361,6 +630,17 @@ def position_chart(
     table.
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> table = pl.DataFrame({"judge": ["gpt-4", "palm-2"], "consistent": [80, 55],
+    ...                       "primacy": [5, 30], "recency": [15, 15], "fairness": [0.1, -0.15]})
+    >>> chart = sc.charts.position_chart(table, by="judge")
+    >>> svg = chart._repr_mimebundle_()["image/svg+xml"]  # how Jupyter shows it: no script
+    >>> [name in svg for name in ("gpt-4", "palm-2", "primacy", "recency")]
+    [True, True, True, True]
     """
     alt = _altair()
     fn = "position_chart"
@@ -386,7 +666,9 @@ def position_chart(
             {k: i for i, k in enumerate(_POSITIONS)}, return_dtype=pl.Int64
         )
     )
-    y = alt.Y("group:N", title=_name(keys) or None)
+    names = _names(frame)
+    y = alt.Y("group:N", title=_name(keys) or None, axis=_axis(alt, names=names))
+    height = max(60, 26 * frame.height)
     bars = (
         alt.Chart(_data(alt, long), title=_title("Swap test: pairs by position class", note))
         .mark_bar()
@@ -395,32 +677,40 @@ def position_chart(
                 "pairs:Q",
                 stack="normalize",
                 title="share of usable pairs",
-                axis=alt.Axis(format="%"),
+                axis=_axis(alt, format="%"),
             ),
             y=y,
             color=alt.Color(
-                "class:N", scale=_scale(alt, _POSITIONS), title="class", sort=list(_POSITIONS)
+                "class:N",
+                scale=_scale(alt, _POSITIONS),
+                sort=list(_POSITIONS),
+                legend=_legend(alt, "class", _POSITIONS),
             ),
             order=alt.Order("order:Q"),
             tooltip=["group:N", "class:N", "pairs:Q"],
         )
-        .properties(width=300, height=max(60, 26 * frame.height))
+        .properties(width=300, height=height)
     )
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#999999").encode(x="x:Q")
     fairness = (
-        alt.Chart(_data(alt, frame), title="Fairness (−1 primacy … +1 recency)")
-        .mark_point(filled=True, size=70)
+        alt.Chart(_data(alt, frame), title=_title("Fairness"))
+        .mark_point(filled=True, size=70, opacity=1)
         .encode(
-            x=alt.X("fairness:Q", scale=alt.Scale(domain=[-1, 1]), title="fairness"),
+            x=alt.X(
+                "fairness:Q",
+                scale=alt.Scale(domain=[-1, 1]),
+                title="−1 primacy to +1 recency",
+                axis=_axis(alt),
+            ),
             y=y,
             color=alt.condition(
                 "datum.fairness < 0", alt.value(COLORS["primacy"]), alt.value(COLORS["recency"])
             ),
             tooltip=["group:N", "fairness:Q"],
         )
-        .properties(width=200, height=max(60, 26 * frame.height))
+        .properties(width=200, height=height)
     )
-    return alt.hconcat(bars, alt.layer(zero, fairness))
+    return _ours(alt.hconcat(bars, alt.layer(zero, fairness)))
 
 
 def flip_rate_chart(
@@ -430,6 +720,16 @@ def flip_rate_chart(
     group).
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> table = pl.DataFrame({"bin": [0, 1], "lower": [0.0, 5.0], "upper": [5.0, 9.0],
+    ...                       "flip_rate": [0.4, 0.1], "n_pairs": [20, 20]})
+    >>> chart = sc.charts.flip_rate_chart(table)
+    >>> chart.to_dict()["encoding"]["x"]["axis"]["labelAngle"]  # two bins' names read across
+    0
     """
     alt = _altair()
     fn = "flip_rate_chart"
@@ -447,21 +747,27 @@ def flip_rate_chart(
         flip_rate=pl.col("flip_rate").fill_nan(None),
     )
     order = frame.sort("bin").unique("bin", keep="first", maintain_order=True)["bucket"].to_list()
+    # Bins' names read across when each fits its column, drawn in DejaVu Sans; else upright.
+    across = _drawn(order) + 6 <= _WIDTH / max(1, len(order))
+    x_axis = _axis(alt, labelAngle=0) if across else _axis(alt, names=order, labelAngle=-90)
     enc: dict[str, Any] = {
-        "x": alt.X("bucket:N", sort=order, title="gap between the answers (bin)"),
-        "y": alt.Y("flip_rate:Q", title="flip rate", axis=alt.Axis(format="%")),
+        "x": alt.X("bucket:N", sort=order, title="gap between the answers (bin)", axis=x_axis),
+        "y": alt.Y("flip_rate:Q", title="flip rate", axis=_axis(alt, format="%")),
         "tooltip": ["group:N", "bucket:N", "n_pairs:Q", alt.Tooltip("flip_rate:Q", format=".1%")],
     }
     if keys:
-        enc["color"] = alt.Color("group:N", title=_name(keys))
+        enc["color"] = alt.Color(
+            "group:N", legend=_legend(alt, _name(keys), _names(frame, "group"))
+        )
     else:
         enc["color"] = alt.value(COLORS["primacy"])
-    return (
+    chart = (
         alt.Chart(_data(alt, frame), title=_title("Flips by how close the answers are", note))
         .mark_line(point=True)
         .encode(**enc)
         .properties(width=_WIDTH, height=220)
     )
+    return _ours(chart)
 
 
 def agreement_chart(
@@ -473,6 +779,16 @@ def agreement_chart(
     ``group`` column or one ``by`` column.
 
     Of more than ``max_groups`` groups (None: no limit), those with the most pairs are drawn.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> table = pl.DataFrame({"family": ["benign_base", "gptfuzz_harmful_base"],
+    ...                       "agreement_s1": [0.97, 0.64], "agreement_s2": [0.98, 0.69]})
+    >>> svg = sc.charts.agreement_chart(table)._repr_mimebundle_()["image/svg+xml"]
+    >>> ">gptfuzz_harmful_base<" in svg  # the whole name, never cut
+    True
     """
     alt = _altair()
     fn = "agreement_chart"
@@ -508,19 +824,25 @@ def agreement_chart(
         .unpivot(index="group", variable_name="setup", value_name="agreement")
         .with_columns(pl.col("agreement").fill_nan(None))
     )
-    return (
+    groups = _names(long)
+    chart = (
         alt.Chart(_data(alt, long), title=_title("Agreement with gold labels", note))
         .mark_bar()
         .encode(
-            x=alt.X("agreement:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
-            y=alt.Y("group:N", title=None),
+            x=alt.X(
+                "agreement:Q",
+                scale=alt.Scale(domain=[0, 1]),
+                axis=_axis(alt, format="%"),
+            ),
+            y=alt.Y("group:N", title=None, axis=_axis(alt, names=groups)),
             yOffset=alt.YOffset("setup:N", sort=["three_way", "decisive"]),
             color=alt.Color(
                 "setup:N",
                 scale=alt.Scale(domain=["three_way", "decisive"], range=["#4d4d4d", "#a6a6a6"]),
-                title="setup",
+                legend=_legend(alt, "setup", ["three_way", "decisive"]),
             ),
             tooltip=["group:N", "setup:N", alt.Tooltip("agreement:Q", format=".1%")],
         )
         .properties(width=_WIDTH, height=max(80, 34 * frame.height))
     )
+    return _ours(chart)
