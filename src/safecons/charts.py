@@ -305,7 +305,8 @@ def _group_label(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     """One text column ``group`` naming each row's group (``all`` without ``by``)."""
     if not by:
         return frame.with_columns(group=pl.lit("all"))
-    parts = [pl.col(k).cast(pl.String).fill_null("(none)") for k in by]
+    # A null key reads "null", as score_table and the report show it.
+    parts = [pl.col(k).cast(pl.String).fill_null("null") for k in by]
     return frame.with_columns(group=pl.concat_str(parts, separator=" / "))
 
 
