@@ -84,6 +84,8 @@ _LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 _POSITIONS: Final = ("consistent", "primacy", "recency")
 _BAND_NAMES: Final = tuple(name for name, _, _ in _BANDS)
 _WIDTH: Final = 520
+#: The most bins a score histogram takes: finer than a hundredth of the score says nothing.
+MAX_BINS: Final = 100
 
 # Text. vl-convert measures each text in the kernel, with the kernel's fonts, and lays the chart
 # out around it; the viewer draws the SVG with its own. Naming a wide font first (DejaVu Sans,
@@ -418,8 +420,8 @@ def score_distribution_chart(
     alt = _altair()
     fn = "score_distribution_chart"
     frame = conform(scored, fn=fn, needs=("score",), metric_name=metric_name)
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 100:
-        raise InputError(f"{fn}: bins= must be a whole number from 1 to 100, got {bins!r}")
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise InputError(f"{fn}: bins= must be a whole number from 1 to {MAX_BINS}, got {bins!r}")
     values = frame[metric_name].drop_nulls()
     # A band's edge is a bin's edge too (k / bins is exactly 0.4 or 0.8 where it is one).
     edges = sorted({i / bins for i in range(bins + 1)} | {lo for _, lo, _ in _BANDS})
