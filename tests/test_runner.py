@@ -202,6 +202,11 @@ async def test_one_burst_of_429s_cuts_the_target_once():
         await gate.wait()
         raise RetryableCallError("429", rate_limited=True)
 
+    async def answered():
+        return 1
+
+    # The endpoint's first answer: until it comes, one attempt goes alone (the pace's probe).
+    await runner.call(answered, retries=0, kind="sut")
     async with anyio.create_task_group() as tg:
         for _ in range(16):
             tg.start_soon(lambda: runner.call(attempt, retries=0, kind="sut"))

@@ -323,6 +323,8 @@ class Runner:
             except RetryableCallError as exc:
                 tally.error, tally.retry_after = str(exc), exc.retry_after
                 tally.output = exc.output or tally.output
+                # A client of the user's own may say what the provider said only here.
+                start.rate_limits = start.rate_limits or exc.rate_limits
                 if exc.rate_limited:
                     tally.limited += 1
                     permit.rate_limited(exc.retry_after)
@@ -334,6 +336,7 @@ class Runner:
                 return _Ended(value, None)
             finally:
                 CURRENT_ATTEMPT.reset(token)
+                permit.rate_limits = start.rate_limits  # the endpoint is paced by it
                 stats.in_flight -= 1
                 stats.min_target = min(stats.min_target, self.permits.lowest_target)
                 tally.made += start.started or succeeded
