@@ -66,6 +66,15 @@ def test_attempts_in_flight_before_the_word_do_not_count_against_it() -> None:
     assert pace.wait(0.2) == 0.0
 
 
+def test_after_a_long_quiet_the_assumed_window_starts_now() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(), said(remaining=0, reset=0.5, limit=2), now=0.0)
+    assert pace.wait(10.0) == 0.0
+    pace.start()
+    pace.start()
+    assert pace.wait(10.0) == pytest.approx(0.5)  # one window from now, not from long ago
+
+
 def test_without_a_limit_the_hold_ends_at_the_reset() -> None:
     pace = anyio.run(new_pace)
     pace.heard(pace.start(), said(remaining=0, reset=0.3, limit=None), now=0.0)

@@ -126,3 +126,18 @@ def test_every_row_scored_under_a_providers_rate_limit() -> None:
     # windows start with the server, so the first is whole and the run may end before it.
     assert elapsed < 6.25 / 0.9
     assert stats.rate_limited <= 0.05 * stats.requests
+
+
+@pytest.mark.anyio
+async def test_a_429_that_says_no_wait_spends_a_retry() -> None:
+    # A bare 429 (no Retry-After, no reset time) may be a quota waiting does not mend.
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
+    state = {"n": 0}
+
+    async def attempt() -> str:
+        state["n"] += 1
+        raise RetryableCallError("429 insufficient_quota", rate_limited=True)
+
+    outcome = await runner.call(attempt, retries=2, kind="sut")
+    assert outcome.error == "429 insufficient_quota (3 attempts)"
+    assert outcome.rate_limited == 3

@@ -114,7 +114,8 @@ class Pace:
                 return 0.0
             # The window turned with no newer word: a new one, as large as the limit said.
             self._remaining, self._heard = self._limit, self.started - 1
-            self._reset_at = max(self._reset_at + self._window, now)
+            turned = self._reset_at + self._window
+            self._reset_at = turned if turned > now else now + self._window
         if self.started - (self._heard + 1) < self._remaining:
             return 0.0
         return max(0.0, self._reset_at - now)

@@ -59,7 +59,9 @@ T = TypeVar("T")
 #: one answer, whatever a misconfigured or hostile server asks.
 MAX_RETRY_AFTER_SECONDS = 60.0
 #: How long one call may back off on 429s (seconds, summed) before they spend its retries:
-#: a 429 is the provider asking to wait, not a failure of the call, up to this bound.
+#: a 429 that says when to come back is the provider asking to wait, not a failure of the
+#: call, up to this bound. (A bare 429, which says nothing of when, spends a retry: it may be
+#: a quota that waiting does not mend.)
 RATE_LIMIT_PATIENCE_SECONDS = 600.0
 #: The most 429s of one call that do not spend its retries (whatever their waits add up to):
 #: a server answering 429 with no wait at all cannot keep a call asking for ever.
@@ -105,6 +107,7 @@ class _Tally:
 
     made: int = 0
     limited: int = 0
+    asked_to_wait: bool = False  # the last attempt was a 429 that said when to come back
     free: int = 0  # 429s that did not spend a retry
     waited: float = 0.0  # seconds backed off after those
     error: str = "no attempt made"
@@ -258,7 +261,8 @@ class Runner:
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` failed attempts of ``attempt`` and return the outcome.
 
-        A 429 (a :class:`~safecons.clients.RetryableCallError` with ``rate_limited``) is the
+        A 429 (a :class:`~safecons.clients.RetryableCallError` with ``rate_limited``) that says
+        when to come back (``Retry-After``, or a reset time in its rate-limit headers) is the
         provider asking to wait, not a failure: it does not spend one of the ``retries`` until
         the call has backed off :data:`RATE_LIMIT_PATIENCE_SECONDS` on 429s or had
         :data:`MAX_RATE_LIMITED_FREE` of them. It is still an attempt made: it counts in the
@@ -292,10 +296,9 @@ class Runner:
         for n in itertools.count():
             if budgeted and self.budget_spent:
                 return self._skipped(tally)
-            limited = tally.limited
             ended = await self._attempt(attempt, tally, endpoint=endpoint, budgeted=budgeted)
             if ended is None:
-                free = tally.limited > limited and self._patient(tally)
+                free = tally.asked_to_wait and self._patient(tally)
                 failed += not free
                 if failed > retries:
                     break
@@ -330,7 +333,7 @@ class Runner:
         stats = self.stats
         if budgeted:
             self._spent += 1
-        tally.retry_after = None
+        tally.retry_after, tally.asked_to_wait = None, False
         start = AttemptStart()
         succeeded = False
         async with self.permits.slot(endpoint) as permit:
@@ -352,6 +355,10 @@ class Runner:
                 start.rate_limits = start.rate_limits or exc.rate_limits
                 if exc.rate_limited:
                     tally.limited += 1
+                    limits = start.rate_limits
+                    tally.asked_to_wait = exc.retry_after is not None or (
+                        limits is not None and limits.reset_requests is not None
+                    )
                     permit.rate_limited(exc.retry_after)
             except CallFailed as exc:
                 tally.error = str(exc)
