@@ -26,6 +26,14 @@ bare loop (the figure that travels between machines) and the efficiency against 
 time and peak memory per row as the number of rows grows (each size in a fresh process). The
 server counts the requests it answered, and every contender must make exactly the calls the
 workload needs (the harness fails otherwise).
+
+Last, "provider limits": safecons alone against a server that enforces a requests-per-minute
+limit (``FakeOpenAIServer(rate_limit=RateLimit(rpm, window=1.0))``: fixed one-second windows,
+OpenAI's ``x-ratelimit-*-requests`` headers, 429 with ``Retry-After`` past the limit), 64 in
+flight, the default retries, the judge local so that only the SUT's calls meet the limit: rows
+scored, the share of requests answered 429, and the wall time beside the limit-bound ideal
+``calls / (rpm / 60)`` (the first window is whole at the start, so a run can beat it by up to
+a window).
 """
 
 from __future__ import annotations
@@ -391,6 +399,68 @@ def scale(sizes: list[int], concurrency: int, *, lazy: bool = False) -> None:
         server.close()
 
 
+def _limited_run(base_url: str, rows: int, concurrency: int) -> int:
+    """safecons' run against a rate-limited server (the judge local): the rows scored."""
+    import polars as pl
+
+    import safecons as sc
+    from safecons.testing import StandInJudge
+
+    df = pl.DataFrame(
+        {
+            "input_id": list(range(rows)),
+            "prompt": prompts(rows),
+            "sut_response": ["Start with the facts, then say what you want done."] * rows,
+        }
+    )
+    out = df.pipe(
+        sc.safety_consistency,
+        sut=sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
+        judge=StandInJudge(),
+        responses_per_query=2,
+        concurrency_limit=concurrency,
+        cache=False,
+        progress=False,
+    )
+    return int(out["sc_error"].null_count())
+
+
+def provider_limits(cases: list[tuple[int, int]], concurrency: int = 64) -> None:
+    """The "provider limits" table: ``(rpm, rows)`` per line, one SUT call per row."""
+    from safecons.testing import FakeOpenAIServer, RateLimit
+
+    print(
+        f"\nprovider limits: a server admitting rpm/60 requests in each one-second window, "
+        f"429 with Retry-After past it; concurrency {concurrency}, responses_per_query=2, "
+        "the judge local"
+    )
+    print(
+        f"{'RPM':>6} {'rows':>6} {'calls':>6} {'scored':>7} {'requests':>9} {'429 %':>6} "
+        f"{'wall s':>7} {'ideal s':>8} {'ideal/wall':>11}"
+    )
+    refusal = "I'm sorry, but I can't help with that."
+    for rpm, rows in cases:
+        with FakeOpenAIServer(
+            responder=lambda body: refusal,
+            latency=0.02,
+            rate_limit=RateLimit(rpm, window=1.0),
+            log_size=0,
+        ) as srv:
+            wall = time.perf_counter()
+            scored = _limited_run(srv.base_url, rows, concurrency)
+            wall = time.perf_counter() - wall
+            stats = srv.stats
+        calls = stats.statuses.get(200, 0)
+        if scored != rows or calls != rows:
+            raise SystemExit(f"{rpm} RPM: {scored} of {rows} rows scored, {calls} answered")
+        ideal = calls / (rpm / 60)
+        share = 100 * stats.rate_limited / max(1, stats.requests)
+        print(
+            f"{rpm:6,} {rows:6,} {calls:6,} {scored:7,} {stats.requests:9,} {share:6.1f} "
+            f"{wall:7.2f} {ideal:8.2f} {ideal / wall:11.2f}"
+        )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes, under a minute (CI)")
@@ -414,12 +484,14 @@ def main() -> int:
         cpu_per_call(100, args.answer_chars, 16)
         scale([100, 200], 16)
         scale([100, 200], 16, lazy=True)
+        provider_limits([(1_200, 40)])
         return 0
     throughput(0.05, [64], args.rows, args.answer_chars)
     throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
     cpu_per_call(args.rows, args.answer_chars, 64)
     scale([1_000, 10_000, 100_000], 64)
     scale([1_000, 10_000, 100_000], 64, lazy=True)
+    provider_limits([(60, 20), (600, 150), (6_000, 1_200)])
     return 0
 
 

@@ -437,9 +437,10 @@ def oracle(
     """The requests the run must make and the calls that must fail, from the draws alone.
 
     Every distinct request body in the server's log is one call. A call makes attempts until
-    one is answered well or ``retries + 1`` were made; an attempt fails when the fault draw for
+    one is answered well or ``retries + 1`` failed; an attempt fails when the fault draw for
     its arrival picks a fault or, for the judge, when the judge draw for its answered arrival
-    picks a broken output.
+    picks a broken output. A 429 spends no retry (the runner's bound on those, 100 per call,
+    is far beyond what these draws reach).
     """
     calls: dict[str, str] = {}
     for record in log:
@@ -448,15 +449,19 @@ def oracle(
     failed: Counter[str] = Counter()
     for key, model in calls.items():
         retries = scenario.n_sut_retries if model == "sut" else scenario.n_judge_retries
-        answered = 0
-        for n in range(retries + 1):
+        answered = spent = n = 0
+        while spent <= retries:
             total += 1
-            if fault_draws.pick(key, n) is not None:
+            fault = fault_draws.pick(key, n)
+            n += 1
+            if fault is not None:
+                spent += fault.kind != "rate_limit"
                 continue
             if model == "judge":
                 broken = judge_draws.pick(key, answered)
                 answered += 1
                 if broken is not None:
+                    spent += 1
                     continue
             break
         else:

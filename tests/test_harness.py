@@ -29,5 +29,6 @@ def test_the_quick_harness_runs_with_exact_request_counts():
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "vs bare" in out and "CPU ms/call" in out and "KiB/row" in out
+    assert "provider limits" in out and "ideal/wall" in out  # every row scored, or it exits
     for name in ("bare", "safecons"):
         assert out.count(f"\n{name} ") >= 2, out

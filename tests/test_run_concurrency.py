@@ -61,8 +61,8 @@ def test_hung_sync_callables_never_exceed_the_concurrency():
 
 @pytest.mark.network
 def test_backing_off_units_lend_their_place():
-    # Rows 0-3 get a long Retry-After on their first attempt; with concurrency 2 the gate has 4
-    # places, all taken by those rows. Lending the places lets the other rows run meanwhile.
+    # Rows 0-3 get a long Retry-After (a 503) on their first attempt; with concurrency 2 the
+    # gate has 4 places, all taken by those rows. Lending the places lets the others run.
     first_seen: set[str] = set()
     lock = threading.Lock()
 
@@ -74,7 +74,10 @@ def test_backing_off_units_lend_their_place():
         with lock:
             fresh = text not in first_seen
             first_seen.add(text)
-        return Fault.rate_limit(retry_after=0.5) if slow_row and fresh else None
+        # A 503 with Retry-After (an overloaded server): the row backs off alone. (A 429's
+        # Retry-After would hold the whole endpoint, every row, which is not this test's point.)
+        busy = Fault("rate_limit", retry_after=0.5, status=503)
+        return busy if slow_row and fresh else None
 
     responder = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: VERDICT})
     with FakeOpenAIServer(responder=responder, faults=script) as srv:

@@ -198,17 +198,28 @@ async def test_one_burst_of_429s_cuts_the_target_once():
     runner = Runner(concurrency_limit=16, timeout_seconds=5, policy=FAST)
     gate = anyio.Event()
 
+    burst = {"left": 16}
+
     async def attempt():
         await gate.wait()
-        raise RetryableCallError("429", rate_limited=True)
+        if burst["left"]:
+            # The burst's answers; the calls' next attempts (a 429 spends no retry) succeed.
+            burst["left"] -= 1
+            raise RetryableCallError("429", rate_limited=True)
+        return 1
 
+    async def answered():
+        return 1
+
+    # The endpoint's first answer: until it comes, one attempt goes alone (the pace's probe).
+    await runner.call(answered, retries=0, kind="sut")
     async with anyio.create_task_group() as tg:
         for _ in range(16):
             tg.start_soon(lambda: runner.call(attempt, retries=0, kind="sut"))
         await anyio.sleep(0.05)
         gate.set()
     # Sixteen 429s to requests sent together are one signal: 16 -> 8, not 16 -> 1.
-    assert int(runner.limiter.total_tokens) == 8
+    assert runner.permits.lowest_target == 8
 
 
 async def test_max_calls_budget_skips_calls_once_spent():

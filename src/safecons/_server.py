@@ -51,10 +51,12 @@ __all__ = (
     "FaultKind",
     "FaultScript",
     "FaultTable",
+    "RateLimit",
     "RequestRecord",
     "Responder",
     "ServerStats",
     "echo_responder",
+    "openai_duration",
     "route_by_model",
 )
 
@@ -488,6 +490,8 @@ class ServerStats:
         Responses sent, by HTTP status.
     log
         The most recent requests (up to ``log_size``), oldest first.
+    rate_limited
+        Requests the server's ``rate_limit`` answered 429 (injected faults are in ``faults``).
     """
 
     requests: int
@@ -499,6 +503,7 @@ class ServerStats:
     faults: dict[str, int]
     statuses: dict[int, int]
     log: tuple[RequestRecord, ...]
+    rate_limited: int = 0
 
 
 class _Record:
@@ -673,6 +678,100 @@ def _prompt_words(body: dict[str, Any]) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# A provider's rate limit
+
+#: Seconds in the minute a requests-per-minute limit is stated in.
+_MINUTE: Final = 60.0
+
+
+def openai_duration(seconds: float) -> str:
+    """A wait in the form OpenAI's ``x-ratelimit-reset-*`` headers send it.
+
+    Below a second in whole milliseconds (rounded up, so a client never comes back early),
+    below a minute in seconds, above in minutes and seconds.
+
+    Examples
+    --------
+    >>> openai_duration(0.35), openai_duration(1.0), openai_duration(2.5), openai_duration(360.0)
+    ('350ms', '1s', '2.5s', '6m0s')
+    """
+    if seconds < 1.0:
+        return f"{max(0, math.ceil(seconds * 1000 - 1e-9))}ms"
+    if seconds < _MINUTE:
+        return f"{math.ceil(seconds * 1000 - 1e-9) / 1000:g}s"
+    minutes, rest = divmod(seconds, _MINUTE)
+    return f"{int(minutes)}m{math.ceil(rest * 1000 - 1e-9) / 1000:g}s"
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A requests-per-minute limit, enforced in fixed windows.
+
+    The server's time is cut into windows of ``window`` seconds from its start; each admits
+    ``requests_per_minute * window / 60`` requests (at least one), and every chat-completions
+    request past that, until the window ends, is answered 429 ``rate_limit_exceeded`` with a
+    ``Retry-After`` of the seconds left in the window. A request answered 429 does not count
+    against the window. Every chat-completions answer (a 429 of the limit too) carries OpenAI's
+    headers: ``x-ratelimit-limit-requests`` (what a window admits: the RPM for the default
+    one-minute window), ``x-ratelimit-remaining-requests`` (what is left of this window) and
+    ``x-ratelimit-reset-requests`` (when it ends, in OpenAI's form: ``"350ms"``, ``"6m0s"``).
+    A window shorter than a minute keeps a test short at the same rate.
+
+    Examples
+    --------
+    >>> RateLimit(600, window=1.0).per_window
+    10
+    """
+
+    requests_per_minute: float
+    window: float = _MINUTE
+
+    def __post_init__(self) -> None:
+        for name in ("requests_per_minute", "window"):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(f"RateLimit.{name}: expected a number > 0, got {value!r}")
+
+    @property
+    def per_window(self) -> int:
+        """Requests one window admits."""
+        return max(1, int(self.requests_per_minute * self.window / _MINUTE))
+
+
+class _Window:
+    """The fixed-window count of a :class:`RateLimit` (the caller holds the server's lock)."""
+
+    def __init__(self, limit: RateLimit, start: float) -> None:
+        self.limit = limit
+        self._start = start
+        self._index = 0
+        self._used = 0
+
+    def admit(self, now: float) -> tuple[bool, list[tuple[str, str]]]:
+        """Whether a request arriving at ``now`` is admitted, and the headers of its answer."""
+        size = self.limit.window
+        index = int((now - self._start) // size)
+        if index != self._index:
+            self._index, self._used = index, 0
+        admitted = self._used < self.limit.per_window
+        self._used += admitted
+        left = max(0.0, self._start + (index + 1) * size - now)
+        headers = [
+            ("x-ratelimit-limit-requests", str(self.limit.per_window)),
+            ("x-ratelimit-remaining-requests", str(self.limit.per_window - self._used)),
+            ("x-ratelimit-reset-requests", openai_duration(left)),
+        ]
+        if not admitted:
+            headers.append(("retry-after", f"{math.ceil(left * 1000) / 1000:g}"))
+        return admitted, headers
+
+
+# --------------------------------------------------------------------------------------------
 # The server
 
 
@@ -729,6 +828,11 @@ class FakeOpenAIServer:
         Request headers kept in the log; credential headers are refused.
     log_size
         How many requests :attr:`ServerStats.log` keeps (the newest); None keeps all.
+    rate_limit
+        A provider's requests-per-minute limit (a :class:`RateLimit`, or a number of requests
+        per minute in one-minute windows): past it, chat-completions requests get 429 with
+        ``Retry-After``, and every answer carries OpenAI's ``x-ratelimit-*-requests`` headers.
+        Its windows start with the server (and again at :meth:`reset_stats`). None: no limit.
 
     Examples
     --------
@@ -761,6 +865,7 @@ class FakeOpenAIServer:
         models: Iterable[str] | None = None,
         record_headers: Iterable[str] = DEFAULT_RECORDED_HEADERS,
         log_size: int | None = 10_000,
+        rate_limit: RateLimit | float | None = None,
     ) -> None:
         self._responder: Responder = echo_responder if responder is None else responder
         if not callable(self._responder):
@@ -795,6 +900,11 @@ class FakeOpenAIServer:
         if log_size is not None and log_size < 0:
             raise ValueError(f"log_size: expected >= 0 or None, got {log_size!r}")
         self._log_size = log_size
+        self._rate_limit = (
+            rate_limit
+            if rate_limit is None or isinstance(rate_limit, RateLimit)
+            else RateLimit(rate_limit)
+        )
 
         self._lock = threading.Lock()
         self._reset_counters()
@@ -833,6 +943,9 @@ class FakeOpenAIServer:
         self._log: deque[_Record] = deque(maxlen=self._log_size)
         self._fault_index = 0
         self._rng = random.Random(self._seed)
+        self._rate_limited = 0
+        limit = self._rate_limit
+        self._window = None if limit is None else _Window(limit, time.monotonic())
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -848,6 +961,9 @@ class FakeOpenAIServer:
             raise RuntimeError("FakeOpenAIServer is already running")
         ready = threading.Event()
         self._startup_error = None
+        with self._lock:
+            if self._rate_limit is not None:  # the first window starts with the server
+                self._window = _Window(self._rate_limit, time.monotonic())
         thread = threading.Thread(
             target=self._run, args=(ready,), name="safecons-fake-openai", daemon=True
         )
@@ -941,6 +1057,7 @@ class FakeOpenAIServer:
                 faults=dict(self._fault_counts),
                 statuses=dict(self._statuses),
                 log=tuple(r.freeze() for r in self._log),
+                rate_limited=self._rate_limited,
             )
 
     def reset_stats(self) -> None:
@@ -1164,7 +1281,29 @@ class FakeOpenAIServer:
                 "FakeOpenAIServer does not implement streaming ('stream': true).",
                 param="stream",
             )
+        if self._window is None:
+            return await self._answer(request, body, record)
+        with self._lock:
+            admitted, headers = self._window.admit(time.monotonic())
+            self._rate_limited += not admitted
+        if not admitted:
+            return _error(
+                int(HTTPStatus.TOO_MANY_REQUESTS),
+                f"Rate limit reached for requests per min (RPM): Limit "
+                f"{self._window.limit.per_window}, Used {self._window.limit.per_window}, "
+                "Requested 1. Please try again later.",
+                type_="requests",
+                code="rate_limit_exceeded",
+                headers=headers,
+            )
+        response = await self._answer(request, body, record)
+        if response is not None:
+            response.headers.extend(headers)
+        return response
 
+    async def _answer(
+        self, request: _Request, body: dict[str, Any], record: _Record
+    ) -> _Response | None:
         fault = self._select_fault(body, record)
         if fault is None and record.error is not None:
             return _error(500, record.error, type_="server_error", code="fault_script_error")

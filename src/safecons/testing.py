@@ -5,7 +5,7 @@
   stand-in judge is a refusal-phrase heuristic and is not a validated judge.
 - :class:`ScriptedChat` answers from a script and records every call.
 - :class:`FakeOpenAIServer` is a real OpenAI-compatible HTTP server on 127.0.0.1 with fault
-  injection and counters.
+  injection and counters, and a provider's rate limit (:class:`RateLimit`) with its headers.
 - :class:`ScriptedServer` is a loopback server whose every reply your handler writes, for
   probes no honest server would send (the hostile-inputs tests use it).
 """
@@ -17,6 +17,7 @@ from ._scripted_server import raw as raw
 from ._scripted_server import reply as reply
 from ._server import FakeOpenAIServer as FakeOpenAIServer
 from ._server import Fault as Fault
+from ._server import RateLimit as RateLimit
 from ._server import route_by_model as route_by_model
 from ._standins import ScriptedChat as ScriptedChat
 from ._standins import StandInJudge as StandInJudge
@@ -26,6 +27,7 @@ from ._standins import looks_like_refusal as looks_like_refusal
 __all__ = (
     "FakeOpenAIServer",
     "Fault",
+    "RateLimit",
     "ScriptedChat",
     "ScriptedServer",
     "Seen",

@@ -15,6 +15,7 @@ from ._base import ChatClient as ChatClient
 from ._base import ChatSession as ChatSession
 from ._base import Completion as Completion
 from ._base import NonRetryableCallError as NonRetryableCallError
+from ._base import RateLimits as RateLimits
 from ._base import RetryableCallError as RetryableCallError
 from ._base import describe as describe
 from ._callable import CallableClient as CallableClient
@@ -27,6 +28,8 @@ from ._open import open_session as open_session
 from ._open import request_fingerprint as request_fingerprint
 from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
 from ._openai import OpenAICompatible as OpenAICompatible
+from ._openai import parse_duration as parse_duration
+from ._openai import parse_rate_limits as parse_rate_limits
 from ._secrets import Secrets as Secrets
 from ._secrets import secrets_of as secrets_of
 
@@ -42,6 +45,7 @@ __all__ = (
     "Completion",
     "NonRetryableCallError",
     "OpenAICompatible",
+    "RateLimits",
     "RetryableCallError",
     "Secrets",
     "UserCode",
@@ -50,6 +54,8 @@ __all__ = (
     "check_signature",
     "describe",
     "open_session",
+    "parse_duration",
+    "parse_rate_limits",
     "request_fingerprint",
     "secrets_of",
     "warn_if_guessed",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 from .._refusal import CONTENT_FILTER_TEXT
@@ -22,10 +22,30 @@ __all__ = (
     "Completion",
     "Messages",
     "NonRetryableCallError",
+    "RateLimits",
     "RetryableCallError",
 )
 
 Messages = Sequence[Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimits:
+    """What a provider said of its rate limits in one answer's headers (None: not sent).
+
+    ``limit_*`` is what the limit allows (per minute for OpenAI), ``remaining_*`` what is
+    left of it when the server read the request, ``reset_*`` the seconds until that count is
+    whole again; for requests and for tokens. ``retry_after`` is the wait a 429 asked for.
+    Read by :func:`safecons.clients.parse_rate_limits`; the runner paces attempts by them.
+    """
+
+    limit_requests: int | None = None
+    remaining_requests: int | None = None
+    reset_requests: float | None = None
+    limit_tokens: int | None = None
+    remaining_tokens: int | None = None
+    reset_tokens: float | None = None
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +66,9 @@ class Completion:
     #: Tokens the server reported spending (``usage``), when it did.
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: The rate limits the answer's headers reported (OpenAI's ``x-ratelimit-*``), when it
+    #: had any; not part of the answer, so not of its equality either.
+    rate_limits: RateLimits | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", valid_unicode(self.text))
@@ -60,10 +83,13 @@ class AttemptStart:
     attempt whose deadline passes while it waits was never made.
     """
 
-    __slots__ = ("started",)
+    __slots__ = ("rate_limits", "started")
 
     def __init__(self) -> None:
         self.started = True
+        #: The rate limits the attempt's answer reported, set by the client that read them,
+        #: for the runner to pace the endpoint's next attempts by.
+        self.rate_limits: RateLimits | None = None
 
 
 #: The attempt the current task is making (set by the runner around each attempt).
@@ -91,7 +117,8 @@ class RetryableCallError(CallFailed):
     """A failure worth another attempt: 429, 5xx, timeout, connection error, bad body.
 
     ``retry_after`` is the server's requested wait in seconds, when it sent one;
-    ``rate_limited`` marks a 429, which also lowers the run's in-flight target.
+    ``rate_limited`` marks a 429, which also lowers the run's in-flight target;
+    ``rate_limits`` what the answer's headers said of the provider's limits, when they did.
     """
 
     def __init__(
@@ -101,10 +128,12 @@ class RetryableCallError(CallFailed):
         retry_after: float | None = None,
         rate_limited: bool = False,
         output: str | None = None,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         super().__init__(message, output=output)
         self.retry_after = retry_after
         self.rate_limited = rate_limited
+        self.rate_limits = rate_limits
 
 
 class NonRetryableCallError(CallFailed):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import errno
 import json
+import math
 import os
 import re
 import time
@@ -21,10 +23,12 @@ from .._text import valid_unicode
 from ..errors import AuthenticationError, ConfigError, InputError
 from ._base import (
     CONTENT_FILTER_TEXT,
+    CURRENT_ATTEMPT,
     ChatSession,
     Completion,
     Messages,
     NonRetryableCallError,
+    RateLimits,
     RetryableCallError,
 )
 from ._secrets import (
@@ -35,7 +39,13 @@ from ._secrets import (
     shown_env_name,
 )
 
-__all__ = ("DEFAULT_MAX_RESPONSE_BYTES", "OpenAICompatible", "ResponseTooLarge")
+__all__ = (
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "OpenAICompatible",
+    "ResponseTooLarge",
+    "parse_duration",
+    "parse_rate_limits",
+)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: Connections one client keeps open: twice the most a run may have in flight (64), so a
@@ -115,6 +125,109 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+# One part of a Go-style duration, as OpenAI writes its reset times: "6m0s", "0.35s", "20ms".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
+_UNIT_SECONDS: Final = {
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ns": 1e-9,
+}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a reset time as rate-limit headers send it; None when it is not one.
+
+    OpenAI (and Azure) write Go durations (``"6m0s"``, ``"1h2m3.5s"``, ``"0.35s"``,
+    ``"20ms"``); other gateways plain seconds (``"1"``, ``"0.5"``).
+
+    Examples
+    --------
+    >>> parse_duration("6m0s"), parse_duration("0.35s"), parse_duration("20ms")
+    (360.0, 0.35, 0.02)
+    >>> parse_duration("2"), parse_duration("soon"), parse_duration("-1s")
+    (2.0, None, None)
+    """
+    raw = text.strip()
+    try:
+        plain = float(raw)
+    except ValueError:
+        pass
+    else:
+        return plain if math.isfinite(plain) and plain >= 0 else None
+    total, at = 0.0, 0
+    for part in _DURATION_PART.finditer(raw):
+        if part.start() != at:
+            return None
+        total += float(part.group(1)) * _UNIT_SECONDS[part.group(2)]
+        at = part.end()
+    return total if at == len(raw) and at > 0 and math.isfinite(total) else None
+
+
+def _count(headers: Mapping[str, str], *names: str) -> int | None:
+    """The first of ``names`` sent as a whole number >= 0 (some gateways send "10.0")."""
+    for name in names:
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            continue
+        if math.isfinite(value) and value >= 0:
+            return int(value)
+    return None
+
+
+def _reset(headers: Mapping[str, str], *names: str) -> float | None:
+    for name in names:
+        raw = headers.get(name)
+        value = None if raw is None else parse_duration(raw)
+        if value is not None:
+            return value
+    return None
+
+
+def parse_rate_limits(headers: Mapping[str, str]) -> RateLimits | None:
+    """The provider's rate limits from an answer's headers, or None when it sent none.
+
+    Reads OpenAI's and Azure OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``
+    (resets as Go durations or seconds), the IETF draft's ``ratelimit-{limit,remaining,reset}``
+    some gateways send (taken as requests), and ``Retry-After`` (:func:`parse_retry_after`).
+    A missing or unreadable header is None: a gateway may send ``remaining`` alone.
+    ``headers`` must look names up case-insensitively (``httpx.Headers``, aiohttp's).
+
+    Examples
+    --------
+    >>> limits = parse_rate_limits(httpx.Headers({
+    ...     "x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
+    ...     "x-ratelimit-reset-requests": "6m0s", "x-ratelimit-remaining-tokens": "149984",
+    ...     "x-ratelimit-reset-tokens": "6ms"}))
+    >>> limits.limit_requests, limits.remaining_requests, limits.reset_requests
+    (60, 0, 360.0)
+    >>> limits.remaining_tokens, limits.reset_tokens, limits.limit_tokens
+    (149984, 0.006, None)
+    >>> parse_rate_limits(httpx.Headers({"content-type": "application/json"})) is None
+    True
+    """
+    limits = RateLimits(
+        limit_requests=_count(headers, "x-ratelimit-limit-requests", "ratelimit-limit"),
+        remaining_requests=_count(headers, "x-ratelimit-remaining-requests", "ratelimit-remaining"),
+        reset_requests=_reset(headers, "x-ratelimit-reset-requests", "ratelimit-reset"),
+        limit_tokens=_count(headers, "x-ratelimit-limit-tokens"),
+        remaining_tokens=_count(headers, "x-ratelimit-remaining-tokens"),
+        reset_tokens=_reset(headers, "x-ratelimit-reset-tokens"),
+        retry_after=parse_retry_after(headers),
+    )
+    return None if limits == _NO_LIMITS else limits
+
+
+_NO_LIMITS: Final = RateLimits()
 
 
 def _error_text(data: bytes, scrub: Callable[[str], str]) -> tuple[str, str | None, str | None]:
@@ -805,8 +918,15 @@ class _OpenAISession:
 
     def _read(self, status: int, headers: Mapping[str, str], data: bytes) -> Completion:
         c = self._c
+        # What the provider said of its limits goes to the runner (through the attempt, for
+        # pacing the endpoint) and to whoever reads the answer or the error.
+        limits = parse_rate_limits(headers)
+        attempt = CURRENT_ATTEMPT.get()
+        if attempt is not None:
+            attempt.rate_limits = limits
         if status == HTTPStatus.OK:
-            return self._read_ok(data)
+            answer = self._read_ok(data)
+            return answer if limits is None else dataclasses.replace(answer, rate_limits=limits)
         # Some gateways echo the credentials they rejected; never pass them on.
         message, code, param = _error_text(data, self._scrub)
         where = f"{c.identity}: HTTP {status}"
@@ -819,13 +939,17 @@ class _OpenAISession:
         # ("invalid_prompt": flagged as potentially violating the usage policy), are refusals.
         if status == HTTPStatus.BAD_REQUEST and code in ("content_filter", "invalid_prompt"):
             return Completion(
-                text=CONTENT_FILTER_TEXT, finish_reason="content_filter", filtered=True
+                text=CONTENT_FILTER_TEXT,
+                finish_reason="content_filter",
+                filtered=True,
+                rate_limits=limits,
             )
         if status in _RETRYABLE_STATUS or status >= HTTPStatus.INTERNAL_SERVER_ERROR:  # or a 5xx
             raise RetryableCallError(
                 f"{where}: {message}",
                 retry_after=parse_retry_after(headers),
                 rate_limited=status == HTTPStatus.TOO_MANY_REQUESTS,
+                rate_limits=limits,
             )
         hint = ""
         if param == "temperature" or (

@@ -4,7 +4,8 @@ The runner holds a permit for exactly one attempt (see :mod:`._runner`) and tell
 attempt went; what a permit is depends on where the run runs:
 
 - :class:`LocalPermits`: one process. An :class:`anyio.CapacityLimiter` with adaptive pressure
-  (:class:`Pressure`): the behaviour of every Polars entry point.
+  (:class:`Pressure`), and each endpoint paced by what its provider said (:class:`Pace`):
+  the behaviour of every Polars entry point.
 - leases from one table that many processes share (the actors of a Ray job):
   :mod:`safecons.ray._leases` (``LeaseTable``, ``RemotePermits``), which implement the same
   :class:`Permits` protocol with the :class:`Slot` and :class:`Pressure` defined here.
@@ -14,14 +15,22 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 
-__all__ = ("LocalPermits", "Permits", "Pressure", "Slot")
+from ..clients import RateLimits
+
+__all__ = ("MAX_PACED_WAIT_SECONDS", "LocalPermits", "Pace", "Permits", "Pressure", "Slot")
+
+#: The longest one answer's word holds an endpoint (seconds): a ``Retry-After`` or a reset
+#: time past it is read as this long, whatever a misconfigured or hostile server says.
+MAX_PACED_WAIT_SECONDS: Final = 60.0
+#: How long a remaining count sent without its reset time is believed (seconds).
+UNKNOWN_RESET_SECONDS: Final = 1.0
 
 
 class Pressure:
@@ -62,14 +71,98 @@ class Pressure:
             self.target += 1
 
 
+class Pace:
+    """When the next attempt to one endpoint may start, by what its provider said.
+
+    Two holds, both on the caller's clock (it reads none itself):
+
+    - the **remaining count**: an answer that said ``remaining`` requests are left until its
+      reset lets that many attempts start after the one it answered (in the order attempts
+      started, which on one connection pool is the order the server counts them), then holds
+      the endpoint until the reset. When the reset passes with no newer word, a new window is
+      taken to allow ``limit`` attempts (when the provider said its limit) until one window
+      later, its length being the longest reset heard; with no limit said, the hold just ends.
+    - **Retry-After**: a 429's wait holds every attempt to the endpoint, not only the one that
+      got it.
+
+    Before the endpoint's first answer, only one attempt is in flight: a run does not send a
+    burst of requests to a provider whose limits it has not heard (:attr:`first_word` is set
+    when the first attempt ends, however it ends). Newer word replaces older; the word of an
+    attempt that started before the one last heard is older, and only its ``Retry-After``
+    counts. Every wait is capped at :data:`MAX_PACED_WAIT_SECONDS`.
+    """
+
+    def __init__(self) -> None:
+        self.started = 0  # attempts started to the endpoint
+        self.first_word = anyio.Event()
+        self._heard = -1  # the attempt whose answer is the newest word
+        self._remaining: int | None = None
+        self._limit: int | None = None
+        self._reset_at = -math.inf
+        self._window = 0.0
+        self._hold_until = -math.inf
+
+    def wait(self, now: float) -> float:
+        """Seconds before an attempt may start at ``now`` (0: it may start)."""
+        if now < self._hold_until:
+            return self._hold_until - now
+        if self._remaining is None:
+            return 0.0
+        if now >= self._reset_at:
+            if self._limit is None or self._window <= 0:
+                self._remaining = None
+                return 0.0
+            # The window turned with no newer word: a new one, as large as the limit said.
+            self._remaining, self._heard = self._limit, self.started - 1
+            turned = self._reset_at + self._window
+            self._reset_at = turned if turned > now else now + self._window
+        if self.started - (self._heard + 1) < self._remaining:
+            return 0.0
+        return max(0.0, self._reset_at - now)
+
+    def start(self) -> int:
+        """Count an attempt as started; its number, for :meth:`heard`."""
+        number = self.started
+        self.started += 1
+        return number
+
+    def heard(self, number: int, limits: RateLimits | None, now: float) -> None:
+        """What attempt ``number``'s answer said (None: nothing, or no answer), at ``now``.
+
+        Its ``Retry-After`` is not read here: only a 429's holds the endpoint (:meth:`hold`);
+        a 503's is that one call's back-off.
+        """
+        self.first_word.set()
+        if limits is None:
+            return
+        if limits.remaining_requests is None or number < self._heard:
+            return
+        reset = limits.reset_requests
+        reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
+        self._heard = number
+        self._remaining = limits.remaining_requests
+        self._limit = limits.limit_requests
+        self._reset_at = now + reset
+        self._window = max(self._window, reset)
+
+    def hold(self, seconds: float, now: float) -> None:
+        """Hold the endpoint ``seconds`` from ``now`` (a 429's ``Retry-After``)."""
+        self._hold_until = max(
+            self._hold_until, now + min(max(seconds, 0.0), MAX_PACED_WAIT_SECONDS)
+        )
+
+
 @dataclass(slots=True)
 class Slot:
-    """One attempt's permit, and what the runner says of the attempt before it gives it back."""
+    """One attempt's permit, and what the runner says of the attempt before it gives it back:
+    whether it succeeded or was rate limited, and what its answer said of the provider's
+    limits (``rate_limits``)."""
 
     started: float
     limited: bool = False
     retry_after: float | None = None
     ok: bool = False
+    rate_limits: RateLimits | None = None
 
     def rate_limited(self, retry_after: float | None) -> None:
         self.limited = True
@@ -89,10 +182,13 @@ class Permits(Protocol):
 
 
 class LocalPermits:
-    """One process's permits: a capacity limiter whose size adaptive pressure moves.
+    """One process's permits: a capacity limiter whose size adaptive pressure moves, and a
+    :class:`Pace` per endpoint, shared by every session of the run that calls it.
 
-    ``clock`` dates each attempt's start and each 429 for :class:`Pressure` (injectable for
-    tests: any monotonic clock; nothing here waits on it).
+    An attempt waits for its endpoint's pace before it takes a place in the limiter, so an
+    endpoint the provider holds leaves the places to the run's other endpoints. ``clock``
+    dates each attempt's start, each 429 and each answer's word; ``sleep`` waits on the same
+    clock (both injectable for tests).
     """
 
     def __init__(
@@ -101,10 +197,33 @@ class LocalPermits:
         *,
         adaptive: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.limiter = anyio.CapacityLimiter(concurrency_limit)
         self._pressure = Pressure(concurrency_limit) if adaptive else None
         self._clock = clock
+        self._sleep = sleep
+        self._paces: dict[str, Pace] = {}
+
+    def pace(self, endpoint: str) -> Pace:
+        """The pace of ``endpoint`` (made on first use)."""
+        pace = self._paces.get(endpoint)
+        if pace is None:
+            pace = self._paces[endpoint] = Pace()
+        return pace
+
+    async def _paced(self, pace: Pace) -> None:
+        """Take a place in the limiter once ``pace`` lets an attempt start."""
+        while True:
+            if pace.started and not pace.first_word.is_set():
+                await pace.first_word.wait()
+            while (wait := pace.wait(self._clock())) > 0:
+                await self._sleep(wait)
+            await self.limiter.acquire()
+            # Others may have started while this one queued for its place: look again.
+            if pace.wait(self._clock()) <= 0 and (pace.first_word.is_set() or not pace.started):
+                return
+            self.limiter.release()
 
     @property
     def lowest_target(self) -> int:
@@ -114,16 +233,23 @@ class LocalPermits:
 
     @asynccontextmanager
     async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
-        async with self.limiter:
-            slot = Slot(self._clock())
-            try:
-                yield slot
-            finally:
-                pressure = self._pressure
-                if pressure is not None and (slot.limited or slot.ok):
-                    if slot.limited:
-                        pressure.rate_limited(slot.started, self._clock())
-                    else:
-                        pressure.succeeded()
-                    if pressure.target != self.limiter.total_tokens:
-                        self.limiter.total_tokens = pressure.target
+        pace = self.pace(endpoint)
+        await self._paced(pace)
+        slot = Slot(self._clock())
+        number = pace.start()
+        try:
+            yield slot
+        finally:
+            self.limiter.release()
+            now = self._clock()
+            pace.heard(number, slot.rate_limits, now)
+            if slot.limited and slot.retry_after is not None:
+                pace.hold(slot.retry_after, now)
+            pressure = self._pressure
+            if pressure is not None and (slot.limited or slot.ok):
+                if slot.limited:
+                    pressure.rate_limited(slot.started, now)
+                else:
+                    pressure.succeeded()
+                if pressure.target != self.limiter.total_tokens:
+                    self.limiter.total_tokens = pressure.target

@@ -1,7 +1,8 @@
 """The async core: one capacity limiter per run, retries with backoff, per-call timeouts.
 
 Only this module and :mod:`safecons.clients` are async. A *call* is one logical request (one
-SUT sample, one judge comparison); it is made of up to ``retries + 1`` *attempts*. A slot of the
+SUT sample, one judge comparison); it is made of up to ``retries + 1`` failed *attempts* (a 429
+spends no retry, within a bound: :meth:`Runner.call`). A slot of the
 run's :class:`anyio.CapacityLimiter` is held for exactly one attempt, so a call that is backing
 off leaves its slot to others.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import math
 import random
 import warnings
@@ -36,7 +38,9 @@ from ._cache import ResponseCache
 from ._permits import LocalPermits, Permits
 
 __all__ = (
+    "MAX_RATE_LIMITED_FREE",
     "MAX_RETRY_AFTER_SECONDS",
+    "RATE_LIMIT_PATIENCE_SECONDS",
     "CallOutcome",
     "RetryPolicy",
     "RunStats",
@@ -54,6 +58,14 @@ T = TypeVar("T")
 #: The longest a server's ``Retry-After`` is honoured (seconds): a run never sleeps longer on
 #: one answer, whatever a misconfigured or hostile server asks.
 MAX_RETRY_AFTER_SECONDS = 60.0
+#: How long one call may back off on 429s (seconds, summed) before they spend its retries:
+#: a 429 that says when to come back is the provider asking to wait, not a failure of the
+#: call, up to this bound. (A bare 429, which says nothing of when, spends a retry: it may be
+#: a quota that waiting does not mend.)
+RATE_LIMIT_PATIENCE_SECONDS = 600.0
+#: The most 429s of one call that do not spend its retries (whatever their waits add up to):
+#: a server answering 429 with no wait at all cannot keep a call asking for ever.
+MAX_RATE_LIMITED_FREE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +107,9 @@ class _Tally:
 
     made: int = 0
     limited: int = 0
+    asked_to_wait: bool = False  # the last attempt was a 429 that said when to come back
+    free: int = 0  # 429s that did not spend a retry
+    waited: float = 0.0  # seconds backed off after those
     error: str = "no attempt made"
     retry_after: float | None = None
     output: str | None = None
@@ -244,7 +259,14 @@ class Runner:
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         budgeted: bool = True,
     ) -> CallOutcome[T]:
-        """Make up to ``retries + 1`` attempts of ``attempt`` and return the outcome.
+        """Make up to ``retries + 1`` failed attempts of ``attempt`` and return the outcome.
+
+        A 429 (a :class:`~safecons.clients.RetryableCallError` with ``rate_limited``) that says
+        when to come back (``Retry-After``, or a reset time in its rate-limit headers) is the
+        provider asking to wait, not a failure: it does not spend one of the ``retries`` until
+        the call has backed off :data:`RATE_LIMIT_PATIENCE_SECONDS` on 429s or had
+        :data:`MAX_RATE_LIMITED_FREE` of them. It is still an attempt made: it counts in the
+        outcome's ``attempts`` and ``rate_limited`` and in the ``max_calls`` budget.
 
         The steps: replay the value stored under ``cache_key`` (with ``encode``/``decode``)
         if there is one; else, while the ``max_calls`` budget allows, make an attempt under a
@@ -270,25 +292,31 @@ class Runner:
             if replayed is not None:
                 return CallOutcome(value=replayed, error=None, attempts=0, cached=True)
         tally = _Tally()
-        for n in range(retries + 1):
+        failed = 0  # attempts that spent a retry
+        for n in itertools.count():
             if budgeted and self.budget_spent:
                 return self._skipped(tally)
             ended = await self._attempt(attempt, tally, endpoint=endpoint, budgeted=budgeted)
-            if ended is not None:
-                value = ended.value
-                if value is not None and caching:
-                    assert encode is not None and decode is not None and cache_key is not None
-                    value = self._keep(
-                        cache_key,
-                        kind=kind,
-                        endpoint=endpoint,
-                        value=value,
-                        encode=encode,
-                        decode=decode,
-                    )
-                return self._outcome(value, ended.error, tally)
-            if n < retries:
-                await self._back_off(n, tally.retry_after, while_backing_off)
+            if ended is None:
+                free = tally.asked_to_wait and self._patient(tally)
+                failed += not free
+                if failed > retries:
+                    break
+                waited = await self._back_off(n, tally.retry_after, while_backing_off)
+                tally.waited += waited if free else 0.0
+                continue
+            value = ended.value
+            if value is not None and caching:
+                assert encode is not None and decode is not None and cache_key is not None
+                value = self._keep(
+                    cache_key,
+                    kind=kind,
+                    endpoint=endpoint,
+                    value=value,
+                    encode=encode,
+                    decode=decode,
+                )
+            return self._outcome(value, ended.error, tally)
         plural = "s" if tally.made != 1 else ""
         return self._outcome(None, f"{tally.error} ({tally.made} attempt{plural})", tally)
 
@@ -305,7 +333,7 @@ class Runner:
         stats = self.stats
         if budgeted:
             self._spent += 1
-        tally.retry_after = None
+        tally.retry_after, tally.asked_to_wait = None, False
         start = AttemptStart()
         succeeded = False
         async with self.permits.slot(endpoint) as permit:
@@ -323,8 +351,14 @@ class Runner:
             except RetryableCallError as exc:
                 tally.error, tally.retry_after = str(exc), exc.retry_after
                 tally.output = exc.output or tally.output
+                # A client of the user's own may say what the provider said only here.
+                start.rate_limits = start.rate_limits or exc.rate_limits
                 if exc.rate_limited:
                     tally.limited += 1
+                    limits = start.rate_limits
+                    tally.asked_to_wait = exc.retry_after is not None or (
+                        limits is not None and limits.reset_requests is not None
+                    )
                     permit.rate_limited(exc.retry_after)
             except CallFailed as exc:
                 tally.error = str(exc)
@@ -334,12 +368,24 @@ class Runner:
                 return _Ended(value, None)
             finally:
                 CURRENT_ATTEMPT.reset(token)
+                permit.rate_limits = start.rate_limits  # the endpoint is paced by it
                 stats.in_flight -= 1
                 stats.min_target = min(stats.min_target, self.permits.lowest_target)
                 tally.made += start.started or succeeded
                 if budgeted and not start.started:
                     self._spent -= 1  # nothing was sent: the budget is not spent
         return None
+
+    @staticmethod
+    def _patient(tally: _Tally) -> bool:
+        """Whether the 429 just counted in ``tally`` leaves the call's retries whole: until
+        the call has backed off :data:`RATE_LIMIT_PATIENCE_SECONDS` on 429s, or had
+        :data:`MAX_RATE_LIMITED_FREE` of them; past either, a 429 spends a retry as any
+        failure does."""
+        if tally.free >= MAX_RATE_LIMITED_FREE or tally.waited >= RATE_LIMIT_PATIENCE_SECONDS:
+            return False
+        tally.free += 1
+        return True
 
     def _timed_out(self, start: AttemptStart) -> str:
         if start.started:
@@ -354,13 +400,15 @@ class Runner:
         n: int,
         retry_after: float | None,
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None,
-    ) -> None:
+    ) -> float:
+        """Sleep before the next attempt; the seconds slept."""
         delay = self.policy.delay(n, retry_after, self._rng)
         if while_backing_off is None:
             await anyio.sleep(delay)
-            return
+            return delay
         async with while_backing_off():
             await anyio.sleep(delay)
+        return delay
 
     def _keep(
         self,

@@ -1,0 +1,185 @@
+"""Pacing an endpoint by what its provider said (run/_permits.py: Pace, LocalPermits)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from safecons.clients import RateLimits
+from safecons.run._permits import MAX_PACED_WAIT_SECONDS, LocalPermits, Pace
+
+
+class FakeClock:
+    """A clock that moves only when someone sleeps on it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await anyio.lowlevel.checkpoint()
+
+
+def said(remaining: int, reset: float, limit: int | None = 10) -> RateLimits:
+    return RateLimits(limit_requests=limit, remaining_requests=remaining, reset_requests=reset)
+
+
+async def new_pace() -> Pace:
+    return Pace()  # its event is made on a running loop
+
+
+def test_no_word_no_wait() -> None:
+    pace = anyio.run(new_pace)
+    assert pace.wait(0.0) == 0.0
+    pace.heard(pace.start(), None, 0.0)
+    assert pace.wait(0.0) == 0.0
+    assert pace.first_word.is_set()
+
+
+def test_remaining_lets_that_many_start_then_holds_until_reset() -> None:
+    pace = anyio.run(new_pace)
+    first = pace.start()
+    pace.heard(first, said(remaining=2, reset=0.5), now=0.1)
+    pace.start()
+    assert pace.wait(0.1) == 0.0
+    pace.start()
+    assert pace.wait(0.2) == pytest.approx(0.4)  # two started since: none left until 0.6
+    # The window turned with no newer word: the limit again, until one window later.
+    assert pace.wait(0.6) == 0.0
+    for _ in range(10):
+        pace.start()
+    assert pace.wait(0.7) == pytest.approx(0.4)
+
+
+def test_attempts_in_flight_before_the_word_do_not_count_against_it() -> None:
+    pace = anyio.run(new_pace)
+    a, b = pace.start(), pace.start()
+    pace.heard(a, said(remaining=1, reset=1.0), now=0.0)
+    # b started after a: it is one of the "remaining" a's answer counted.
+    assert pace.wait(0.0) == pytest.approx(1.0)
+    # b's own answer is newer word; an older one (a again) would not replace it.
+    pace.heard(b, said(remaining=3, reset=1.0), now=0.1)
+    pace.heard(a, said(remaining=0, reset=5.0), now=0.2)
+    assert pace.wait(0.2) == 0.0
+
+
+def test_after_a_long_quiet_the_assumed_window_starts_now() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(), said(remaining=0, reset=0.5, limit=2), now=0.0)
+    assert pace.wait(10.0) == 0.0
+    pace.start()
+    pace.start()
+    assert pace.wait(10.0) == pytest.approx(0.5)  # one window from now, not from long ago
+
+
+def test_without_a_limit_the_hold_ends_at_the_reset() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(), said(remaining=0, reset=0.3, limit=None), now=0.0)
+    assert pace.wait(0.1) == pytest.approx(0.2)
+    assert pace.wait(0.3) == 0.0
+    for _ in range(100):
+        pace.start()
+    assert pace.wait(0.4) == 0.0
+
+
+def test_remaining_without_reset_is_believed_a_second() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(), RateLimits(remaining_requests=0), now=0.0)
+    assert pace.wait(0.0) == pytest.approx(1.0)
+
+
+def test_a_429_holds_the_endpoint_capped() -> None:
+    pace = anyio.run(new_pace)
+    pace.hold(2.0, now=1.0)
+    assert pace.wait(1.5) == pytest.approx(1.5)
+    pace.hold(1e9, now=0.0)
+    assert pace.wait(0.0) == pytest.approx(MAX_PACED_WAIT_SECONDS)
+    reset = anyio.run(new_pace)
+    reset.heard(reset.start(), said(remaining=0, reset=1e9), now=0.0)
+    assert reset.wait(0.0) == pytest.approx(MAX_PACED_WAIT_SECONDS)
+
+
+def test_local_permits_pace_each_endpoint_on_its_own_clock() -> None:
+    clock = FakeClock()
+    starts: dict[str, list[float]] = {"a": [], "b": []}
+
+    async def attempt(permits: LocalPermits, endpoint: str) -> None:
+        async with permits.slot(endpoint) as slot:
+            starts[endpoint].append(clock())
+            if endpoint == "a":
+                # The provider of "a" admits 2 per second, in windows from 0.
+                used = len(starts["a"])
+                window_end = float(int(clock()) + 1)
+                slot.rate_limits = said(
+                    remaining=max(0, 2 - used % 2 - 1) if used % 2 else 1,
+                    reset=window_end - clock(),
+                    limit=2,
+                )
+            slot.succeeded()
+
+    async def main() -> None:
+        permits = LocalPermits(8, clock=clock, sleep=clock.sleep)
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):  # first, as the fake clock moves when anyone waits on it
+                tg.start_soon(attempt, permits, "b")
+            for _ in range(6):
+                tg.start_soon(attempt, permits, "a")
+
+    anyio.run(main)
+    # "a": two a window (the first alone, before any word), never more.
+    per_second = [sum(int(t) == s for t in starts["a"]) for s in range(4)]
+    assert max(per_second) <= 2
+    assert len(starts["a"]) == 6
+    # "b" said nothing: it was never held by "a"'s pace.
+    assert starts["b"] == [0.0, 0.0, 0.0]
+
+
+def test_a_429_holds_every_attempt_of_the_endpoint() -> None:
+    clock = FakeClock()
+    starts: list[float] = []
+
+    async def attempt(permits: LocalPermits, limited: bool) -> None:
+        async with permits.slot("e") as slot:
+            starts.append(clock())
+            if limited:
+                slot.rate_limited(3.0)
+            else:
+                slot.succeeded()
+
+    async def main() -> None:
+        permits = LocalPermits(4, clock=clock, sleep=clock.sleep)
+        await attempt(permits, limited=True)
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(attempt, permits, False)
+        assert permits.lowest_target == 2
+
+    anyio.run(main)
+    assert starts == [0.0, 3.0, 3.0, 3.0]
+
+
+def test_only_one_attempt_before_the_endpoints_first_word() -> None:
+    in_flight = {"now": 0, "max": 0, "first": 0}
+
+    async def attempt(permits: LocalPermits, index: int) -> None:
+        async with permits.slot("e") as slot:
+            in_flight["now"] += 1
+            in_flight["max"] = max(in_flight["max"], in_flight["now"])
+            if index == 0:
+                in_flight["first"] = in_flight["max"]
+            await anyio.sleep(0.01)
+            in_flight["now"] -= 1
+            slot.succeeded()
+
+    async def main() -> None:
+        permits = LocalPermits(8)
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(attempt, permits, i)
+
+    anyio.run(main)
+    assert in_flight["first"] == 1  # the first went alone
+    assert in_flight["max"] == 7

@@ -1,0 +1,143 @@
+"""A 429 is back-pressure, not a failure: it spends no retry of its call (within a bound)."""
+
+from __future__ import annotations
+
+import time
+
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.clients import RetryableCallError
+from safecons.run import RetryPolicy, Runner
+from safecons.run._runner import MAX_RATE_LIMITED_FREE, RATE_LIMIT_PATIENCE_SECONDS
+from safecons.testing import FakeOpenAIServer, RateLimit, StandInJudge
+
+FAST = RetryPolicy(base_delay=0.001, max_delay=0.01)
+
+
+def scripted(*failures: str):
+    """An attempt that fails as ``failures`` say ("429" or "503"), then answers."""
+    state = {"n": 0}
+
+    async def attempt() -> str:
+        n = state["n"]
+        state["n"] += 1
+        if n < len(failures):
+            kind = failures[n]
+            raise RetryableCallError(kind, rate_limited=kind == "429", retry_after=0.001)
+        return "ok"
+
+    return attempt, state
+
+
+@pytest.mark.anyio
+async def test_429s_do_not_spend_retries_but_count_as_attempts() -> None:
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST, max_calls=100)
+    attempt, _ = scripted("429", "429", "429", "503", "429")
+    outcome = await runner.call(attempt, retries=1, kind="sut")
+    assert outcome.value == "ok"
+    assert (outcome.attempts, outcome.rate_limited) == (6, 4)
+    assert runner._spent == 6  # the max_calls budget saw every one
+
+
+@pytest.mark.anyio
+async def test_other_failures_still_spend_retries() -> None:
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
+    attempt, _ = scripted("503", "429", "503", "503")
+    outcome = await runner.call(attempt, retries=1, kind="sut")
+    assert outcome.value is None
+    assert outcome.error == "503 (3 attempts)"
+    assert outcome.rate_limited == 1
+
+
+@pytest.mark.anyio
+async def test_the_max_calls_budget_bounds_free_429s() -> None:
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST, max_calls=5)
+    attempt, _ = scripted(*["429"] * 50)
+    outcome = await runner.call(attempt, retries=0, kind="sut")
+    assert outcome.skipped and outcome.attempts == 5
+
+
+@pytest.mark.anyio
+async def test_past_the_cap_of_free_429s_they_spend_retries() -> None:
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
+    attempt, state = scripted(*["429"] * (MAX_RATE_LIMITED_FREE + 10))
+    outcome = await runner.call(attempt, retries=2, kind="sut")
+    assert outcome.value is None
+    assert outcome.attempts == MAX_RATE_LIMITED_FREE + 3
+    assert state["n"] == MAX_RATE_LIMITED_FREE + 3
+
+
+@pytest.mark.anyio
+async def test_past_the_patience_429s_spend_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    # Each back-off "waits" a quarter of the patience, on a sleep that returns at once.
+    monkeypatch.setattr(
+        runner.policy.__class__,
+        "delay",
+        lambda self, attempt, retry_after, rng: RATE_LIMIT_PATIENCE_SECONDS / 4,
+    )
+    monkeypatch.setattr("safecons.run._runner.anyio.sleep", no_sleep)
+    attempt, _ = scripted(*["429"] * 20)
+    outcome = await runner.call(attempt, retries=1, kind="sut")
+    # Four free ones use up the patience; then two that spend the retries.
+    assert outcome.value is None
+    assert outcome.attempts == 6
+
+
+def rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": list(range(n)),
+            "prompt": [f"question {i}" for i in range(n)],
+            "sut_response": ["I can't help with that."] * n,
+        }
+    )
+
+
+@pytest.mark.network
+@pytest.mark.timeout(60)
+def test_every_row_scored_under_a_providers_rate_limit() -> None:
+    # The issue's run, at 1,440 requests a minute in half-second windows of 12: 150 rows, 2
+    # answers each, 64 in flight, the default retries. Before, most rows ended in 429s.
+    limit = RateLimit(1440, window=0.5)
+    with FakeOpenAIServer(rate_limit=limit, responder=lambda body: "I can't help.") as srv:
+        started = time.monotonic()
+        out = rows(150).pipe(
+            sc.safety_consistency,
+            sut=sc.OpenAICompatible(model="sut", base_url=srv.base_url),
+            judge=StandInJudge(),
+            responses_per_query=2,
+            concurrency_limit=64,
+            progress=False,
+        )
+        elapsed = time.monotonic() - started
+        stats = srv.stats
+    assert out["sc_error"].null_count() == 150
+    answered = stats.statuses.get(200, 0)
+    assert answered == 150
+    # The limit-bound ideal: 150 SUT calls (the judge is local) at 24 a second, 6.25 s; the
+    # windows start with the server, so the first is whole and the run may end before it.
+    assert elapsed < 6.25 / 0.9
+    assert stats.rate_limited <= 0.05 * stats.requests
+
+
+@pytest.mark.anyio
+async def test_a_429_that_says_no_wait_spends_a_retry() -> None:
+    # A bare 429 (no Retry-After, no reset time) may be a quota waiting does not mend.
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
+    state = {"n": 0}
+
+    async def attempt() -> str:
+        state["n"] += 1
+        raise RetryableCallError("429 insufficient_quota", rate_limited=True)
+
+    outcome = await runner.call(attempt, retries=2, kind="sut")
+    assert outcome.error == "429 insufficient_quota (3 attempts)"
+    assert outcome.rate_limited == 3
