@@ -104,11 +104,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
-)
-@pytest.mark.slow
-@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
 def _chromium_flags(tmp_path: Path) -> list[str]:
     return [
         "--headless",
@@ -126,6 +121,11 @@ def _chromium_flags(tmp_path: Path) -> list[str]:
     ]
 
 
+@pytest.mark.skipif(
+    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
+)
+@pytest.mark.slow
+@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
 def test_the_report_draws_in_headless_chromium(run, tmp_path):
     assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
