@@ -17,7 +17,7 @@ import polars as pl
 
 from .._record import DEFAULT_PREFIX, column_names, output_schema
 from ..clients import as_chat_client
-from ..config import CONFIG_FIELDS, SafetyConsistencyConfig
+from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache
 from ..summary import RunSummary, run_summary
@@ -62,10 +62,9 @@ class MetricOptions(CallOptions, total=False):
     jailbreak_templates: Sequence[Template] | None
 
 
-#: The options that are not config fields; every other key is one (or unknown, and named).
+#: The run's options that are not config fields. With ``config``, ``prefix`` and the template
+#: sets taken too, every other key is a config field (or unknown, and named by the config).
 _RUN_KEYS = ("seed", "progress", "cache", "max_calls")
-_FRAME_KEYS = ("config", "prefix", "toxicity_templates", "jailbreak_templates")
-_CONFIG_KEYS = frozenset(f.name for f in CONFIG_FIELDS)
 
 Stage = Literal["metric", "respond", "judge"]
 
