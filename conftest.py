@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Generator
+from typing import Any
 
 import pytest
 
@@ -24,8 +27,9 @@ collect_ignore_glob = [] if importlib.util.find_spec("ray") else _NEED_RAY
 # the test fails with a message that names the address, even when the code under test caught
 # the error. AF_UNIX sockets and socket.socketpair (asyncio's self-pipe) are untouched. A child
 # process is out of its sight: the tests that start one that opens a socket are marked by hand
-# (DEVELOPERS.md, "Checks"). Teardown is not watched: a module's server fixture may be torn
-# down after whichever of its tests runs last.
+# (DEVELOPERS.md, "Checks"), and starting a browser from an unmarked test fails it too.
+# Teardown is not watched: a module's server fixture may be torn down after whichever of its
+# tests runs last.
 
 _INET = (socket.AF_INET, socket.AF_INET6)
 _MESSAGE = "this test opens a socket: mark it network (@pytest.mark.network)"
@@ -50,6 +54,12 @@ class _Guard:
         with self._lock:
             self.opened.append(what)
         raise SocketOpened(f"{_MESSAGE}: {self._watching} called socket.{what}")
+
+    def check_child(self, program: str) -> None:
+        what = f"start {program} (a browser opens sockets)"
+        with self._lock:
+            self.opened.append(what)
+        raise SocketOpened(f"{_MESSAGE}: {self._watching} would {what}")
 
     @property
     def watching(self) -> str | None:
@@ -85,6 +95,23 @@ for _call in ("connect", "connect_ex", "bind"):
     setattr(socket.socket, _call, _guarded(_call))
 
 
+# A child the guard cannot see into, known to open sockets: a browser resolves names and probes
+# the network even on a file: page. Starting one from an unmarked test fails it the same way.
+_BROWSERS = frozenset({"chromium", "chromium-browser", "google-chrome", "chrome"})
+_real_popen_init = subprocess.Popen.__init__
+
+
+def _popen_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+    first = args if isinstance(args, str | bytes | os.PathLike) else next(iter(args), "")
+    name = os.path.basename(os.fsdecode(first)).split()[0] if first else ""
+    if name in _BROWSERS and _GUARD.watching is not None:
+        _GUARD.check_child(name)
+    _real_popen_init(self, args, *rest, **kwargs)
+
+
+subprocess.Popen.__init__ = _popen_init  # type: ignore[method-assign]
+
+
 # A doctest cannot carry a marker: these examples start a loopback server, so they are marked
 # here, by the name pytest gives them (the module's, then the object's dotted path).
 NETWORK_DOCTESTS = {
@@ -111,7 +138,8 @@ def _watched(item: pytest.Item) -> Generator[None, object, object]:
     finally:
         opened = _GUARD.stop()
         if opened:  # the test's own error, if any, came from the guard or after it
-            failure = f"{_MESSAGE}: {item.nodeid} called socket.{opened[0]}"
+            said = opened[0] if opened[0].startswith("start ") else f"called socket.{opened[0]}"
+            failure = f"{_MESSAGE}: {item.nodeid} {said}"
             raise pytest.fail.Exception(failure, pytrace=False) from None
 
 

@@ -66,6 +66,15 @@ def test_unix_sockets_socketpair_and_asyncio():
     assert asyncio.run(asyncio.sleep(0, "done")) == "done"
 
 
+def test_starting_a_browser():
+    import subprocess
+
+    try:
+        subprocess.run(["chromium", "--version"], capture_output=True, check=False)
+    except Exception:
+        pass
+
+
 @pytest.mark.network
 def test_marked(socket_guard):
     assert socket_guard.watching is None
@@ -83,7 +92,7 @@ def test_an_unmarked_test_that_opens_a_socket_fails_and_says_so(pytester):
     pytester.makeini("[pytest]\nmarkers =\n    network: opens a socket\n")
     pytester.makepyfile(test_guarded=TESTS)
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, failed=3, errors=1)
+    result.assert_outcomes(passed=2, failed=4, errors=1)
     message = "this test opens a socket: mark it network (@pytest.mark.network)"
     result.stdout.fnmatch_lines_random(
         [
@@ -93,6 +102,7 @@ def test_an_unmarked_test_that_opens_a_socket_fails_and_says_so(pytester):
             f"*{message}: test_guarded.py::test_connect_ex_in_another_thread"
             " called socket.connect_ex(('::1', 9))",
             f"*{message}: test_guarded.py::test_a_fixture_that_binds called socket.bind(*",
+            f"*{message}: test_guarded.py::test_starting_a_browser start chromium (a browser*",
         ]
     )
 
