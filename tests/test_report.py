@@ -5,9 +5,7 @@ from __future__ import annotations
 import builtins
 import html
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +14,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
+from headless_chromium import CHROMIUM, FLAGS, browser_test
 from safecons.cli import main
 from safecons.metric import SafetyConsistencyRun
 from safecons.scores import MIN_ROWS_FOR_INTERVAL
@@ -100,32 +99,16 @@ def test_the_command_line_writes_reports(run, tmp_path, monkeypatch, capsys):
     assert main(["report", str(scored), "-o", str(tmp_path / "out.txt")]) == 2
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
-
-
 def _chromium_flags(tmp_path: Path) -> list[str]:
     return [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
+        *FLAGS,
         f"--user-data-dir={tmp_path / 'profile'}",
         "--enable-logging=stderr",
         "--v=0",
     ]
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
-)
-@pytest.mark.slow
-@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
+@browser_test
 def test_the_report_draws_in_headless_chromium(run, tmp_path):
     assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)
@@ -187,11 +170,7 @@ addEventListener("load", () => {
 </script>"""
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
-)
-@pytest.mark.slow
-@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
+@browser_test
 def test_every_table_keeps_to_the_page_column_in_headless_chromium(run, tmp_path):
     # Was: the audit table of a chat judge (its swap test's columns too) ran past the column
     # (issue 20, item 12). Its headings now wrap after an underscore, so it fits a wide

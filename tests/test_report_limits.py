@@ -4,9 +4,7 @@ bidirectional controls neutralised (issue 17, items 6 and 12)."""
 from __future__ import annotations
 
 import html
-import os
 import re
-import shutil
 import subprocess
 from types import SimpleNamespace
 
@@ -14,6 +12,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
+from headless_chromium import CHROMIUM, FLAGS, browser_test
 from safecons._groups import GROUP_LIMIT
 from safecons._text import NAME_LIMIT, TEXT_LIMIT, cut_text, display_text
 from safecons.metric import SafetyConsistencyRun
@@ -190,15 +189,7 @@ def test_bidirectional_controls_never_reach_a_chart(run):
         assert not set(BIDI) & set(text)
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-REQUIRED = os.environ.get("SAFECONS_REQUIRE_CHROMIUM") == "1"  # set by .ci/run
-
-
-@pytest.mark.skipif(
-    CHROMIUM is None and not REQUIRED, reason="Chromium not installed (.ci/run installs it)"
-)
-@pytest.mark.slow
-@pytest.mark.network  # Chromium, a child process, resolves names and probes the network
+@browser_test
 def test_a_hostile_report_opens_in_headless_chromium(run, tmp_path):
     # Was: 250 MB that Chromium took 3.5 minutes to open. The page now holds the cut texts
     # with their notes, and no bidirectional control reaches the rendered DOM.
@@ -209,14 +200,7 @@ def test_a_hostile_report_opens_in_headless_chromium(run, tmp_path):
     dom = subprocess.run(
         [
             CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
+            *FLAGS,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--dump-dom",
             page.as_uri(),
