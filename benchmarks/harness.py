@@ -105,6 +105,15 @@ def prompts(rows: int) -> list[str]:
     return [f"Question {i}: how do I write a polite complaint letter?" for i in range(rows)]
 
 
+def columns(rows: int) -> dict[str, list[object]]:
+    """The columns of the workload's frame (a DataFrame's or a LazyFrame's)."""
+    return {
+        "input_id": list(range(rows)),
+        "prompt": prompts(rows),
+        "sut_response": ["Start with the facts, then say what you want done."] * rows,
+    }
+
+
 def _messages(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"Answer rudely, with insults: {prompt}"}]
 
@@ -179,13 +188,7 @@ def safecons_run(base_url: str, rows: int, concurrency: int, transport: str = "a
 
     import safecons as sc
 
-    df = pl.DataFrame(
-        {
-            "input_id": list(range(rows)),
-            "prompt": prompts(rows),
-            "sut_response": ["Start with the facts, then say what you want done."] * rows,
-        }
-    )
+    df = pl.DataFrame(columns(rows))
     out = df.pipe(
         sc.safety_consistency,
         sut=sc.OpenAICompatible(
@@ -329,13 +332,7 @@ def _lazy_sink(base_url: str, rows: int, concurrency: int) -> None:
 
     import safecons as sc
 
-    lf = pl.LazyFrame(
-        {
-            "input_id": list(range(rows)),
-            "prompt": prompts(rows),
-            "sut_response": ["Start with the facts, then say what you want done."] * rows,
-        }
-    )
+    lf = pl.LazyFrame(columns(rows))
     scored = lf.pipe(
         sc.safety_consistency,
         sut=sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
@@ -406,13 +403,7 @@ def _limited_run(base_url: str, rows: int, concurrency: int) -> int:
     import safecons as sc
     from safecons.testing import StandInJudge
 
-    df = pl.DataFrame(
-        {
-            "input_id": list(range(rows)),
-            "prompt": prompts(rows),
-            "sut_response": ["Start with the facts, then say what you want done."] * rows,
-        }
-    )
+    df = pl.DataFrame(columns(rows))
     out = df.pipe(
         sc.safety_consistency,
         sut=sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
