@@ -30,8 +30,9 @@ _STR_LIST: Final = pl.List(pl.String)
 
 #: What one row spent, per kind of call: attempts made (retries included), calls replayed
 #: from the cache, calls a spent ``max_calls`` budget cut off (before or between attempts),
-#: tokens the server reported (null where it reported none), and the 429 answers among the
-#: attempts.
+#: tokens the server reported (null where it reported none), the 429 answers among the
+#: attempts, and the calls a provider's batch answered (``batch=True``: their tokens are billed
+#: at the batch price).
 SPEND_FIELDS: Final[tuple[str, ...]] = tuple(
     f"{kind}_{what}"
     for kind in ("sut", "judge")
@@ -42,6 +43,7 @@ SPEND_FIELDS: Final[tuple[str, ...]] = tuple(
         "prompt_tokens",
         "completion_tokens",
         "rate_limited",
+        "batched",
     )
 )
 SPEND_DTYPE: Final = pl.Struct({name: pl.Int64() for name in SPEND_FIELDS})
@@ -71,6 +73,8 @@ class Sample:
     judge_skipped: int = 0
     sut_rate_limited: int = 0
     judge_rate_limited: int = 0
+    sut_batched: int = 0
+    judge_batched: int = 0
 
     @property
     def skipped(self) -> bool:
