@@ -294,7 +294,9 @@ async def audit_judge_async(
     run_options = RunOptions.of(options, front="audit_judge", kind="judge")
     rows = golden.to_dicts()
     async with engine(run_options) as eng:
-        session = await eng.enter(open_judge(judge, concurrency=run_options.concurrency_limit))
+        session = await eng.enter(
+            open_judge(judge, concurrency=run_options.concurrency_limit, adapt=eng.adapt)
+        )
         eng.protect(getattr(session, "client", None))
         ordered = session.ordered
         calls = _plan(golden, repeats, swap and ordered, probes)

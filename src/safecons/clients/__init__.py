@@ -18,6 +18,15 @@ from ._base import NonRetryableCallError as NonRetryableCallError
 from ._base import RateLimits as RateLimits
 from ._base import RetryableCallError as RetryableCallError
 from ._base import describe as describe
+from ._batch import CURRENT_LINE as CURRENT_LINE
+from ._batch import MAX_BATCH_BYTES as MAX_BATCH_BYTES
+from ._batch import MAX_BATCH_LINES as MAX_BATCH_LINES
+from ._batch import BatchAPI as BatchAPI
+from ._batch import BatchedSession as BatchedSession
+from ._batch import BatchError as BatchError
+from ._batch import BatchState as BatchState
+from ._batch import Lines as Lines
+from ._batch import batch_api as batch_api
 from ._callable import CallableClient as CallableClient
 from ._callable import UserCode as UserCode
 from ._callable import callable_fingerprint as callable_fingerprint
@@ -36,13 +45,21 @@ from ._secrets import secrets_of as secrets_of
 __all__ = (
     "CONTENT_FILTER_TEXT",
     "CURRENT_ATTEMPT",
+    "CURRENT_LINE",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_LINES",
     "OPENAI_BASE_URL",
     "AttemptStart",
+    "BatchAPI",
+    "BatchError",
+    "BatchState",
+    "BatchedSession",
     "CallFailed",
     "CallableClient",
     "ChatClient",
     "ChatSession",
     "Completion",
+    "Lines",
     "NonRetryableCallError",
     "OpenAICompatible",
     "RateLimits",
@@ -50,6 +67,7 @@ __all__ = (
     "Secrets",
     "UserCode",
     "as_chat_client",
+    "batch_api",
     "callable_fingerprint",
     "check_signature",
     "describe",

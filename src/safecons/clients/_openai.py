@@ -51,6 +51,8 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: Connections one client keeps open: twice the most a run may have in flight (64), so a
 #: connection that is closing never makes an attempt wait for a socket.
 MAX_CONNECTIONS = 128
+#: The longest wait between two looks at a provider batch's progress (seconds).
+DEFAULT_BATCH_POLL_SECONDS: Final = 30.0
 TransportName = Literal["auto", "direct", "httpx", "aiohttp"]
 _MAX_ERROR_TEXT = 300
 _RETRYABLE_STATUS = frozenset(
@@ -230,7 +232,7 @@ def parse_rate_limits(headers: Mapping[str, str]) -> RateLimits | None:
 _NO_LIMITS: Final = RateLimits()
 
 
-def _error_text(data: bytes, scrub: Callable[[str], str]) -> tuple[str, str | None, str | None]:
+def error_text(data: bytes, scrub: Callable[[str], str]) -> tuple[str, str | None, str | None]:
     """(message, code, param) of an OpenAI-style error body, tolerating any body.
 
     The message is scrubbed of secrets *before* it is cut, so no part of a key survives the cut.
@@ -541,6 +543,25 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     return dict(headers or {})
 
 
+def _check_batch(batch: object, cancel_on_interrupt: object) -> tuple[bool, bool]:
+    for name, value in (("batch", batch), ("cancel_on_interrupt", cancel_on_interrupt)):
+        if not isinstance(value, bool):
+            raise InputError(f"{name}: expected True or False, got {value!r}")
+    assert isinstance(batch, bool) and isinstance(cancel_on_interrupt, bool)
+    return batch, cancel_on_interrupt
+
+
+def _check_poll(seconds: object) -> float:
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds <= 0
+    ):
+        raise InputError(f"batch_poll_seconds: expected a number of seconds > 0, got {seconds!r}")
+    return float(seconds)
+
+
 def _check_max_response_bytes(max_response_bytes: int) -> int:
     """The response-body limit: a whole number of bytes, at least 1 KiB."""
     if (
@@ -607,6 +628,21 @@ class OpenAICompatible:
         The most bytes of one response body safecons reads, after decompression (default
         16 MiB). A larger body fails its call with an error naming this parameter and is never
         held whole in memory (a small gzip body can inflate to gigabytes).
+    batch
+        Send this client's calls through the provider's Batch API (OpenAI's, Azure OpenAI's
+        global batch) instead of one request each: half the price, for runs that can wait up
+        to the 24-hour completion window. The run writes each stage's requests as JSONL
+        files, creates one batch per file, polls it and puts every answer in its row; the batch
+        id is recorded in the run's cache as soon as the batch exists, so running the same call
+        again with the same cache picks the batch up instead of paying twice. Answers are
+        cached under the same keys as live calls. See ``docs/batch.md``.
+    cancel_on_interrupt
+        With ``batch=True``: cancel the provider's batch when the run is interrupted (Ctrl-C,
+        a kernel interrupt). By default the batch is left running, and a warning names it and
+        says how to pick it up.
+    batch_poll_seconds
+        With ``batch=True``: the longest wait between two looks at a batch's progress (the
+        first looks come sooner: 1 s, then doubling up to this).
 
     Notes
     -----
@@ -643,7 +679,11 @@ class OpenAICompatible:
         transport: TransportName | httpx.AsyncBaseTransport = "auto",
         http_timeout: float = 600.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        batch: bool = False,
+        cancel_on_interrupt: bool = False,
+        batch_poll_seconds: float = DEFAULT_BATCH_POLL_SECONDS,
         _url: str | None = None,
+        _deployment: str | None = None,
         _auth_header: Literal["authorization", "api-key"] = "authorization",
         _query: Mapping[str, str] | None = None,
         _default_key_env: str = "OPENAI_API_KEY",
@@ -665,7 +705,10 @@ class OpenAICompatible:
         self.transport = transport
         self.http_timeout = http_timeout
         self.max_response_bytes = _check_max_response_bytes(max_response_bytes)
+        self.batch, self.cancel_on_interrupt = _check_batch(batch, cancel_on_interrupt)
+        self.batch_poll_seconds = _check_poll(batch_poll_seconds)
         self._url = _url or f"{self.base_url}/chat/completions"
+        self._deployment = _deployment
         self._auth_header = _auth_header
         self._query = dict(_query or {})
         self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
@@ -738,6 +781,7 @@ class OpenAICompatible:
             api_key=api_key,
             api_key_env=api_key_env,
             _url=f"{root}/openai/deployments/{deployment}/chat/completions",
+            _deployment=deployment,
             _auth_header="api-key",
             _query={"api-version": api_version},
             _default_key_env="AZURE_OPENAI_API_KEY",
@@ -777,7 +821,11 @@ class OpenAICompatible:
 
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
-        return f"OpenAICompatible(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+        batch = ", batch=True" if self.batch else ""
+        return (
+            f"OpenAICompatible(base_url={self.base_url!r}, model={self.model!r}, "
+            f"api_key={key}{batch})"
+        )
 
     def _request_headers(self) -> dict[str, str]:
         # Only encodings that _read_bounded can inflate with a bound.
@@ -841,19 +889,8 @@ class _OpenAISession:
         seed: int | None = None,
         response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
-        c = self._c
-        body: dict[str, Any] = {**c.params, "messages": [dict(m) for m in messages]}
-        if c.model is not None:
-            body["model"] = c.model
-        if c.send_temperature:
-            body["temperature"] = temperature
-        if c.send_seed and seed is not None:
-            body["seed"] = seed
-        # The user's own response_format in params wins: it is sent as it is, never changed.
-        forms = (
-            _format_ladder(response_format)
-            if response_format is not None and "response_format" not in c.params
-            else [None]
+        body, forms = self._body(
+            messages, temperature=temperature, seed=seed, shape=response_format
         )
         step = min(self.format_step, len(forms) - 1)
         status, headers, data = await self._post(_with_format(body, forms[step]))
@@ -878,6 +915,50 @@ class _OpenAISession:
         elif fell == "message":
             self._unconfirmed += 1
         return self._read(status, headers, data)
+
+    def _body(
+        self,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None,
+        shape: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
+        """A request's body without its structured-output form, and the forms to try."""
+        c = self._c
+        body: dict[str, Any] = {**c.params, "messages": [dict(m) for m in messages]}
+        if c.model is not None:
+            body["model"] = c.model
+        if c.send_temperature:
+            body["temperature"] = temperature
+        if c.send_seed and seed is not None:
+            body["seed"] = seed
+        # The user's own response_format in params wins: it is sent as it is, never changed.
+        forms: list[dict[str, Any] | None] = (
+            _format_ladder(shape)
+            if shape is not None and "response_format" not in c.params
+            else [None]
+        )
+        return body, forms
+
+    def request_body(
+        self,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The body :meth:`complete` would send first (a batch line's body)."""
+        body, forms = self._body(
+            messages, temperature=temperature, seed=seed, shape=response_format
+        )
+        return _with_format(body, forms[min(self.format_step, len(forms) - 1)])
+
+    def read_answer(self, status: int, data: bytes) -> Completion:
+        """A completion from an answer's status and body that came by another way than this
+        session's own request (a batch's output line)."""
+        return self._read(status, {}, data)
 
     async def _post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         c = self._c
@@ -928,7 +1009,7 @@ class _OpenAISession:
             answer = self._read_ok(data)
             return answer if limits is None else dataclasses.replace(answer, rate_limits=limits)
         # Some gateways echo the credentials they rejected; never pass them on.
-        message, code, param = _error_text(data, self._scrub)
+        message, code, param = error_text(data, self._scrub)
         where = f"{c.identity}: HTTP {status}"
         if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
             raise AuthenticationError(
@@ -1061,7 +1142,7 @@ def _rejects_format(status: int, data: bytes) -> str | None:
         and status < HTTPStatus.INTERNAL_SERVER_ERROR  # nor a 5xx
     ):
         return None
-    message, _, param = _error_text(data, str)
+    message, _, param = error_text(data, str)
     names_it = bool(_FORMAT_REJECTED.search(message))
     if status >= HTTPStatus.INTERNAL_SERVER_ERROR and not names_it:
         return None

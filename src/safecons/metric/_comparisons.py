@@ -81,6 +81,7 @@ async def judge_sample(
     sample.judge_cache_hits += got.cached
     sample.judge_rate_limited += got.rate_limited
     sample.judge_skipped += got.skipped
+    sample.judge_batched += got.batched
     if got.value is None:
         sample.judge_error = got.error
         sample.judge_raw = got.output  # what the judge said, when it was unusable
@@ -116,7 +117,7 @@ async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None
     judge_session: JudgeSession | None = None
     if judge is not None:
         judge_session = await eng.enter(
-            open_judge(judge, concurrency=eng.options.concurrency_limit)
+            open_judge(judge, concurrency=eng.options.concurrency_limit, adapt=eng.adapt)
         )
         eng.protect(getattr(judge_session, "client", None))
     return Sessions(sut_session, endpoint, judge_session)
@@ -199,6 +200,7 @@ async def _respond(
     sample.sut_cache_hits += got.cached
     sample.sut_rate_limited += got.rate_limited
     sample.sut_skipped += got.skipped
+    sample.sut_batched += got.batched
     if got.value is None:
         sample.response_error = got.error
         return

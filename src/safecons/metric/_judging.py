@@ -9,7 +9,7 @@ text was cut) and then judge it; the run, the dry run and the cache all read tha
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -292,8 +292,14 @@ def planning_judge(judge: object) -> JudgeSession:
 
 
 @asynccontextmanager
-async def open_judge(judge: object, *, concurrency: int) -> AsyncIterator[JudgeSession]:
-    """The judge, ready to judge for the length of a run."""
+async def open_judge(
+    judge: object,
+    *,
+    concurrency: int,
+    adapt: Callable[[ChatClient, ChatSession], Awaitable[ChatSession]] | None = None,
+) -> AsyncIterator[JudgeSession]:
+    """The judge, ready to judge for the length of a run; an LLM judge's session goes through
+    ``adapt`` (the engine's, which batches the calls of a ``batch=True`` client)."""
     if _is_object_judge(judge):
         assert isinstance(judge, PostureJudge)
         object_judge = ObjectJudge(judge, max_threads=concurrency)
@@ -302,5 +308,6 @@ async def open_judge(judge: object, *, concurrency: int) -> AsyncIterator[JudgeS
         return
     settings = as_llm_judge(judge)
     client = as_chat_client(settings.client, "judge")
-    async with open_session(client, concurrency=concurrency) as session:
+    async with open_session(client, concurrency=concurrency) as live:
+        session = live if adapt is None else await adapt(client, live)
         yield ChatJudge(client, settings, session)

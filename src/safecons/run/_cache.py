@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.parse
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +62,22 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
+CREATE TABLE IF NOT EXISTS batch_lines (
+    key TEXT NOT NULL,
+    batch TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (key, batch)
+);
 """
-_TABLES = {"meta": {"name", "value"}, "responses": {"key", "kind", "endpoint", "value", "created"}}
+_TABLES = {
+    "meta": {"name", "value"},
+    "responses": {"key", "kind", "endpoint", "value", "created"},
+    "batch_lines": {"key", "batch", "endpoint", "created"},
+}
+#: The tables of a cache written before provider batches were recorded (still read, and given
+#: the batch table when opened for writing).
+_TABLES_BEFORE_BATCHES = {name: _TABLES[name] for name in ("meta", "responses")}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -121,7 +135,7 @@ class _Schema:
 
     @property
     def cache(self) -> bool:
-        return self.tables == _TABLES and not self.others
+        return self.tables in (_TABLES, _TABLES_BEFORE_BATCHES) and not self.others
 
 
 # The cache's own non-table objects (its index, and SQLite's indexes of primary keys).
@@ -149,7 +163,7 @@ def _read_schema(uri: str) -> _Schema:
             for pragma in ("user_version", "application_id")
         )
         version = None
-        if tables == _TABLES:
+        if tables in (_TABLES, _TABLES_BEFORE_BATCHES):
             row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
             version = None if row is None else str(row[0])
         return _Schema(tables, others, marked, version)
@@ -397,6 +411,58 @@ class ResponseCache:
             row = self._conn.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
         return value if row is None else str(row[0])
 
+    def record_batch(self, batch: str, *, endpoint: str, keys: Iterable[str]) -> None:
+        """Record that the provider's batch ``batch`` answers the calls ``keys`` of
+        ``endpoint`` (committed at once, as soon as the batch is created): a rerun picks the
+        batch up instead of paying for its calls again. A read-only cache raises
+        :class:`CacheError`."""
+        if self.read_only:
+            raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
+        now = time.time()
+        rows = [(key, batch, endpoint, now) for key in keys]
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO batch_lines (key, batch, endpoint, created) "
+                    "VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def batches_holding(self, endpoint: str, keys: Iterable[str]) -> dict[str, list[str]]:
+        """The recorded batches of ``endpoint`` that hold any of ``keys``: batch id -> the
+        keys among ``keys`` it holds (a key in several batches goes to the newest)."""
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        with self._lock:
+            try:
+                rows = self._conn.execute(
+                    "SELECT key, batch FROM batch_lines WHERE endpoint=? ORDER BY created",
+                    (endpoint,),
+                ).fetchall()
+            except sqlite3.OperationalError:
+                return {}  # a cache from before batches, opened read-only: none recorded
+        newest = {str(key): str(batch) for key, batch in rows if key in wanted}
+        held: dict[str, list[str]] = {}
+        for key, batch in newest.items():
+            held.setdefault(batch, []).append(key)
+        return held
+
+    def forget_batch_lines(self, batch: str, keys: Iterable[str]) -> None:
+        """Forget that ``batch`` answers ``keys`` (they failed, or it ended without them): a
+        rerun sends them anew."""
+        if self.read_only:
+            return
+        with self._lock:
+            self._conn.executemany(
+                "DELETE FROM batch_lines WHERE key=? AND batch=?", [(k, batch) for k in keys]
+            )
+
     def info(self) -> dict[str, Any]:
         """Entries in total, by kind and by endpoint, the oldest and newest, and the file size."""
         with self._lock:
@@ -453,6 +519,9 @@ class ResponseCache:
             raise CacheError(self.path, "is read-only: nothing can be cleared from it")
         with self._lock:
             deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
+            if not clauses:
+                # Emptied for a fresh start: a rerun sends every call anew, batches included.
+                self._conn.execute("DELETE FROM batch_lines")
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(deleted)

@@ -10,15 +10,28 @@ scrubbed from every error of the run), the gate that starts units in order, the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TypeVar
 
-from ..clients import ChatClient, ChatSession, open_session
+import anyio
+import anyio.abc
+
+from ..clients import (
+    CURRENT_LINE,
+    MAX_BATCH_LINES,
+    BatchedSession,
+    ChatClient,
+    ChatSession,
+    batch_api,
+    open_session,
+)
+from ._batches import Batcher
 from ._cache import opened_cache
 from ._calls import CallKind, ModelCall
 from ._options import RunOptions
-from ._runner import CallOutcome, Runner, UnitGate, progress_bar, run_in_order
+from ._runner import CallOutcome, Runner, UnitGate, first_exception, progress_bar, run_in_order
 
 __all__ = ("Engine", "engine")
 
@@ -42,11 +55,19 @@ class Engine:
         Where the sessions the engine opens are closed when the block ends.
     """
 
-    def __init__(self, options: RunOptions, runner: Runner, stack: AsyncExitStack) -> None:
+    def __init__(
+        self,
+        options: RunOptions,
+        runner: Runner,
+        stack: AsyncExitStack,
+        tasks: anyio.abc.TaskGroup | None = None,
+    ) -> None:
         self.options = options
         self.runner = runner
         self._stack = stack
+        self._tasks = tasks
         self._gate = UnitGate(UNITS_PER_PERMIT * options.concurrency_limit)
+        self._batcher: Batcher | None = None
 
     def protect(self, client: object) -> None:
         """Scrub ``client``'s secrets from every error of the run (and, with a cache, warn
@@ -56,9 +77,29 @@ class Engine:
     async def session(self, client: ChatClient) -> ChatSession:
         """A session of ``client`` for as long as the engine is open."""
         self.protect(client)
-        return await self._stack.enter_async_context(
+        session = await self._stack.enter_async_context(
             open_session(client, concurrency=self.options.concurrency_limit)
         )
+        return await self.adapt(client, session)
+
+    async def adapt(self, client: ChatClient, session: ChatSession) -> ChatSession:
+        """``session``, or, for a client made with ``batch=True``, a session whose calls are
+        lines of the provider's batches (:mod:`safecons.run._batches`)."""
+        api = batch_api(client)
+        if api is None:
+            return session
+        if self._tasks is None:
+            raise RuntimeError("an engine made without a task group cannot batch")
+        batcher = self._batcher
+        if batcher is None:
+            batcher = self._batcher = Batcher(
+                self.runner.cache, progress=self.options.progress, gate_waiting=self._gate.full
+            )
+            # Units park until their batch ends: let as many start as one batch can hold.
+            self._gate.widen(MAX_BATCH_LINES)
+            self._tasks.start_soon(batcher.serve)
+        await self._stack.enter_async_context(api.open())
+        return BatchedSession(session, api, batcher.add(api))  # type: ignore[arg-type]
 
     async def enter(self, context: AbstractAsyncContextManager[T]) -> T:
         """Enter ``context`` (a judge's session, say) until the engine closes."""
@@ -79,6 +120,11 @@ class Engine:
         ``retries[kind] + 1`` attempts of ``attempt``, its unit lending its place in the gate
         while it backs off. ``call=None`` (a local judge) is never cached."""
         runner = self.runner
+        batcher = self._batcher
+        if batcher is not None and call is not None and endpoint in batcher.endpoints:
+            return await self._batched(
+                kind, attempt=attempt, call=call, endpoint=endpoint, encode=encode, decode=decode
+            )
         return await runner.call(
             attempt,
             retries=self.options.retries[kind],
@@ -92,6 +138,35 @@ class Engine:
             budgeted=budgeted,
         )
 
+    async def _batched(
+        self,
+        kind: CallKind,
+        *,
+        attempt: Callable[[], Awaitable[T]],
+        call: ModelCall,
+        endpoint: str,
+        encode: Callable[[T], str] | None,
+        decode: Callable[[str], T] | None,
+    ) -> CallOutcome[T]:
+        """A call whose attempts are lines of a provider batch, each keyed by the call's key
+        (its ``custom_id``): no permit, no per-attempt timeout (a batch has 24 hours)."""
+        key = call.key
+        token = CURRENT_LINE.set(key)
+        try:
+            got = await self.runner.call(
+                attempt,
+                retries=self.options.retries[kind],
+                kind=kind,
+                cache_key=key,
+                endpoint=endpoint,
+                encode=encode,
+                decode=decode,
+                batched=True,
+            )
+        finally:
+            CURRENT_LINE.reset(token)
+        return got if got.cached or not got.attempts else dataclasses.replace(got, batched=True)
+
     async def each(
         self, units: Iterable[Callable[[], Awaitable[None]]], *, total: int, desc: str, unit: str
     ) -> None:
@@ -99,6 +174,8 @@ class Engine:
         progress bar named ``desc`` counting ``unit``\\ s; the first error a unit raises ends
         the others and is raised."""
         bar = progress_bar(total, self.options.progress, desc=desc, unit=unit)
+        if self._batcher is not None:
+            units = self._batcher.tracked(units)
         await run_in_order(units, gate=self._gate, bar=bar)
 
 
@@ -123,7 +200,13 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
     >>> anyio.run(main)
     ('ok', 1)
     """
-    async with AsyncExitStack() as stack:
-        if runner is None:
-            runner = options.runner(stack.enter_context(opened_cache(options.cache)))
-        yield Engine(options, runner, stack)
+    try:
+        async with AsyncExitStack() as stack:
+            if runner is None:
+                runner = options.runner(stack.enter_context(opened_cache(options.cache)))
+            # Where a batched run's sender works; cancelled first when the block ends.
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)
+            yield Engine(options, runner, stack, tasks)
+    except BaseExceptionGroup as group:
+        raise first_exception(group) from None

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 
 from .._text import valid_unicode
 from ..clients import (
@@ -35,7 +36,7 @@ from ..clients import (
     warn_if_guessed,
 )
 from ._cache import ResponseCache
-from ._permits import LocalPermits, Permits
+from ._permits import LocalPermits, Permits, Slot
 
 __all__ = (
     "MAX_RATE_LIMITED_FREE",
@@ -130,7 +131,8 @@ class CallOutcome(Generic[T]):
     ``cached`` marks a value replayed from the response cache (no attempt made); ``skipped``
     a call not made because the run's ``max_calls`` budget was spent; ``rate_limited`` counts
     the 429 answers among the attempts; ``output`` is the last unusable output a failed call
-    got (a judge reply that did not parse), for the user to see what the model said.
+    got (a judge reply that did not parse), for the user to see what the model said;
+    ``batched`` marks a call a provider's batch answered (or failed).
     """
 
     value: T | None
@@ -140,6 +142,7 @@ class CallOutcome(Generic[T]):
     skipped: bool = False
     rate_limited: int = 0
     output: str | None = None
+    batched: bool = False
 
 
 class Runner:
@@ -258,6 +261,7 @@ class Runner:
         decode: Callable[[str], T] | None = None,
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         budgeted: bool = True,
+        batched: bool = False,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` failed attempts of ``attempt`` and return the outcome.
 
@@ -273,7 +277,9 @@ class Runner:
         permit and within the timeout, back off before the next; store a value as soon as
         one comes. ``while_backing_off`` wraps each backoff sleep (the caller can lend out
         its own resources while the call waits). ``budgeted=False`` keeps a local call (a
-        judge object, no network) out of ``max_calls``.
+        judge object, no network) out of ``max_calls``. ``batched=True`` makes each attempt
+        a line of a provider batch: it takes no permit (it sends nothing itself) and has no
+        timeout (the batch's 24-hour window is its deadline).
 
         Only a failed attempt is a row's error: a :class:`~safecons.clients.CallFailed` that
         a client or the user's code raised (transport, server, unusable output, a user's
@@ -296,7 +302,9 @@ class Runner:
         for n in itertools.count():
             if budgeted and self.budget_spent:
                 return self._skipped(tally)
-            ended = await self._attempt(attempt, tally, endpoint=endpoint, budgeted=budgeted)
+            ended = await self._attempt(
+                attempt, tally, endpoint=endpoint, budgeted=budgeted, batched=batched
+            )
             if ended is None:
                 free = tally.asked_to_wait and self._patient(tally)
                 failed += not free
@@ -327,6 +335,7 @@ class Runner:
         *,
         endpoint: str,
         budgeted: bool,
+        batched: bool = False,
     ) -> _Ended[T] | None:
         """One attempt under a permit and the timeout: how it ended the call, or None when
         another attempt may mend it (what it left is in ``tally``)."""
@@ -336,12 +345,14 @@ class Runner:
         tally.retry_after, tally.asked_to_wait = None, False
         start = AttemptStart()
         succeeded = False
-        async with self.permits.slot(endpoint) as permit:
-            stats.in_flight += 1
+        permits = _no_permit() if batched else self.permits.slot(endpoint)
+        async with permits as permit:
+            # A parked batch line is not in flight: it holds no connection.
+            stats.in_flight += not batched
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             token = CURRENT_ATTEMPT.set(start)
             try:
-                with anyio.fail_after(self.timeout_seconds):
+                with anyio.fail_after(None if batched else self.timeout_seconds):
                     value = await attempt()
             except TimeoutError:
                 tally.error = self._timed_out(start)
@@ -369,7 +380,7 @@ class Runner:
             finally:
                 CURRENT_ATTEMPT.reset(token)
                 permit.rate_limits = start.rate_limits  # the endpoint is paced by it
-                stats.in_flight -= 1
+                stats.in_flight -= not batched
                 stats.min_target = min(stats.min_target, self.permits.lowest_target)
                 tally.made += start.started or succeeded
                 if budgeted and not start.started:
@@ -463,6 +474,12 @@ class Runner:
         )
 
 
+@asynccontextmanager
+async def _no_permit() -> AsyncIterator[Slot]:
+    """What a batch line holds in place of a permit: nothing that others wait for."""
+    yield Slot(0.0)
+
+
 def replay(stored: str | None, decode: Callable[[str], T], secrets: Secrets) -> T | None:
     """What a stored value replays as, or None for a miss; the run and the dry run share it.
 
@@ -490,9 +507,30 @@ class UnitGate:
 
     def __init__(self, size: int) -> None:
         self._semaphore = anyio.Semaphore(size)
+        self._waiting = 0  # units blocked waiting for a place
+
+    def full(self) -> bool:
+        """Whether a unit waits for a place (no more start until one ends)."""
+        return self._waiting > 0
+
+    def widen(self, places: int) -> None:
+        """Let ``places`` more units be in progress at once."""
+        for _ in range(places):
+            self._semaphore.release()
 
     async def acquire(self) -> None:
-        await self._semaphore.acquire()
+        try:
+            self._semaphore.acquire_nowait()
+        except anyio.WouldBlock:
+            pass
+        else:
+            await anyio.lowlevel.checkpoint()
+            return
+        self._waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self._waiting -= 1
 
     def release(self) -> None:
         self._semaphore.release()

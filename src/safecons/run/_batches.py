@@ -1,0 +1,450 @@
+"""Provider batches in a run: which calls go in which batch, when, and how a rerun picks one up.
+
+A unit's call to a ``batch=True`` client parks its request as a line (:meth:`Batcher.line`)
+instead of sending it. When every unit in progress is parked (or done) and no more can start,
+the run is *quiet*: nothing can happen until the lines are answered, so the batcher sends them
+all, as few files as the API's limits allow (:data:`~safecons.clients.MAX_BATCH_LINES` lines,
+:data:`~safecons.clients.MAX_BATCH_BYTES` bytes), one batch each, polls them and wakes each
+unit with its line's output record. A stage's calls therefore go out together: the SUT's
+samples in one round, the judge's verdicts (which need the SUT's answers) in the next.
+
+Resuming: every batch is recorded in the run's cache, with the keys of the calls it answers,
+as soon as the provider has created it. A rerun with the same cache asks the provider for the
+recorded batch of each of its calls before it makes a new one, so an interrupted notebook or
+CLI run picks up the batch it paid for. A recorded batch that has ended without some of its
+lines (expired, cancelled, failed) is not waited on again: those lines go in a new batch. A
+line that failed is forgotten, so the next run sends it anew; answers are cached by the
+runner under the calls' own keys, which live calls share.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Final
+
+import anyio
+
+from ..clients import BatchAPI, BatchError, BatchState, Lines
+from ._cache import ResponseCache
+from ._runner import progress_bar
+
+__all__ = ("Batcher",)
+
+#: The first wait before looking at a batch again (seconds; doubling up to the client's
+#: ``batch_poll_seconds``).
+FIRST_POLL_SECONDS: Final = 1.0
+#: Looks at a batch in a row that may fail (each after its own tries) before the run gives up
+#: on it: its lines fail, and its record stays so that a rerun picks it up.
+POLL_FAILURES: Final = 10
+#: The longest a run waits for the provider to take a cancel, when interrupted (seconds).
+CANCEL_SECONDS: Final = 15.0
+
+
+@dataclass(slots=True)
+class _Line:
+    """One parked call: its line of JSONL, and, once its batch has ended, its output."""
+
+    data: bytes
+    done: anyio.Event = field(default_factory=anyio.Event)
+    record: Mapping[str, Any] | None = None
+    batch: str = ""
+
+    def answer(self, record: Mapping[str, Any], batch: str) -> None:
+        self.record, self.batch = record, batch
+        self.done.set()
+
+
+def _failure(code: str, message: str) -> dict[str, Any]:
+    """An output record for a line that got no answer."""
+    return {"response": None, "error": {"code": code, "message": message}}
+
+
+def _answered(record: Mapping[str, Any]) -> bool:
+    response = record.get("response")
+    return isinstance(response, Mapping) and response.get("status_code") == HTTPStatus.OK
+
+
+class _Queue:
+    """The parked lines of one batched endpoint."""
+
+    def __init__(self, api: BatchAPI) -> None:
+        self.api = api
+        self.lines: dict[str, _Line] = {}  # parked and in a batch, by custom_id
+        self.pending: dict[str, _Line] = {}  # parked, not yet in a batch
+
+    def take(self) -> dict[str, _Line]:
+        taken, self.pending = self.pending, {}
+        return taken
+
+
+class Batcher:
+    """A run's batched endpoints, their parked lines, and the task that sends them.
+
+    The engine counts its units in and out (:meth:`tracked`), and :meth:`serve` (a task of
+    the engine's) sends the parked lines whenever the run is quiet. ``gate_waiting`` says
+    whether a unit waits for a place to start (then no more units start until lines are
+    answered). ``cache`` records every batch; without one, a batch cannot be picked up again.
+    """
+
+    def __init__(
+        self,
+        cache: ResponseCache | None,
+        *,
+        progress: bool,
+        gate_waiting: Callable[[], bool],
+    ) -> None:
+        self._cache = cache
+        self._progress = progress
+        self._gate_waiting = gate_waiting
+        self._queues: dict[str, _Queue] = {}
+        self._running = 0  # units in progress
+        self._waiting = 0  # units parked on a line
+        self._feeding = 0  # unit feeds still starting units
+        self._wake = anyio.Event()
+        self._warned: set[str] = set()
+
+    @property
+    def endpoints(self) -> frozenset[str]:
+        return frozenset(self._queues)
+
+    def add(self, api: BatchAPI) -> Lines:
+        """Batch the calls of ``api``'s endpoint; where its sessions hand their lines."""
+        queue = self._queues.get(api.identity)
+        if queue is None:
+            queue = self._queues[api.identity] = _Queue(api)
+
+        async def lines(custom_id: str, data: bytes) -> tuple[Mapping[str, Any], str]:
+            return await self._park(queue, custom_id, data)
+
+        return lines
+
+    def tracked(
+        self, units: Iterable[Callable[[], Awaitable[None]]]
+    ) -> Iterator[Callable[[], Awaitable[None]]]:
+        """``units``, each counted while it runs; the feed counted until it ends."""
+        self._feeding += 1
+        try:
+            for unit in units:
+                self._running += 1  # counted from when it is handed out to start
+                yield self._counted(unit)
+        finally:
+            self._feeding -= 1
+            self._poke()
+
+    def _counted(self, unit: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            try:
+                await unit()
+            finally:
+                self._running -= 1
+                self._poke()
+
+        return run
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    def _quiet(self) -> bool:
+        """Lines are parked and nothing else can happen until they are answered."""
+        pending = any(q.pending for q in self._queues.values())
+        no_more = self._feeding == 0 or self._gate_waiting()
+        return pending and self._waiting >= self._running and no_more
+
+    async def _park(
+        self, queue: _Queue, custom_id: str, data: bytes
+    ) -> tuple[Mapping[str, Any], str]:
+        line = queue.lines.get(custom_id)
+        if line is None:
+            line = queue.lines[custom_id] = queue.pending[custom_id] = _Line(data)
+        self._waiting += 1
+        self._poke()
+        try:
+            await line.done.wait()
+        finally:
+            self._waiting -= 1
+            self._poke()
+        queue.lines.pop(custom_id, None)
+        assert line.record is not None
+        return line.record, line.batch
+
+    async def serve(self) -> None:
+        """Send the parked lines each time the run is quiet (until cancelled)."""
+        while True:
+            self._wake = anyio.Event()
+            if self._quiet():
+                async with anyio.create_task_group() as tg:
+                    for queue in self._queues.values():
+                        if queue.pending:
+                            tg.start_soon(self._send, queue, queue.take())
+                continue
+            await self._wake.wait()
+
+    async def _send(self, queue: _Queue, lines: dict[str, _Line]) -> None:
+        """Put ``lines`` in batches (recorded ones first), and answer each once they end."""
+        api = queue.api
+        held = self._recorded(api.identity, lines)
+        resumed = set(held)
+        taken = {key for keys in held.values() for key in keys}
+        fresh = [key for key in lines if key not in taken]
+        for chunk in self._chunks(api, fresh, lines):
+            try:
+                batch = await api.submit(b"".join(lines[k].data for k in chunk), name=_name(chunk))
+            except BatchError as exc:
+                for key in chunk:
+                    lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
+                continue
+            self._record(api, batch, chunk)
+            held[batch] = chunk
+        if not held:
+            return
+        bar = progress_bar(
+            sum(map(len, held.values())),
+            self._progress,
+            desc=f"batch {api.identity.rsplit('#', 1)[-1]}",
+            unit="line",
+        )
+        seen: dict[str, int] = {}
+
+        def advanced(batch: str, done: int) -> None:
+            if bar is not None:
+                step = min(done, len(held[batch])) - seen.get(batch, 0)
+                if step > 0:
+                    seen[batch] = seen.get(batch, 0) + step
+                    bar.update(step)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for batch, keys in held.items():
+                    tg.start_soon(
+                        functools.partial(
+                            self._finish,
+                            queue,
+                            batch=batch,
+                            keys=keys,
+                            lines=lines,
+                            resumed=batch in resumed,
+                            advanced=advanced,
+                        )
+                    )
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _chunks(
+        self, api: BatchAPI, keys: list[str], lines: dict[str, _Line]
+    ) -> Iterator[list[str]]:
+        """``keys`` in files within the API's limits; a line too large for any file fails."""
+        chunk: list[str] = []
+        size = 0
+        for key in keys:
+            n = len(lines[key].data)
+            if n > api.max_bytes:
+                lines[key].answer(
+                    _failure(
+                        "line_too_large",
+                        f"the request is {n} bytes, more than one batch file may hold "
+                        f"({api.max_bytes} bytes)",
+                    ),
+                    "(none)",
+                )
+                continue
+            if chunk and (len(chunk) >= api.max_lines or size + n > api.max_bytes):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(key)
+            size += n
+        if chunk:
+            yield chunk
+
+    async def _finish(
+        self,
+        queue: _Queue,
+        *,
+        batch: str,
+        keys: list[str],
+        lines: dict[str, _Line],
+        resumed: bool,
+        advanced: Callable[[str, int], None],
+    ) -> None:
+        """Wait for ``batch`` to end and answer its lines (or send them anew)."""
+        api = queue.api
+        try:
+            state = await self._poll(api, batch, advanced)
+            records = await self._records(api, state)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._interrupted(api, batch)
+            raise
+        except BatchError as exc:
+            if resumed:
+                # A recorded batch the provider cannot show (another key, or gone): anew.
+                self._forget(batch, keys)
+                self._requeue(queue, keys, lines)
+                return
+            for key in keys:
+                lines[key].answer(
+                    _failure(
+                        "batch_unreadable",
+                        f"{exc}; the batch may still be running: run again with the same "
+                        "cache to pick it up",
+                    ),
+                    batch,
+                )
+            return
+        missing = [key for key in keys if key not in records]
+        if resumed and missing:
+            # It ended without them before this run: they go in a new batch, not in errors.
+            self._forget(batch, missing)
+            self._requeue(queue, missing, lines)
+            keys = [key for key in keys if key in records]
+        why = _why(state)
+        failed = []
+        for key in keys:
+            record = records.get(key) or _failure(f"batch_{state.status}", why)
+            if not _answered(record):
+                failed.append(key)
+            lines[key].answer(record, batch)
+        self._forget(batch, failed)
+
+    async def _poll(
+        self, api: BatchAPI, batch: str, advanced: Callable[[str, int], None]
+    ) -> BatchState:
+        failures, n = 0, 0
+        while True:
+            try:
+                state = await api.state(batch)
+            except BatchError:
+                failures += 1
+                if failures >= POLL_FAILURES:
+                    raise
+            else:
+                failures = 0
+                advanced(batch, state.done)
+                if state.terminal:
+                    return state
+            await anyio.sleep(min(api.poll_seconds, FIRST_POLL_SECONDS * 2**n))
+            n = min(n + 1, 30)
+
+    async def _records(self, api: BatchAPI, state: BatchState) -> dict[str, Mapping[str, Any]]:
+        """The output and error files' records of an ended batch, by custom_id."""
+        records: dict[str, Mapping[str, Any]] = {}
+        for file_id in (state.output_file_id, state.error_file_id):
+            if file_id is None:
+                continue
+            for raw in (await api.content(file_id)).splitlines():
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("custom_id"), str):
+                    records.setdefault(record["custom_id"], record)
+        return records
+
+    def _requeue(self, queue: _Queue, keys: Iterable[str], lines: dict[str, _Line]) -> None:
+        for key in keys:
+            queue.pending[key] = lines[key]
+        self._poke()
+
+    def _recorded(self, endpoint: str, lines: Mapping[str, _Line]) -> dict[str, list[str]]:
+        if self._cache is None:
+            return {}
+        try:
+            return self._cache.batches_holding(endpoint, lines)
+        except Exception as exc:
+            self._warn("read", f"could not read its recorded batches ({type(exc).__name__}: {exc})")
+            return {}
+
+    def _record(self, api: BatchAPI, batch: str, keys: list[str]) -> None:
+        if self._cache is None:
+            self._warn(
+                "none",
+                f"batch {batch} was created with no cache to record it in: if this run is "
+                "interrupted, a rerun cannot pick the batch up and pays for its calls again; "
+                "pass cache='calls.sqlite'",
+            )
+            return
+        try:
+            self._cache.record_batch(batch, endpoint=api.identity, keys=keys)
+        except Exception as exc:
+            self._warn(
+                "write",
+                f"could not record batch {batch} ({type(exc).__name__}: {exc}); a rerun cannot "
+                "pick it up",
+            )
+
+    def _forget(self, batch: str, keys: list[str]) -> None:
+        if self._cache is not None and keys:
+            try:
+                self._cache.forget_batch_lines(batch, keys)
+            except Exception as exc:
+                self._warn("write", f"could not update batch {batch}'s record ({exc})")
+
+    def _warn(self, what: str, problem: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            where = f"response cache {self._cache}" if self._cache is not None else "batch run"
+            warnings.warn(f"{where}: {problem}", RuntimeWarning, stacklevel=2)
+
+    async def _interrupted(self, api: BatchAPI, batch: str) -> None:
+        """The run was interrupted while ``batch`` ran: cancel it if the client says so, else
+        leave it running and say how to pick it up."""
+        if api.cancel_on_interrupt:
+            with anyio.move_on_after(CANCEL_SECONDS) as scope:
+                try:
+                    await api.cancel(batch)
+                except Exception as exc:
+                    warnings.warn(
+                        f"batch {batch} of {api.identity}: could not cancel it ({exc}); "
+                        "cancel it in the provider's console",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    return
+            said = "cancelled" if not scope.cancelled_caught else "asked to cancel (no answer yet)"
+            warnings.warn(
+                f"batch {batch} of {api.identity} was {said}: the run was interrupted and the "
+                "client was made with cancel_on_interrupt=True; lines it answered before are "
+                "picked up by a rerun with the same cache",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
+        resume = (
+            f"run the same call again with the same cache ({self._cache.path}) to pick it up "
+            "instead of paying twice"
+            if self._cache is not None
+            else "no cache records it, so a rerun cannot pick it up: cancel it in the "
+            "provider's console if its answers are not wanted"
+        )
+        warnings.warn(
+            f"batch {batch} of {api.identity} is still running at the provider: {resume}. "
+            "To cancel a client's batches when a run is interrupted, make it with "
+            "cancel_on_interrupt=True (safecons run: --cancel-on-interrupt).",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def _why(state: BatchState) -> str:
+    """Why an ended batch holds no line for a call."""
+    if state.status == "expired":
+        return (
+            "the batch expired (its 24-hour window ended) before this request was run; "
+            "running again sends it anew"
+        )
+    if state.status == "failed":
+        return f"the batch failed: {state.problem or 'the provider said no more'}"
+    if state.status == "cancelled":
+        return "the batch was cancelled before this request was run"
+    return f"the batch ended ({state.status}) with no line for this request"
+
+
+def _name(keys: list[str]) -> str:
+    digest = hashlib.blake2b("\n".join(keys).encode(), digest_size=6).hexdigest()
+    return f"safecons-{digest}.jsonl"
