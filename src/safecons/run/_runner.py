@@ -565,8 +565,15 @@ async def run_in_order(
 
     try:
         async with anyio.create_task_group() as tg:
-            for job in jobs:
+            # A place first, then the next job: a job is taken only to start at once (a
+            # batched run counts the jobs taken as in progress).
+            pending = iter(jobs)
+            while True:
                 await gate.acquire()
+                job = next(pending, None)
+                if job is None:
+                    gate.release()
+                    break
                 tg.start_soon(guarded, job)
     except BaseExceptionGroup as group:
         raise first_exception(group) from None
