@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import hmac
 import inspect
+import itertools
 import json
 import logging
 import math
@@ -42,6 +43,8 @@ from http import HTTPStatus
 from typing import Any, Final, Literal, get_args
 
 from aiohttp import web
+
+from ._batch_server import BATCH_MAX_BYTES, BATCH_MAX_LINES, Batches, BatchStats
 
 __all__ = (
     "DEFAULT_RECORDED_HEADERS",
@@ -111,6 +114,8 @@ _FILTER_RESULT: Final[dict[str, Any]] = {
     "violence": {"filtered": True, "severity": "high"},
 }
 _MAX_BODY: Final = 32 * 1024 * 1024
+#: Room for a multipart envelope around a batch input file of the largest size allowed.
+_MULTIPART_SLACK: Final = 1024 * 1024
 #: An HTTP status code is a three-digit integer (RFC 9110, section 15): at least 100...
 _MIN_STATUS: Final = 100
 #: ... and at most 599.
@@ -492,6 +497,9 @@ class ServerStats:
         The most recent requests (up to ``log_size``), oldest first.
     rate_limited
         Requests the server's ``rate_limit`` answered 429 (injected faults are in ``faults``).
+    batch
+        What the Batch API did: files uploaded, batches created, lines answered, cancels (a
+        :class:`~safecons._batch_server.BatchStats`).
     """
 
     requests: int
@@ -504,6 +512,7 @@ class ServerStats:
     statuses: dict[int, int]
     log: tuple[RequestRecord, ...]
     rate_limited: int = 0
+    batch: BatchStats = field(default_factory=BatchStats)
 
 
 class _Record:
@@ -866,6 +875,10 @@ class FakeOpenAIServer:
         record_headers: Iterable[str] = DEFAULT_RECORDED_HEADERS,
         log_size: int | None = 10_000,
         rate_limit: RateLimit | float | None = None,
+        batch_seconds: float = 0.2,
+        batch_max_lines: int = BATCH_MAX_LINES,
+        batch_max_bytes: int = BATCH_MAX_BYTES,
+        batch_expire_after: int | None = None,
     ) -> None:
         self._responder: Responder = echo_responder if responder is None else responder
         if not callable(self._responder):
@@ -905,6 +918,14 @@ class FakeOpenAIServer:
             if rate_limit is None or isinstance(rate_limit, RateLimit)
             else RateLimit(rate_limit)
         )
+        self._batches = Batches(
+            self._batch_line,
+            seconds=batch_seconds,
+            max_lines=batch_max_lines,
+            max_bytes=batch_max_bytes,
+            expire_after=batch_expire_after,
+        )
+        self._batch_ids = itertools.count()
 
         self._lock = threading.Lock()
         self._reset_counters()
@@ -1058,7 +1079,12 @@ class FakeOpenAIServer:
                 statuses=dict(self._statuses),
                 log=tuple(r.freeze() for r in self._log),
                 rate_limited=self._rate_limited,
+                batch=self._batches.stats(),
             )
+
+    def batches(self) -> list[dict[str, Any]]:
+        """Every batch created, oldest first, as ``GET /batches/{id}`` shows it now."""
+        return self._batches.snapshot()
 
     def reset_stats(self) -> None:
         """Zero the statistics, and restart request indices and fault draws from ``seed``.
@@ -1072,6 +1098,7 @@ class FakeOpenAIServer:
             self._reset_counters()
             self._in_flight = in_flight
             self._max_in_flight = in_flight
+        self._batches.reset_stats()
 
     # -- serving -------------------------------------------------------------------------------
 
@@ -1086,7 +1113,9 @@ class FakeOpenAIServer:
     async def _serve(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        app = web.Application(client_max_size=_MAX_BODY)
+        app = web.Application(
+            client_max_size=max(_MAX_BODY, self._batches.max_bytes + _MULTIPART_SLACK)
+        )
         app.router.add_route("*", "/{path:.*}", self._on_request)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -1238,6 +1267,13 @@ class FakeOpenAIServer:
                 for m in self._models
             ]
             return _Response(200, _json_bytes({"object": "list", "data": data}))
+        if self._batches.serves(path):
+            if not self._authorized(request):
+                return self._unauthorized(request)
+            reply = await self._batches.reply(
+                request.method, path, request.query, request.headers, request.body
+            )
+            return _Response(reply.status, reply.body, content_type=reply.content_type)
         return _error(404, f"Invalid URL ({request.method} {request.path})")
 
     async def _chat(self, request: _Request, record: _Record) -> _Response | None:
@@ -1427,3 +1463,50 @@ class FakeOpenAIServer:
             },
         }
         return _Response(200, _json_bytes(payload), [("x-request-id", f"req-fake{index}")])
+
+    async def _batch_line(self, url: str, body: dict[str, Any]) -> tuple[int, bytes, str | None]:
+        """Answer one line of a batch as a live chat-completions request, but for rate limits.
+
+        It counts in ``requests_by_model``, ``temperatures`` and ``faults``, takes the next
+        request index of the fault script (or the next draw of the fault table), and is not in
+        the log (which holds HTTP requests). A ``reset`` fault, which has no answer to give,
+        becomes a 500 ``server_error`` line.
+        """
+        model = body.get("model")
+        key = model if isinstance(model, str) else None
+        temperature = body.get("temperature")
+        if not isinstance(temperature, int | float) or isinstance(temperature, bool):
+            temperature = None
+        with self._lock:
+            self._by_model[key] = self._by_model.get(key, 0) + 1
+            self._temperatures.setdefault(key, []).append(temperature)
+        request = _Request(method="POST", path=url, query="", headers={})
+        record = _Record(
+            index=next(self._batch_ids),
+            method="POST",
+            path=url,
+            query="",
+            headers={},
+            auth_header=None,
+        )
+        record.body, record.model = body, key
+        response: _Response | None
+        if not isinstance(body.get("messages"), list):
+            response = _error(
+                400,
+                "Missing required parameter: 'messages'.",
+                param="messages",
+                code="missing_required_parameter",
+            )
+        elif body.get("stream"):
+            response = _error(
+                400, "A batch request cannot stream ('stream': true).", param="stream"
+            )
+        else:
+            response = await self._answer(request, body, record)
+        if response is None:
+            response = _error(
+                500, "The connection was reset while answering this request.", type_="server_error"
+            )
+        request_id = dict(response.headers).get("x-request-id")
+        return response.status, response.body, request_id
