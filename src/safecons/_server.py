@@ -796,6 +796,50 @@ class FakeOpenAIServer:
     path ending in ``/models``. Anything else gets a 404 JSON error, a body that is not a JSON
     object a 400, ``"stream": true`` a 400 (streaming is not implemented).
 
+    It also serves OpenAI's Batch API, under whatever precedes ``/files`` or ``/batches``
+    (``/v1/files``; Azure's ``/openai/files?api-version=...``), with the same credentials:
+
+    ``POST /files``
+        ``multipart/form-data`` with ``purpose=batch`` and ``file`` (JSONL): a file object
+        ``{"id": "file-...", "object": "file", "bytes", "created_at", "filename", "purpose"}``.
+        Another purpose, no file, or a file over ``batch_max_bytes``: 400.
+    ``GET /files``, ``GET /files/{id}``, ``GET /files/{id}/content``
+        The files (uploads, outputs and error files), one file object, its raw bytes.
+    ``POST /batches``
+        ``{"input_file_id", "endpoint", "completion_window": "24h", "metadata"?}``: a batch
+        object with every field OpenAI sends, in status ``validating``. The endpoint is
+        ``/v1/chat/completions`` (Azure: that or ``/chat/completions``); another endpoint or
+        window, or bad metadata, is a 400, an unknown file a 404.
+    ``GET /batches/{id}``, ``GET /batches`` (``limit``, ``after``; newest first)
+        The batch object; the list ``{"object": "list", "data", "first_id", "last_id",
+        "has_more"}``.
+    ``POST /batches/{id}/cancel``
+        ``cancelling``, then ``cancelled`` once the line in flight is answered; a batch that
+        has ended is a 409.
+
+    A batch then runs on the server's loop: ``validating`` -> ``in_progress`` ->
+    ``finalizing`` -> ``completed``, in ``batch_seconds`` cut into one step per line plus two,
+    so ``request_counts.completed`` rises between polls. An input file that is empty, has more
+    than ``batch_max_lines`` lines (``too_many_tasks``), or a line that is not a JSON object
+    (``invalid_json_line``), lacks ``custom_id``/``method``/``url``/``body``
+    (``missing_required_parameter``), repeats a ``custom_id`` (``duplicate_custom_id``), names
+    another url (``url_mismatch``) or another model than the first line (``model_mismatch``)
+    makes the batch ``failed``, with ``errors: {"object": "list", "data": [{"code",
+    "message", "param", "line"}]}`` (``line`` counts from 1) and no line answered.
+
+    Every line is answered as a live chat-completions request would be, by the same responder,
+    latency and faults (it takes the next request index of a fault script), but no rate limit;
+    it counts in ``requests_by_model``, ``temperatures`` and ``faults`` (not in ``requests``
+    nor the log, which are HTTP). Its answer is the line ``{"id": "batch_req_...",
+    "custom_id", "response": {"status_code", "request_id", "body"}, "error": null}``: a 200 in
+    the output file, anything else in the error file (a ``reset`` fault as a 500, a malformed
+    body as a JSON string). A batch past ``batch_expire_after`` lines ends ``expired``, and a
+    cancelled one ``cancelled``: the lines answered are in their files as above, the rest in
+    the error file as ``{"id", "custom_id", "response": null, "error": {"code":
+    "batch_expired"}}`` (``batch_cancelled``), counted neither completed nor failed. A file id
+    is null when it would be empty. :meth:`batches` lists the batch objects and
+    :attr:`ServerStats.batch` counts what happened.
+
     Parameters
     ----------
     responder
@@ -842,6 +886,14 @@ class FakeOpenAIServer:
         per minute in one-minute windows): past it, chat-completions requests get 429 with
         ``Retry-After``, and every answer carries OpenAI's ``x-ratelimit-*-requests`` headers.
         Its windows start with the server (and again at :meth:`reset_stats`). None: no limit.
+    batch_seconds
+        How long a batch takes from creation to its end, spread evenly over its lines.
+    batch_max_lines, batch_max_bytes
+        The Batch API's limits: lines in a batch (OpenAI: 50,000) and bytes in an uploaded file
+        (OpenAI: 200 MB). Small ones let a test reach them.
+    batch_expire_after
+        When set, every batch expires once it has answered that many lines (0: none); None:
+        batches never expire.
 
     Examples
     --------
@@ -860,6 +912,37 @@ class FakeOpenAIServer:
     >>> stats = srv.stats
     >>> stats.requests, stats.faults, stats.temperatures
     (2, {'rate_limit': 1}, {'m': [0.7, 0.7]})
+
+    A batch of two lines, the second failed by the fault script, that expires after three:
+
+    >>> import json, time
+    >>> lines = [{"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
+    ...           "body": {"model": "m", "messages": [{"role": "user", "content": f"hi {i}"}]}}
+    ...          for i in range(4)]
+    >>> jsonl = "".join(json.dumps(x) + "\\n" for x in lines).encode()
+    >>> script = lambda i, body: Fault.server_error(503) if i == 1 else None
+    >>> with FakeOpenAIServer(faults=script, batch_seconds=0.05, batch_expire_after=3) as srv:
+    ...     with httpx.Client(base_url=srv.base_url) as http:
+    ...         file = http.post("/files", data={"purpose": "batch"},
+    ...                          files={"file": ("in.jsonl", jsonl)}).json()
+    ...         batch = http.post("/batches", json={"input_file_id": file["id"],
+    ...                                             "endpoint": "/v1/chat/completions",
+    ...                                             "completion_window": "24h"}).json()
+    ...         while batch["status"] not in ("completed", "failed", "expired", "cancelled"):
+    ...             time.sleep(0.01)
+    ...             batch = http.get(f"/batches/{batch['id']}").json()
+    ...         out = http.get(f"/files/{batch['output_file_id']}/content").text.splitlines()
+    ...         err = http.get(f"/files/{batch['error_file_id']}/content").text.splitlines()
+    >>> batch["status"], batch["request_counts"]
+    ('expired', {'total': 4, 'completed': 2, 'failed': 1})
+    >>> [(x["custom_id"], x["response"]["body"]["choices"][0]["message"]["content"])
+    ...  for x in map(json.loads, out)]
+    [('q0', 'echo: hi 0'), ('q2', 'echo: hi 2')]
+    >>> [(x["custom_id"], x["response"] and x["response"]["status_code"],
+    ...   x["error"] and x["error"]["code"]) for x in map(json.loads, err)]
+    [('q1', 503, None), ('q3', None, 'batch_expired')]
+    >>> srv.stats.batch.lines, srv.stats.batch.files, srv.batches()[0]["status"]
+    (3, 1, 'expired')
     """
 
     def __init__(
