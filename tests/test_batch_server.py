@@ -563,3 +563,16 @@ def test_reset_stats_zeroes_the_batch_counters_but_keeps_the_batches(http_of):
 def test_batch_settings_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):
         FakeOpenAIServer(**kwargs)
+
+
+@network
+def test_batch_answers_have_ids_of_their_own(http_of):
+    with FakeOpenAIServer() as srv:
+        http = http_of(srv)
+        live = http.post("/chat/completions", json=line(0)["body"]).json()["id"]
+        done = wait(http, submit(http, [line(0), line(1)])["id"])[-1]
+        out = content(http, done["output_file_id"])
+        ids = [o["response"]["body"]["id"] for o in out]
+        assert live not in ids and len(set(ids)) == 2
+        assert len({o["response"]["request_id"] for o in out}) == 2
+        assert len({o["id"] for o in out}) == 2

@@ -1591,5 +1591,13 @@ class FakeOpenAIServer:
             response = _error(
                 500, "The connection was reset while answering this request.", type_="server_error"
             )
-        request_id = dict(response.headers).get("x-request-id")
-        return response.status, response.body, request_id
+        if response.status != HTTPStatus.OK:
+            return response.status, response.body, None
+        # Ids of their own: the live request of the same index has ``chatcmpl-fake{index}``.
+        payload = response.body
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
+            completion = json.loads(payload)
+            if isinstance(completion, dict) and "id" in completion:
+                completion["id"] = f"chatcmpl-fakebatch{record.index}"
+                payload = _json_bytes(completion)
+        return response.status, payload, f"req-fakebatch{record.index}"
