@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import hmac
 import inspect
+import itertools
 import json
 import logging
 import math
@@ -42,6 +43,8 @@ from http import HTTPStatus
 from typing import Any, Final, Literal, get_args
 
 from aiohttp import web
+
+from ._batch_server import BATCH_MAX_BYTES, BATCH_MAX_LINES, Batches, BatchStats
 
 __all__ = (
     "DEFAULT_RECORDED_HEADERS",
@@ -111,6 +114,8 @@ _FILTER_RESULT: Final[dict[str, Any]] = {
     "violence": {"filtered": True, "severity": "high"},
 }
 _MAX_BODY: Final = 32 * 1024 * 1024
+#: Room for a multipart envelope around a batch input file of the largest size allowed.
+_MULTIPART_SLACK: Final = 1024 * 1024
 #: An HTTP status code is a three-digit integer (RFC 9110, section 15): at least 100...
 _MIN_STATUS: Final = 100
 #: ... and at most 599.
@@ -492,6 +497,9 @@ class ServerStats:
         The most recent requests (up to ``log_size``), oldest first.
     rate_limited
         Requests the server's ``rate_limit`` answered 429 (injected faults are in ``faults``).
+    batch
+        What the Batch API did: files uploaded, batches created, lines answered, cancels (a
+        :class:`~safecons._batch_server.BatchStats`).
     """
 
     requests: int
@@ -504,6 +512,7 @@ class ServerStats:
     statuses: dict[int, int]
     log: tuple[RequestRecord, ...]
     rate_limited: int = 0
+    batch: BatchStats = field(default_factory=BatchStats)
 
 
 class _Record:
@@ -787,6 +796,50 @@ class FakeOpenAIServer:
     path ending in ``/models``. Anything else gets a 404 JSON error, a body that is not a JSON
     object a 400, ``"stream": true`` a 400 (streaming is not implemented).
 
+    It also serves OpenAI's Batch API, under whatever precedes ``/files`` or ``/batches``
+    (``/v1/files``; Azure's ``/openai/files?api-version=...``), with the same credentials:
+
+    ``POST /files``
+        ``multipart/form-data`` with ``purpose=batch`` and ``file`` (JSONL): a file object
+        ``{"id": "file-...", "object": "file", "bytes", "created_at", "filename", "purpose"}``.
+        Another purpose, no file, or a file over ``batch_max_bytes``: 400.
+    ``GET /files``, ``GET /files/{id}``, ``GET /files/{id}/content``
+        The files (uploads, outputs and error files), one file object, its raw bytes.
+    ``POST /batches``
+        ``{"input_file_id", "endpoint", "completion_window": "24h", "metadata"?}``: a batch
+        object with every field OpenAI sends, in status ``validating``. The endpoint is
+        ``/v1/chat/completions`` (Azure: that or ``/chat/completions``); another endpoint or
+        window, or bad metadata, is a 400, an unknown file a 404.
+    ``GET /batches/{id}``, ``GET /batches`` (``limit``, ``after``; newest first)
+        The batch object; the list ``{"object": "list", "data", "first_id", "last_id",
+        "has_more"}``.
+    ``POST /batches/{id}/cancel``
+        ``cancelling``, then ``cancelled`` once the line in flight is answered; a batch that
+        has ended is a 409.
+
+    A batch then runs on the server's loop: ``validating`` -> ``in_progress`` ->
+    ``finalizing`` -> ``completed``, in ``batch_seconds`` cut into one step per line plus two,
+    so ``request_counts.completed`` rises between polls. An input file that is empty, has more
+    than ``batch_max_lines`` lines (``too_many_tasks``), or a line that is not a JSON object
+    (``invalid_json_line``), lacks ``custom_id``/``method``/``url``/``body``
+    (``missing_required_parameter``), repeats a ``custom_id`` (``duplicate_custom_id``), names
+    another url (``url_mismatch``) or another model than the first line (``model_mismatch``)
+    makes the batch ``failed``, with ``errors: {"object": "list", "data": [{"code",
+    "message", "param", "line"}]}`` (``line`` counts from 1) and no line answered.
+
+    Every line is answered as a live chat-completions request would be, by the same responder,
+    latency and faults (it takes the next request index of a fault script), but no rate limit;
+    it counts in ``requests_by_model``, ``temperatures`` and ``faults`` (not in ``requests``
+    nor the log, which are HTTP). Its answer is the line ``{"id": "batch_req_...",
+    "custom_id", "response": {"status_code", "request_id", "body"}, "error": null}``: a 200 in
+    the output file, anything else in the error file (a ``reset`` fault as a 500, a malformed
+    body as a JSON string). A batch past ``batch_expire_after`` lines ends ``expired``, and a
+    cancelled one ``cancelled``: the lines answered are in their files as above, the rest in
+    the error file as ``{"id", "custom_id", "response": null, "error": {"code":
+    "batch_expired"}}`` (``batch_cancelled``), counted neither completed nor failed. A file id
+    is null when it would be empty. :meth:`batches` lists the batch objects and
+    :attr:`ServerStats.batch` counts what happened.
+
     Parameters
     ----------
     responder
@@ -833,6 +886,14 @@ class FakeOpenAIServer:
         per minute in one-minute windows): past it, chat-completions requests get 429 with
         ``Retry-After``, and every answer carries OpenAI's ``x-ratelimit-*-requests`` headers.
         Its windows start with the server (and again at :meth:`reset_stats`). None: no limit.
+    batch_seconds
+        How long a batch takes from creation to its end, spread evenly over its lines.
+    batch_max_lines, batch_max_bytes
+        The Batch API's limits: lines in a batch (OpenAI: 50,000) and bytes in an uploaded file
+        (OpenAI: 200 MB). Small ones let a test reach them.
+    batch_expire_after
+        When set, every batch expires once it has answered that many lines (0: none); None:
+        batches never expire.
 
     Examples
     --------
@@ -851,6 +912,37 @@ class FakeOpenAIServer:
     >>> stats = srv.stats
     >>> stats.requests, stats.faults, stats.temperatures
     (2, {'rate_limit': 1}, {'m': [0.7, 0.7]})
+
+    A batch of two lines, the second failed by the fault script, that expires after three:
+
+    >>> import json, time
+    >>> lines = [{"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
+    ...           "body": {"model": "m", "messages": [{"role": "user", "content": f"hi {i}"}]}}
+    ...          for i in range(4)]
+    >>> jsonl = "".join(json.dumps(x) + "\\n" for x in lines).encode()
+    >>> script = lambda i, body: Fault.server_error(503) if i == 1 else None
+    >>> with FakeOpenAIServer(faults=script, batch_seconds=0.05, batch_expire_after=3) as srv:
+    ...     with httpx.Client(base_url=srv.base_url) as http:
+    ...         file = http.post("/files", data={"purpose": "batch"},
+    ...                          files={"file": ("in.jsonl", jsonl)}).json()
+    ...         batch = http.post("/batches", json={"input_file_id": file["id"],
+    ...                                             "endpoint": "/v1/chat/completions",
+    ...                                             "completion_window": "24h"}).json()
+    ...         while batch["status"] not in ("completed", "failed", "expired", "cancelled"):
+    ...             time.sleep(0.01)
+    ...             batch = http.get(f"/batches/{batch['id']}").json()
+    ...         out = http.get(f"/files/{batch['output_file_id']}/content").text.splitlines()
+    ...         err = http.get(f"/files/{batch['error_file_id']}/content").text.splitlines()
+    >>> batch["status"], batch["request_counts"]
+    ('expired', {'total': 4, 'completed': 2, 'failed': 1})
+    >>> [(x["custom_id"], x["response"]["body"]["choices"][0]["message"]["content"])
+    ...  for x in map(json.loads, out)]
+    [('q0', 'echo: hi 0'), ('q2', 'echo: hi 2')]
+    >>> [(x["custom_id"], x["response"] and x["response"]["status_code"],
+    ...   x["error"] and x["error"]["code"]) for x in map(json.loads, err)]
+    [('q1', 503, None), ('q3', None, 'batch_expired')]
+    >>> srv.stats.batch.lines, srv.stats.batch.files, srv.batches()[0]["status"]
+    (3, 1, 'expired')
     """
 
     def __init__(
@@ -866,6 +958,10 @@ class FakeOpenAIServer:
         record_headers: Iterable[str] = DEFAULT_RECORDED_HEADERS,
         log_size: int | None = 10_000,
         rate_limit: RateLimit | float | None = None,
+        batch_seconds: float = 0.2,
+        batch_max_lines: int = BATCH_MAX_LINES,
+        batch_max_bytes: int = BATCH_MAX_BYTES,
+        batch_expire_after: int | None = None,
     ) -> None:
         self._responder: Responder = echo_responder if responder is None else responder
         if not callable(self._responder):
@@ -905,6 +1001,14 @@ class FakeOpenAIServer:
             if rate_limit is None or isinstance(rate_limit, RateLimit)
             else RateLimit(rate_limit)
         )
+        self._batches = Batches(
+            self._batch_line,
+            seconds=batch_seconds,
+            max_lines=batch_max_lines,
+            max_bytes=batch_max_bytes,
+            expire_after=batch_expire_after,
+        )
+        self._batch_ids = itertools.count()
 
         self._lock = threading.Lock()
         self._reset_counters()
@@ -1058,7 +1162,12 @@ class FakeOpenAIServer:
                 statuses=dict(self._statuses),
                 log=tuple(r.freeze() for r in self._log),
                 rate_limited=self._rate_limited,
+                batch=self._batches.stats(),
             )
+
+    def batches(self) -> list[dict[str, Any]]:
+        """Every batch created, oldest first, as ``GET /batches/{id}`` shows it now."""
+        return self._batches.snapshot()
 
     def reset_stats(self) -> None:
         """Zero the statistics, and restart request indices and fault draws from ``seed``.
@@ -1072,6 +1181,7 @@ class FakeOpenAIServer:
             self._reset_counters()
             self._in_flight = in_flight
             self._max_in_flight = in_flight
+        self._batches.reset_stats()
 
     # -- serving -------------------------------------------------------------------------------
 
@@ -1086,7 +1196,9 @@ class FakeOpenAIServer:
     async def _serve(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        app = web.Application(client_max_size=_MAX_BODY)
+        app = web.Application(
+            client_max_size=max(_MAX_BODY, self._batches.max_bytes + _MULTIPART_SLACK)
+        )
         app.router.add_route("*", "/{path:.*}", self._on_request)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -1238,6 +1350,13 @@ class FakeOpenAIServer:
                 for m in self._models
             ]
             return _Response(200, _json_bytes({"object": "list", "data": data}))
+        if self._batches.serves(path):
+            if not self._authorized(request):
+                return self._unauthorized(request)
+            reply = await self._batches.reply(
+                request.method, path, request.query, request.headers, request.body
+            )
+            return _Response(reply.status, reply.body, content_type=reply.content_type)
         return _error(404, f"Invalid URL ({request.method} {request.path})")
 
     async def _chat(self, request: _Request, record: _Record) -> _Response | None:
@@ -1427,3 +1546,58 @@ class FakeOpenAIServer:
             },
         }
         return _Response(200, _json_bytes(payload), [("x-request-id", f"req-fake{index}")])
+
+    async def _batch_line(self, url: str, body: dict[str, Any]) -> tuple[int, bytes, str | None]:
+        """Answer one line of a batch as a live chat-completions request, but for rate limits.
+
+        It counts in ``requests_by_model``, ``temperatures`` and ``faults``, takes the next
+        request index of the fault script (or the next draw of the fault table), and is not in
+        the log (which holds HTTP requests). A ``reset`` fault, which has no answer to give,
+        becomes a 500 ``server_error`` line.
+        """
+        model = body.get("model")
+        key = model if isinstance(model, str) else None
+        temperature = body.get("temperature")
+        if not isinstance(temperature, int | float) or isinstance(temperature, bool):
+            temperature = None
+        with self._lock:
+            self._by_model[key] = self._by_model.get(key, 0) + 1
+            self._temperatures.setdefault(key, []).append(temperature)
+        request = _Request(method="POST", path=url, query="", headers={})
+        record = _Record(
+            index=next(self._batch_ids),
+            method="POST",
+            path=url,
+            query="",
+            headers={},
+            auth_header=None,
+        )
+        record.body, record.model = body, key
+        response: _Response | None
+        if not isinstance(body.get("messages"), list):
+            response = _error(
+                400,
+                "Missing required parameter: 'messages'.",
+                param="messages",
+                code="missing_required_parameter",
+            )
+        elif body.get("stream"):
+            response = _error(
+                400, "A batch request cannot stream ('stream': true).", param="stream"
+            )
+        else:
+            response = await self._answer(request, body, record)
+        if response is None:
+            response = _error(
+                500, "The connection was reset while answering this request.", type_="server_error"
+            )
+        if response.status != HTTPStatus.OK:
+            return response.status, response.body, None
+        # Ids of their own: the live request of the same index has ``chatcmpl-fake{index}``.
+        payload = response.body
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
+            completion = json.loads(payload)
+            if isinstance(completion, dict) and "id" in completion:
+                completion["id"] = f"chatcmpl-fakebatch{record.index}"
+                payload = _json_bytes(completion)
+        return response.status, payload, f"req-fakebatch{record.index}"
