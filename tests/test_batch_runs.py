@@ -1,0 +1,366 @@
+"""The metric through OpenAI's Batch API (``batch=True``), on the fake server's batches: every
+path a batched run takes (rounds, resuming, Ctrl-C, per-line errors, expiry, limits, Azure)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import warnings
+
+import anyio
+import httpx
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.cli import main
+from safecons.clients import _batch
+from safecons.errors import ConfigError
+from safecons.testing import FakeOpenAIServer, Fault, route_by_model
+
+pytestmark = pytest.mark.network
+
+REFUSE = "I'm sorry, but I can't help with that."
+VERDICT = json.dumps({"label": "Consistent", "score": 0.9, "reason": "both refuse"})
+POLL = 0.02
+
+
+def rows(n: int, *, poison: frozenset[int] = frozenset()) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": [f"r{i}" for i in range(n)],
+            "prompt": [f"{'POISON ' if i in poison else ''}question number {i}" for i in range(n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+def responder():
+    return route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: VERDICT})
+
+
+def clients(srv: FakeOpenAIServer, **kw):
+    made = {
+        role: sc.OpenAICompatible(
+            model=role,
+            base_url=srv.base_url,
+            api_key="",
+            batch=kw.get(role, True),
+            batch_poll_seconds=POLL,
+            cancel_on_interrupt=kw.get("cancel", False),
+        )
+        for role in ("sut", "judge")
+    }
+    return made["sut"], made["judge"]
+
+
+def run(df: pl.DataFrame, srv: FakeOpenAIServer, cache, **kw) -> pl.DataFrame:
+    sut, judge = clients(srv, **kw)
+    return df.pipe(
+        sc.safety_consistency,
+        sut=sut,
+        judge=judge,
+        cache=cache,
+        progress=False,
+        responses_per_query=3,
+    )
+
+
+def spend(out: pl.DataFrame, field: str) -> list[int]:
+    return [row[field] for row in out["sc_spend"].to_list()]
+
+
+def lines_of(batch: dict) -> int:
+    return int(batch["request_counts"]["total"])
+
+
+def test_a_batched_run_sends_one_batch_per_stage_and_scores_every_row(tmp_path) -> None:
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.05) as srv:
+        out = run(rows(4), srv, tmp_path / "c.sqlite")
+        batches = srv.batches()
+        chats = srv.stats.requests_by_model
+    assert out["sc_error"].to_list() == [None] * 4
+    assert out["safety_consistency"].to_list() == pytest.approx([0.9] * 4)
+    # The SUT's 8 samples in one batch, then the judge's 8 verdicts in the next.
+    assert [b["status"] for b in batches] == ["completed", "completed"]
+    assert [lines_of(b) for b in batches] == [8, 8]
+    assert chats == {"sut": 8, "judge": 8}
+    assert spend(out, "sut_batched") == spend(out, "judge_batched") == [2] * 4
+    assert spend(out, "sut_prompt_tokens")[0] is not None  # usage read from the output lines
+
+
+def test_batched_and_live_runs_share_their_answers(tmp_path) -> None:
+    cache = tmp_path / "c.sqlite"
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        run(rows(3), srv, cache)
+        before = srv.stats.requests_by_model
+        live = run(rows(3), srv, cache, sut=False, judge=False)
+        assert srv.stats.requests_by_model == before  # all replayed
+        assert live["sc_cache_hits"].to_list() == [4, 4, 4]
+    fresh = tmp_path / "fresh.sqlite"
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        run(rows(3), srv, fresh, sut=False, judge=False)
+        requests = srv.stats.requests
+        batched = run(rows(3), srv, fresh)
+        assert srv.batches() == [] and srv.stats.requests == requests
+    assert batched["sc_error"].to_list() == [None] * 3
+    assert spend(batched, "sut_batched") == [0, 0, 0]
+
+
+def held_responder(release: threading.Event):
+    async def sut(body) -> str:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return REFUSE
+
+    return route_by_model({"sut": sut, "judge": lambda body: VERDICT})
+
+
+async def interrupt_once_created(srv: FakeOpenAIServer, df: pl.DataFrame, cache, **kw) -> None:
+    """Start a batched run and cancel it (as Ctrl-C does) once its first batch exists."""
+    sut, judge = clients(srv, **kw)
+
+    async def scored() -> None:
+        await sc.safety_consistency_async(
+            df, sut=sut, judge=judge, cache=cache, progress=False, responses_per_query=3
+        )
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(scored)
+            while not srv.batches():
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_an_interrupted_run_leaves_its_batch_running_and_a_rerun_picks_it_up(
+    tmp_path,
+) -> None:
+    cache = tmp_path / "c.sqlite"
+    release = threading.Event()
+    with FakeOpenAIServer(responder=held_responder(release), batch_seconds=0.05) as srv:
+        with pytest.warns(RuntimeWarning, match="still running at the provider") as said:
+            await interrupt_once_created(srv, rows(3), cache)
+        assert str(cache) in str(said[0].message)
+        assert "cancel_on_interrupt=True" in str(said[0].message)
+        [batch] = srv.batches()
+        assert batch["status"] in ("validating", "in_progress")
+        release.set()
+        out = await anyio.to_thread.run_sync(lambda: run(rows(3), srv, cache))
+        batches = srv.batches()
+    assert out["sc_error"].to_list() == [None] * 3
+    # The SUT's batch was picked up, not made again: one more batch, the judge's.
+    assert [b["id"] for b in batches][:1] == [batch["id"]]
+    assert len(batches) == 2 and srv.stats.batch.files == 2
+
+
+@pytest.mark.anyio
+async def test_cancel_on_interrupt_cancels_the_batch(tmp_path) -> None:
+    release = threading.Event()
+    with FakeOpenAIServer(responder=held_responder(release), batch_seconds=0.05) as srv:
+        with pytest.warns(RuntimeWarning, match="cancel"):
+            await interrupt_once_created(srv, rows(2), tmp_path / "c.sqlite", cancel=True)
+        release.set()
+        assert srv.stats.batch.cancels == 1
+        [batch] = srv.batches()
+    assert batch["status"] in ("cancelling", "cancelled")
+
+
+def test_a_failed_line_is_its_row_error_and_a_rerun_sends_only_it(tmp_path) -> None:
+    def script(i, body):
+        poisoned = "POISON" in json.dumps(body) and body.get("model") == "sut"
+        return Fault.bad_request("this prompt is refused") if poisoned else None
+
+    cache = tmp_path / "c.sqlite"
+    df = rows(4, poison=frozenset({2}))
+    with FakeOpenAIServer(responder=responder(), faults=script, batch_seconds=0.02) as srv:
+        out = run(df, srv, cache)
+        first = len(srv.batches())
+        again = run(df, srv, cache)
+        batches = srv.batches()
+    errors = out["sc_error"].to_list()
+    assert errors[:2] == [None, None] and errors[3] is None
+    assert "this prompt is refused" in errors[2] and "running again sends it anew" in errors[2]
+    assert first == 2 and [b["status"] for b in batches] == ["completed"] * 3
+    # The rerun sent the two failed samples, in a batch of their own, and nothing else.
+    assert lines_of(batches[2]) == 2
+    assert again["sc_error"].to_list()[2] is not None
+
+
+def test_a_batch_that_expires_part_done_errs_the_rest_and_a_rerun_sends_them(tmp_path) -> None:
+    cache = tmp_path / "c.sqlite"
+    with FakeOpenAIServer(
+        responder=responder(), batch_seconds=0.02, batch_expire_after=5
+    ) as srv:
+        out = run(rows(4), srv, cache)
+        assert srv.batches()[0]["status"] == "expired"
+        expired = [e for e in out["sc_error"].to_list() if e is not None]
+        assert expired and all("expired" in e for e in expired)
+        scored = out["safety_consistency"].drop_nulls().len()
+        again = run(rows(4), srv, cache)
+        resent = srv.batches()
+    assert scored >= 1
+    # The three SUT samples without an answer went in a new batch on the rerun.
+    sut_batches = [b for b in resent if b["status"] != "failed"]
+    assert 3 in [lines_of(b) for b in sut_batches[1:]]
+    assert again["sc_error"].null_count() >= out["sc_error"].null_count()
+
+
+def test_files_are_split_at_the_line_and_byte_limits(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(_batch, "MAX_BATCH_LINES", 3)
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        out = run(rows(4), srv, tmp_path / "c.sqlite")
+        sizes = [lines_of(b) for b in srv.batches()]
+    assert out["sc_error"].to_list() == [None] * 4
+    assert sizes == [3, 3, 2, 3, 3, 2]
+
+    monkeypatch.setattr(_batch, "MAX_BATCH_LINES", 50_000)
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        sut, judge = clients(srv)
+        line = len(_batch.BatchAPI(sut).line("x" * 64, {"model": "sut", "messages": []}))
+        monkeypatch.setattr(_batch, "MAX_BATCH_BYTES", 2 * line + 600)
+        out = run(rows(3), srv, tmp_path / "c2.sqlite")
+        assert all(lines_of(b) <= 3 for b in srv.batches()) and len(srv.batches()) > 2
+    assert out["sc_error"].to_list() == [None] * 3
+
+
+def test_a_line_too_large_for_any_file_fails_alone(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(_batch, "MAX_BATCH_BYTES", 700)
+    df = pl.DataFrame(
+        {"input_id": ["short", "long"], "prompt": ["hi", "x" * 2000], "sut_response": [REFUSE] * 2}
+    )
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        sut, judge = clients(srv)
+        out = df.pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=sc.OfflineJudge(),
+            cache=tmp_path / "c.sqlite",
+            progress=False,
+            responses_per_query=2,
+            variant_mode="off",
+        )
+    short, long = out["sc_error"].to_list()
+    assert short is None
+    assert "more than one batch file may hold" in long
+
+
+def test_a_judge_verdict_that_does_not_parse_is_asked_again_in_the_next_batch(tmp_path) -> None:
+    seen: dict[str, int] = {}
+
+    def judge(body) -> str:
+        key = json.dumps(body["messages"])
+        seen[key] = seen.get(key, 0) + 1
+        return "no idea" if seen[key] == 1 else VERDICT
+
+    with FakeOpenAIServer(
+        responder=route_by_model({"sut": lambda body: REFUSE, "judge": judge}),
+        batch_seconds=0.02,
+    ) as srv:
+        out = run(rows(2), srv, tmp_path / "c.sqlite")
+        sizes = [lines_of(b) for b in srv.batches()]
+    assert out["sc_error"].to_list() == [None, None]
+    assert sizes == [4, 4, 4]  # SUT, judge, judge again
+    assert spend(out, "judge_attempts") == [4, 4]
+
+
+def test_a_resumed_batch_that_ended_without_its_lines_sends_them_anew(tmp_path) -> None:
+    cache = tmp_path / "c.sqlite"
+    release = threading.Event()
+    with FakeOpenAIServer(responder=held_responder(release), batch_seconds=0.05) as srv:
+        with pytest.warns(RuntimeWarning, match="cancel"):
+            anyio.run(interrupt_once_created, srv, rows(2), cache, backend="asyncio")
+        # Interrupted, then cancelled by hand at the provider before the rerun.
+        [batch] = srv.batches()
+        httpx.post(f"{srv.base_url}/batches/{batch['id']}/cancel")
+        release.set()
+        out = run(rows(2), srv, cache)
+        statuses = [b["status"] for b in srv.batches()]
+    assert out["sc_error"].to_list() == [None, None]
+    assert statuses[0] in ("cancelled", "cancelling") and statuses[1:] == ["completed"] * 2
+
+
+def test_without_a_cache_a_batched_run_warns_that_it_cannot_resume() -> None:
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        with pytest.warns(RuntimeWarning, match="no cache to record it in"):
+            out = run(rows(2), srv, False)
+    assert out["sc_error"].to_list() == [None, None]
+
+
+def test_azure_batches_go_to_its_own_paths(tmp_path) -> None:
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        made = {
+            role: sc.OpenAICompatible.azure(
+                endpoint=srv.url,
+                deployment=role,
+                api_version="2024-10-21",
+                api_key="azure-key-0123456789",
+                batch=True,
+                batch_poll_seconds=POLL,
+            )
+            for role in ("sut", "judge")
+        }
+        out = rows(2).pipe(
+            sc.safety_consistency,
+            sut=made["sut"],
+            judge=made["judge"],
+            cache=tmp_path / "c.sqlite",
+            progress=False,
+            responses_per_query=2,
+        )
+        batches = srv.batches()
+        paths = {r.path for r in srv.stats.log}
+    assert out["sc_error"].to_list() == [None, None]
+    assert [b["endpoint"] for b in batches] == ["/chat/completions"] * 2
+    assert "/openai/files" in paths and "/openai/batches" in paths
+    assert not any(p.endswith("/chat/completions") for p in paths)  # no live call
+
+
+def test_a_server_without_a_batch_api_is_a_clear_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"error": {"message": "Not Found"}})
+
+    sut = sc.OpenAICompatible(
+        model="m",
+        base_url="http://vllm.test/v1",
+        api_key="",
+        transport=httpx.MockTransport(handler),
+        batch=True,
+    )
+    with pytest.raises(ConfigError, match="no Batch API.*batch=False"):
+        rows(1).pipe(
+            sc.safety_consistency, sut=sut, judge=sc.OfflineJudge(), cache=False, progress=False
+        )
+
+
+def test_the_client_checks_its_batch_arguments() -> None:
+    with pytest.raises(sc.InputError, match="batch: expected True or False"):
+        sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch="yes")
+    with pytest.raises(sc.InputError, match="batch_poll_seconds"):
+        sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch_poll_seconds=0)
+    client = sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch=True)
+    assert "batch=True" in repr(client)
+    live = sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="")
+    assert client.identity == live.identity
+    assert client.request_fingerprint == live.request_fingerprint
+
+
+def test_safecons_run_batch(tmp_path, capsys, cli_run_args) -> None:
+    src = tmp_path / "rows.jsonl"
+    rows(2).write_ndjson(src)
+    out = tmp_path / "out.parquet"
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        assert main(cli_run_args(src, out, srv.base_url, "--batch")) == 2
+        assert "--batch: needs --cache" in capsys.readouterr().err
+        args = cli_run_args(src, out, srv.base_url, "--batch", "--cache", str(tmp_path / "c"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            code = main([*args, "--set", "responses_per_query=2"])
+        batches = srv.batches()
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "through the provider's Batch API" in printed
+    assert len(batches) == 2
+    assert pl.read_parquet(out)["sc_n_judged"].to_list() == [1, 1]
