@@ -18,7 +18,16 @@ from typing import Final
 
 from .errors import InputError
 
-__all__ = ("KINDS", "PER_TOKENS", "Prices", "as_prices", "kind_cost", "token_cost")
+__all__ = (
+    "KINDS",
+    "PARTS",
+    "PER_TOKENS",
+    "Prices",
+    "as_prices",
+    "kind_cost",
+    "money_text",
+    "token_cost",
+)
 
 #: Prices are per this many tokens (providers publish prices per million).
 PER_TOKENS: Final = 1_000_000
@@ -178,3 +187,22 @@ def kind_cost(
     prompt, completion = out["prompt"], out["completion"]
     out["total"] = None if prompt is None or completion is None else prompt + completion
     return out
+
+
+#: Decimals of a cost under 1 (a small run costs fractions of a cent) and of one above.
+_SMALL_DECIMALS: Final = 6
+_LARGE_DECIMALS: Final = 2
+
+
+def money_text(value: float | None) -> str:
+    """A cost as the summaries print it: ``n/a`` when unknown, 6 decimals under 1, 2 above.
+
+    Examples
+    --------
+    >>> money_text(0.0000384), money_text(7855.1234), money_text(None)
+    ('0.000038', '7,855.12', 'n/a')
+    """
+    if value is None:
+        return "n/a"
+    decimals = _SMALL_DECIMALS if abs(value) < 1 else _LARGE_DECIMALS
+    return f"{value:,.{decimals}f}"

@@ -9,7 +9,7 @@ from typing import Any, Final
 import polars as pl
 from polars.datatypes import DataTypeClass
 
-from ._prices import KINDS, PARTS, Prices, as_prices, kind_cost
+from ._prices import KINDS, PARTS, Prices, as_prices, kind_cost, money_text
 from ._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
@@ -76,19 +76,19 @@ class RunSummary:
     >>> print(s)
     RunSummary: 3 rows, 2 scored, 1 without a score (0 not finished)
     mean_score 0.833, rate_limited 1
-    cost n/a at the prices given (per 1M tokens; batch tokens 50% off)
-                            sut  judge
-    calls                     6      4
-    attempts                  7      4
-    cache_hits                0      0
-    failed_calls              2      0
-    skipped_calls             0      0
-    tokens prompt       120,000    n/a
-    tokens completion    80,000    n/a
-    tokens batch share    50.0%    n/a
-    cost prompt          0.0135    n/a
-    cost completion      0.0360    n/a
-    cost                 0.0495    n/a
+    cost n/a in all at the prices given (per 1M tokens; batch tokens 50% off)
+                             sut  judge
+    calls                      6      4
+    attempts                   7      4
+    cache_hits                 0      0
+    failed_calls               2      0
+    skipped_calls              0      0
+    tokens prompt        120,000    n/a
+    tokens completion     80,000    n/a
+    tokens batch share     50.0%    n/a
+    cost prompt         0.013500    n/a
+    cost completion     0.036000    n/a
+    cost                0.049500    n/a
     >>> s.batch_share, round(s.cost["sut"]["total"], 6)
     ({'sut': 0.5, 'judge': None}, 0.0495)
     >>> s.mean_score
@@ -183,7 +183,7 @@ class RunSummary:
         cost = self.cost
         if cost is not None and self.prices is not None:
             grid += [
-                (name, _money_text(cost["sut"][part]), _money_text(cost["judge"][part]))
+                (name, money_text(cost["sut"][part]), money_text(cost["judge"][part]))
                 for name, part in (
                     ("cost prompt", "prompt"),
                     ("cost completion", "completion"),
@@ -193,7 +193,7 @@ class RunSummary:
             off = self.prices.batch_discount
             batch = f"; batch tokens {off:.0%} off" if off else ""
             head.append(
-                f"cost {_money_text(cost['all']['total'])} at the prices given (per 1M "
+                f"cost {money_text(cost['all']['total'])} in all at the prices given (per 1M "
                 f"tokens{batch})"
             )
         return head, grid
@@ -228,14 +228,6 @@ def _count_text(value: int | None) -> str:
 
 def _share_text(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
-
-
-#: Decimals a cost is shown with (a small run costs fractions of a cent).
-_COST_DECIMALS: Final = 4
-
-
-def _money_text(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.{_COST_DECIMALS}f}"
 
 
 def _count(series: pl.Series, predicate: pl.Expr) -> int:
