@@ -522,6 +522,7 @@ def run_summary(
     >>> s.cost["sut"], round(s.cost["all"]["total"], 6)
     ({'prompt': 0.001, 'completion': 0.001, 'total': 0.002}, 0.0054)
     """
+    checked = as_prices(prices)  # before the frame: a bad price is named whatever the frame
     names = column_names(prefix, metric_name)
     frame = conform(
         scored,
@@ -577,7 +578,7 @@ def run_summary(
         },
         rate_limited=int((totals["sut_rate_limited"] or 0) + (totals["judge_rate_limited"] or 0)),
         batch_tokens=_batch_tokens(spend, totals),
-        prices=as_prices(prices),
+        prices=checked,
     )
 
 
