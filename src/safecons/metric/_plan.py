@@ -320,6 +320,10 @@ def _walk(
             if judging.local:
                 continue
             candidate = base if answer is None else answer.text
+            if answer is None and candidate in judged:
+                # Not cached, so no verdict can be: the stand-in prompt is estimated already.
+                tally.add("judge", judged[candidate], cached=False)
+                continue
             comparison = judging.prepare(
                 slot(input_id, j),
                 query=query_of(prompt),
