@@ -276,7 +276,7 @@ def _fits(found: _Dtype, expected: _Dtype) -> bool:
 def _shown(dtype: _Dtype) -> str:
     if isinstance(dtype, pl.Struct):
         kinds = {str(f.dtype) for f in dtype.fields}
-        if len(dtype.fields) > 1 and len(kinds) == 1:  # the spend: twelve Int64 counts
+        if len(dtype.fields) > 1 and len(kinds) == 1:  # the spend: fourteen Int64 counts
             return f"Struct({len(dtype.fields)} {kinds.pop()} fields)"
     return str(dtype)
 
