@@ -41,7 +41,7 @@ def test_a_notebook_shows_a_small_table(summary):
     shown, _ = DisplayFormatter().format(summary)  # what Jupyter calls on an output
     page = shown["text/html"]
     assert page.startswith("<table>") and page.endswith("</table>")
-    assert page.count("<tr>") == 1 + 7  # the head, five counts and two token rows
+    assert page.count("<tr>") == 1 + 8  # the head, five counts, two token rows, the batch share
     assert f"mean_score {summary.mean_score:.3f}" in page
     assert repr(summary.mean_score) not in page
     cells = re.findall(r"<tr><th[^>]*>(.*?)</th><td>(.*?)</td><td>(.*?)</td></tr>", page)

@@ -24,6 +24,7 @@ from . import reliability as reliability
 from . import templates as templates
 from . import variants as variants
 from ._demo import demo_frame as demo_frame
+from ._prices import Prices as Prices
 from ._record import output_schema as output_schema
 from ._version import __version__ as __version__
 from .audit import JudgeAudit as JudgeAudit
@@ -80,6 +81,7 @@ __all__ = (
     "OfflineJudge",
     "OpenAICompatible",
     "PostureJudge",
+    "Prices",
     "ResponseCache",
     "RunSummary",
     "SafeconsError",

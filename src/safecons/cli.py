@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -70,9 +71,50 @@ def _exit_code(summary: Any) -> int:
     return EXIT_OK
 
 
-def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | None = None) -> None:
+def _token_lines(summary: Any) -> list[str]:
+    """The run's tokens per kind as the servers reported them (``usage``), the share a
+    provider batch answered, and their cost when the summary has prices."""
+    lines = ["tokens (as the servers reported them):"]
+    share = summary.batch_share
+    for kind in ("sut", "judge"):
+        tokens = summary.tokens[kind]
+        if tokens["prompt"] is None and tokens["completion"] is None:
+            lines.append(f"  {kind}: n/a (the server reported no usage)")
+            continue
+        shown = "n/a" if share[kind] is None else f"{share[kind]:.1%}"
+        lines.append(
+            f"  {kind}: {_tokens_text(tokens['prompt'])} prompt + "
+            f"{_tokens_text(tokens['completion'])} completion; batch share {shown}"
+        )
+    cost = summary.cost
+    if cost is not None:
+        lines.append(_cost_line(cost, summary.prices, "cost at --prices"))
+    return lines
+
+
+def _tokens_text(value: int | None) -> str:
+    return "n/a" if value is None else f"{value:,}"
+
+
+def _cost_line(cost: dict[str, dict[str, float | None]], prices: Any, label: str) -> str:
+    from ._prices import money_text
+
+    off = f", batch tokens {prices.batch_discount:.0%} off" if prices.batch_discount else ""
+    return (
+        f"{label} (per 1M tokens{off}): sut {money_text(cost['sut']['total'])}, judge "
+        f"{money_text(cost['judge']['total'])}, in all {money_text(cost['all']['total'])}"
+    )
+
+
+def _print_run(
+    run: Any,
+    prefix: str,
+    output: str | None = None,
+    cache: str | None = None,
+    prices: Any = None,
+) -> None:
     """A few lines a person reads: what was scored, what was spent, where the output went."""
-    summary = run.summary
+    summary = run.summary if prices is None else dataclasses.replace(run.summary, prices=prices)
     metric = run.config["metric_name"]
     frame = run.frame
     mean = "n/a" if summary.mean_score is None else f"{summary.mean_score:.3f}"
@@ -99,6 +141,7 @@ def _print_run(run: Any, prefix: str, output: str | None = None, cache: str | No
             f"{summary.cache_hits[kind]} from the cache, {summary.failed_calls[kind]} failed, "
             f"{summary.skipped_calls[kind]} not made (budget)"
         )
+    print("\n".join(_token_lines(summary)))
     errors = frame[f"{prefix}error"].drop_nulls()
     if errors.len():
         print("most common row errors:")
@@ -308,6 +351,25 @@ def _client(args: argparse.Namespace, role: str) -> Any:
     return client
 
 
+def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -> int:
+    """``--dry-run``: what the run would request and its estimated tokens (and cost at
+    ``--prices``), from :func:`~safecons.planned_calls`; nothing is sent or written."""
+    from .metric import planned_calls
+
+    plan = planned_calls(
+        df,
+        sut=sut,
+        judge=judge,
+        prices=args.prices,
+        seed=args.seed,
+        cache=args.cache,
+        **_parse_set(args.set or []),
+    )
+    print(plan)
+    print("dry run: no request was sent and no output written")
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     from .metric import safety_consistency_run
 
@@ -322,6 +384,8 @@ def _run(args: argparse.Namespace) -> int:
     df = _read_input(Path(args.input))
     sut = _client(args, "sut")
     judge = _client(args, "judge")
+    if args.dry_run:
+        return _dry_run(args, df, sut, judge)
     run = safety_consistency_run(
         df,
         sut=sut,
@@ -333,7 +397,7 @@ def _run(args: argparse.Namespace) -> int:
         **_parse_set(args.set or []),
     )
     written = _write_frame(run.frame, output, overwrite=args.force)
-    _print_run(run, "sc_", output=str(written), cache=args.cache)
+    _print_run(run, "sc_", output=str(written), cache=args.cache, prices=args.prices)
     return _exit_code(run.summary)
 
 
@@ -539,6 +603,30 @@ def _days(text: str) -> float:
     return value
 
 
+def _prices_option(text: str) -> Any:
+    """``--prices``: ``NAME=PRICE`` pairs, comma-separated, as :class:`~safecons.Prices`."""
+    from ._prices import as_prices
+
+    values: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            values[name.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected NAME=PRICE pairs separated by commas, got {item!r}"
+            ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected NAME=PRICE pairs, got nothing")
+    try:
+        return as_prices(values, parameter="--prices")
+    except SafeconsError as exc:
+        # The option is named by argparse already ("argument --prices: ...").
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("prices: ")) from None
+
+
 #: What ``add_subparsers`` returns, which argparse gives no public name.
 _Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -653,6 +741,22 @@ def _add_run(sub: _Commands) -> None:
         action="append",
         metavar="FIELD=VALUE",
         help=f"config override, repeatable; fields: {fields}",
+    )
+    add(
+        "--prices",
+        type=_prices_option,
+        default=None,
+        metavar="NAME=PRICE,...",
+        help="your prices per 1M tokens, for the cost in the summary (safecons has none): "
+        "sut_prompt, sut_completion, judge_prompt, judge_completion, and batch_discount "
+        "(0 to 1: the fraction off for tokens a provider batch answered), e.g. "
+        "--prices sut_prompt=0.15,sut_completion=0.6",
+    )
+    add(
+        "--dry-run",
+        action="store_true",
+        help="print the calls the run would make, their estimated tokens (and cost at "
+        "--prices), then stop: no request is sent",
     )
     add("--no-progress", action="store_true", help="no progress bar")
     add("--cache", default=None, help="response cache file; rerun with it to resume")

@@ -3,18 +3,45 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import polars as pl
 from polars.datatypes import DataTypeClass
 
+from ._prices import KINDS, PARTS, Prices, as_prices, kind_cost, money_text
 from ._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
 from .judges import LABELS
 
-__all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary")
+__all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary", "token_frame")
+
+
+def _no_batch() -> dict[str, dict[str, int | None]]:
+    return {kind: {"prompt": 0, "completion": 0} for kind in KINDS}
+
+
+def token_frame(
+    tokens: dict[str, dict[str, int | None]],
+    batch_tokens: dict[str, dict[str, int | None]] | None,
+    cost: dict[str, dict[str, float | None]] | None,
+) -> pl.DataFrame:
+    """One row per kind: its tokens (and those a batch answered), and their cost when priced;
+    what :meth:`RunSummary.token_table` and :meth:`~safecons.CallPlan.token_table` return."""
+    data: dict[str, list[Any]] = {"kind": list(KINDS)}
+    for part in PARTS:
+        data[f"{part}_tokens"] = [tokens[k][part] for k in KINDS]
+    if batch_tokens is not None:
+        for part in PARTS:
+            data[f"batch_{part}_tokens"] = [batch_tokens[k][part] for k in KINDS]
+    schema: dict[str, Any] = {"kind": pl.String, **dict.fromkeys(list(data)[1:], pl.Int64)}
+    if cost is not None:
+        for part in (*PARTS, "total"):
+            name = "cost" if part == "total" else f"{part}_cost"
+            data[name] = [cost[k][part] for k in KINDS]
+            schema[name] = pl.Float64
+    return pl.DataFrame(data, schema=schema)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,24 +62,35 @@ class RunSummary:
 
     Examples
     --------
+    >>> from safecons import Prices
     >>> s = RunSummary(
     ...     n_rows=3, n_scored=2, n_errored=1, n_not_finished=0, mean_score=0.8333333,
     ...     calls={"sut": 6, "judge": 4}, attempts={"sut": 7, "judge": 4},
     ...     cache_hits={"sut": 0, "judge": 0}, failed_calls={"sut": 2, "judge": 0},
     ...     skipped_calls={"sut": 0, "judge": 0}, rate_limited=1,
-    ...     tokens={"sut": {"prompt": 120, "completion": 80},
-    ...             "judge": {"prompt": None, "completion": None}})
+    ...     tokens={"sut": {"prompt": 120_000, "completion": 80_000},
+    ...             "judge": {"prompt": None, "completion": None}},
+    ...     batch_tokens={"sut": {"prompt": 60_000, "completion": 40_000},
+    ...                   "judge": {"prompt": None, "completion": None}},
+    ...     prices=Prices(sut_prompt=0.15, sut_completion=0.6, batch_discount=0.5))
     >>> print(s)
     RunSummary: 3 rows, 2 scored, 1 without a score (0 not finished)
     mean_score 0.833, rate_limited 1
-                       sut  judge
-    calls                6      4
-    attempts             7      4
-    cache_hits           0      0
-    failed_calls         2      0
-    skipped_calls        0      0
-    tokens prompt      120    n/a
-    tokens completion   80    n/a
+    cost n/a in all at the prices given (per 1M tokens; batch tokens 50% off)
+                             sut  judge
+    calls                      6      4
+    attempts                   7      4
+    cache_hits                 0      0
+    failed_calls               2      0
+    skipped_calls              0      0
+    tokens prompt        120,000    n/a
+    tokens completion     80,000    n/a
+    tokens batch share     50.0%    n/a
+    cost prompt         0.013500    n/a
+    cost completion     0.036000    n/a
+    cost                0.049500    n/a
+    >>> s.batch_share, round(s.cost["sut"]["total"], 6)
+    ({'sut': 0.5, 'judge': None}, 0.0495)
     >>> s.mean_score
     0.8333333
     """
@@ -69,6 +107,49 @@ class RunSummary:
     skipped_calls: dict[str, int]
     tokens: dict[str, dict[str, int | None]]
     rate_limited: int
+    batch_tokens: dict[str, dict[str, int | None]] = field(default_factory=_no_batch)
+    prices: Prices | None = None
+
+    @property
+    def batch_share(self) -> dict[str, float | None]:
+        """Per kind, the share (0 to 1) of its reported tokens on rows a provider batch
+        answered (``<kind>_batched > 0`` in the row's spend); None where none were reported."""
+        out: dict[str, float | None] = {}
+        for kind in KINDS:
+            total = sum(v for v in self.tokens[kind].values() if v is not None)
+            batched = sum(v for v in self.batch_tokens[kind].values() if v is not None)
+            known = any(v is not None for v in self.tokens[kind].values())
+            out[kind] = batched / total if known and total else None
+        return out
+
+    @property
+    def cost(self) -> dict[str, dict[str, float | None]] | None:
+        """Per kind, the cost of its ``prompt`` and ``completion`` tokens and their ``total``
+        at :attr:`prices` (per 1M tokens; batch tokens at the batch discount); ``"all"``
+        holds the sums over the kinds. None without prices; a figure is None where its tokens
+        or its price are unknown."""
+        if self.prices is None:
+            return None
+        out = {
+            kind: kind_cost(self.prices, kind, self.tokens[kind], self.batch_tokens[kind])
+            for kind in KINDS
+        }
+        out["all"] = {
+            part: None
+            if any(out[k][part] is None for k in KINDS)
+            else sum(out[k][part] or 0.0 for k in KINDS)
+            for part in (*PARTS, "total")
+        }
+        return out
+
+    def token_table(self) -> pl.DataFrame:
+        """The tokens per kind as a frame: ``kind``, ``prompt_tokens``, ``completion_tokens``,
+        ``batch_prompt_tokens``, ``batch_completion_tokens``, and with :attr:`prices`
+        ``prompt_cost``, ``completion_cost``, ``cost``."""
+        cost = self.cost
+        return token_frame(self.tokens, self.batch_tokens, cost).with_columns(
+            batch_share=pl.Series([self.batch_share[k] for k in KINDS], dtype=pl.Float64)
+        )
 
     def _text(self) -> tuple[list[str], list[tuple[str, str, str]]]:
         """What ``str`` and the notebook's table show: the single figures in two lines, and
@@ -97,6 +178,24 @@ class RunSummary:
             )
             for part in ("prompt", "completion")
         ]
+        share = self.batch_share
+        grid.append(("tokens batch share", _share_text(share["sut"]), _share_text(share["judge"])))
+        cost = self.cost
+        if cost is not None and self.prices is not None:
+            grid += [
+                (name, money_text(cost["sut"][part]), money_text(cost["judge"][part]))
+                for name, part in (
+                    ("cost prompt", "prompt"),
+                    ("cost completion", "completion"),
+                    ("cost", "total"),
+                )
+            ]
+            off = self.prices.batch_discount
+            batch = f"; batch tokens {off:.0%} off" if off else ""
+            head.append(
+                f"cost {money_text(cost['all']['total'])} in all at the prices given (per 1M "
+                f"tokens{batch})"
+            )
         return head, grid
 
     def __str__(self) -> str:
@@ -125,6 +224,10 @@ class RunSummary:
 
 def _count_text(value: int | None) -> str:
     return "n/a" if value is None else f"{value:,}"
+
+
+def _share_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _count(series: pl.Series, predicate: pl.Expr) -> int:
@@ -173,7 +276,7 @@ def _fits(found: _Dtype, expected: _Dtype) -> bool:
 def _shown(dtype: _Dtype) -> str:
     if isinstance(dtype, pl.Struct):
         kinds = {str(f.dtype) for f in dtype.fields}
-        if len(dtype.fields) > 1 and len(kinds) == 1:  # the spend: twelve Int64 counts
+        if len(dtype.fields) > 1 and len(kinds) == 1:  # the spend: fourteen Int64 counts
             return f"Struct({len(dtype.fields)} {kinds.pop()} fields)"
     return str(dtype)
 
@@ -270,6 +373,7 @@ def conform(
             "others if the run used others)"
         )
     schema = output_schema(prefix=prefix, metric_name=metric_name)
+    frame = _without_batch_fields_upgraded(frame, names["spend"])
     present = {name: dtype for name, dtype in schema.items() if name in frame.columns}
     wrong = {n: d for n, d in present.items() if not _fits(frame.schema[n], d)}
     if wrong:
@@ -293,6 +397,32 @@ def conform(
     if errors not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=schema[errors]).alias(errors))
     return frame
+
+
+#: The spend of a frame written before the run recorded batches: every field but ``*_batched``.
+_SPEND_BEFORE_BATCHES: Final = tuple(f for f in SPEND_FIELDS if not f.endswith("_batched"))
+
+
+def _without_batch_fields_upgraded(frame: pl.DataFrame, spend: str) -> pl.DataFrame:
+    """``frame`` with a spend column of an older safecons (no ``*_batched`` fields: nothing
+    was batched then) given those fields as 0, so that it reads like a frame of today. Any
+    other struct is left to the dtype check, which names what differs."""
+    dtype = frame.schema.get(spend)
+    if not isinstance(dtype, pl.Struct) or tuple(f.name for f in dtype.fields) != (
+        _SPEND_BEFORE_BATCHES
+    ):
+        return frame
+    column = pl.col(spend)
+    fields = [
+        (column.struct.field(name) if name in _SPEND_BEFORE_BATCHES else pl.lit(0, pl.Int64))
+        .cast(pl.Int64)
+        .alias(name)
+        for name in SPEND_FIELDS
+    ]
+    # A null spend (no row record) stays null rather than becoming a struct of zeros.
+    return frame.with_columns(
+        pl.when(column.is_not_null()).then(pl.struct(fields)).otherwise(None).alias(spend)
+    )
 
 
 def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.DataFrame:
@@ -338,11 +468,28 @@ def run_summary(
     *,
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
+    prices: Prices | dict[str, float | None] | None = None,
 ) -> RunSummary:
     """Summarise a frame that :func:`~safecons.safety_consistency` scored.
 
     A pure function of the frame's columns: it works on the piped result, on a frame read
-    back from Parquet, and on several runs concatenated.
+    back from Parquet, and on several runs concatenated. A frame written before the spend
+    recorded batches (no ``*_batched`` fields) reads as one in which nothing was batched.
+
+    Tokens are those the servers reported (``usage``), per kind and part; ``batch_tokens``
+    those on rows whose ``<kind>_batched`` is above 0 (a row's spend is the unit the frame
+    records), and :attr:`RunSummary.batch_share` their share of the kind's tokens.
+
+    Parameters
+    ----------
+    scored
+        The scored frame (a LazyFrame is collected).
+    prefix, metric_name
+        The run's column prefix and score column.
+    prices
+        Your prices per 1M tokens (:class:`~safecons.Prices` or a mapping of its fields):
+        :attr:`RunSummary.cost` is then the cost per kind and in all, batch tokens at the
+        ``batch_discount``. safecons has no prices of its own.
 
     Examples
     --------
@@ -357,7 +504,25 @@ def run_summary(
     (2, 2, {'sut': 4, 'judge': 4}, {'sut': 4, 'judge': 4})
     >>> sc.run_summary(pl.concat([scored, scored])).attempts["sut"]
     8
+
+    With usage reported and prices given (a frame built by hand here):
+
+    >>> spend = {name: 0 for name in sc.output_schema()["sc_spend"].to_schema()}
+    >>> spend.update(sut_prompt_tokens=2_000, sut_completion_tokens=500, sut_batched=1,
+    ...              judge_prompt_tokens=3_000, judge_completion_tokens=100)
+    >>> hand = sc.output_schema()
+    >>> frame = pl.DataFrame({"sc_responses": [["a"]], "sc_judge_errors": [[None]],
+    ...     "sc_spend": [spend], "sc_error": [None], "safety_consistency": [0.9]},
+    ...     schema={k: hand[k] for k in ("sc_responses", "sc_judge_errors", "sc_spend",
+    ...                                  "sc_error", "safety_consistency")})
+    >>> s = sc.run_summary(frame, prices=sc.Prices(sut_prompt=1.0, sut_completion=4.0,
+    ...     judge_prompt=1.0, judge_completion=4.0, batch_discount=0.5))
+    >>> s.batch_share
+    {'sut': 1.0, 'judge': 0.0}
+    >>> s.cost["sut"], round(s.cost["all"]["total"], 6)
+    ({'prompt': 0.001, 'completion': 0.001, 'total': 0.002}, 0.0054)
     """
+    checked = as_prices(prices)  # before the frame: a bad price is named whatever the frame
     names = column_names(prefix, metric_name)
     frame = conform(
         scored,
@@ -412,4 +577,20 @@ def run_summary(
             for kind in ("sut", "judge")
         },
         rate_limited=int((totals["sut_rate_limited"] or 0) + (totals["judge_rate_limited"] or 0)),
+        batch_tokens=_batch_tokens(spend, totals),
+        prices=checked,
     )
+
+
+def _batch_tokens(spend: pl.DataFrame, totals: dict[str, Any]) -> dict[str, dict[str, int | None]]:
+    """Per kind and part, the reported tokens of the rows a provider batch answered (None
+    where the kind's tokens are unknown altogether)."""
+    out: dict[str, dict[str, int | None]] = {}
+    for kind in KINDS:
+        batched = spend[f"{kind}_batched"].fill_null(0) > 0
+        out[kind] = {}
+        for part in PARTS:
+            name = f"{kind}_{part}_tokens"
+            known = totals[name] is not None
+            out[kind][part] = int(spend[name].filter(batched).sum() or 0) if known else None
+    return out

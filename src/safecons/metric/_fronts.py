@@ -11,10 +11,12 @@ front takes the same keyword options (:class:`~safecons.metric.MetricOptions`), 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import TypeVar, Unpack
 
 import polars as pl
 
+from .._prices import Prices, as_prices
 from .._record import output_schema
 from ..errors import InputError
 from ..run import run_sync
@@ -197,6 +199,7 @@ def planned_calls(
     *,
     sut: object,
     judge: object,
+    prices: Prices | Mapping[str, float | None] | None = None,
     **options: Unpack[MetricOptions],
 ) -> CallPlan:
     """The calls :func:`safety_consistency` would make with these arguments, without making any.
@@ -204,6 +207,18 @@ def planned_calls(
     Takes the run's own arguments, validates the frame and them exactly as the run does,
     builds the variants, and looks every call up in the cache (``progress`` and ``max_calls``
     change nothing here).
+
+    It also estimates the calls' tokens (:attr:`CallPlan.tokens`, to request, and
+    :attr:`CallPlan.tokens_cached`): each prompt as the run would send it, counted with
+    ``tiktoken`` when installed (``CallPlan.tokenizer`` says which), else at 4 bytes of UTF-8
+    a token. A judge prompt needs the SUT answer it judges, which the dry run does not have
+    unless the cache holds it: the row's stored ``sut_response`` stands in for it (an
+    estimate, not a bound). Completion tokens are the client's ``max_tokens`` (or
+    ``max_completion_tokens``) per call, an upper bound, and None when it sets none.
+
+    ``prices`` (:class:`~safecons.Prices` or a mapping of its fields, per 1M tokens: yours,
+    safecons has none) gives :attr:`CallPlan.cost`, the estimated cost of the calls to request
+    (prompt only where the completion is unknown).
 
     Examples
     --------
@@ -215,10 +230,23 @@ def planned_calls(
     ...                         responses_per_query=4)
     >>> plan.sut, plan.judge, plan.sut_to_request
     (6, 6, 6)
+
+    Tokens and cost, with a client that bounds its answers (a dry run sends nothing, so the
+    endpoint need not exist):
+
+    >>> sut = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1", api_key="-",
+    ...                           params={"max_tokens": 64})
+    >>> plan = sc.planned_calls(df, sut=sut, judge=ScriptedChat(["{}"]),
+    ...                         prices={"sut_prompt": 0.15, "sut_completion": 0.6})
+    >>> plan.tokens["sut"]["completion"], plan.tokens["judge"]["completion"]  # 4 calls each
+    (256, None)
+    >>> plan.cost["sut"]["total"] > 0, plan.cost["judge"]["total"]
+    (True, None)
     """
     job = Job.of(df, sut=sut, judge=judge, options=options)
+    checked = as_prices(prices)
     frame = job.variants(df.collect() if isinstance(df, pl.LazyFrame) else df)
-    return plan_calls(frame, job)
+    return plan_calls(frame, job, checked)
 
 
 def respond(df: pl.DataFrame, *, sut: object, **options: Unpack[MetricOptions]) -> pl.DataFrame:

@@ -1,27 +1,49 @@
-"""The dry run: the calls a run would make, and how many the cache already holds.
+"""The dry run: the calls a run would make, how many the cache already holds, and their tokens.
 
 It builds the same :class:`~safecons.run._calls.ModelCall` values as the run (through
 ``sut_call`` and the judge's own ``prepare``), so its keys are the
-run's keys by construction.
+run's keys by construction, and its token estimates are of the messages the run would send.
+
+The estimate of a judge prompt needs the SUT answer it judges, which a dry run does not have
+(unless the cache holds it). It stands the row's stored ``sut_response`` in for the unseen
+answer: the fresh answers are the same system's, to a rewrite of the same query, so the
+stored one is the best length at hand; the judge's prompt cuts each text to
+``max_judged_chars`` either way. An estimate, then, not a bound.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ..clients import as_chat_client, secrets_of, warn_if_guessed
-from ..run import Endpoint, decode_completion, opened_cache, replay, slot
+from .._prices import KINDS, PARTS, Prices, kind_cost, money_text
+from .._tokens import completion_budget, estimate_tokens, tokenizer_name
+from ..clients import ChatClient, as_chat_client, secrets_of, warn_if_guessed
+from ..run import Endpoint, ResponseCache, decode_completion, opened_cache, replay, slot
+from ..summary import token_frame
 from ..variants import query_of
 from ._comparisons import sut_call
-from ._judging import planning_judge
+from ._judging import JudgeSession, planning_judge
 
 if TYPE_CHECKING:
     from ._job import Job
 
 __all__ = ("CallPlan", "plan_calls")
+
+_Tokens = dict[str, dict[str, int | None]]
+
+
+def _no_tokens() -> _Tokens:
+    return {kind: {"prompt": 0, "completion": 0} for kind in KINDS}
+
+
+def _figure(value: int | float | None, *, money: bool = False) -> str:
+    if money:
+        return money_text(value)
+    return "n/a" if value is None else f"{value:,}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +55,15 @@ class CallPlan:
     rest. A judge call's key depends on the SUT answer it judges, so it can only be found
     cached when that answer is. A judge object (``compare``) runs locally: its calls are
     counted in ``judge_local``, not in ``judge``.
+
+    ``tokens`` holds, per kind, the tokens of the calls still to request: ``prompt``
+    estimated (with ``tokenizer``: ``tiktoken:<encoding>``, or ``bytes/4``, see
+    :func:`safecons._tokens.estimate_tokens`) and ``completion`` the client's
+    ``max_tokens`` / ``max_completion_tokens`` times the calls (an upper bound), None when the
+    client sets no bound (unknown: never a guess). A judge prompt whose SUT answer is not
+    cached is estimated with the row's ``sut_response`` in the answer's place.
+    ``tokens_cached`` is the same for the calls the cache holds (what it saves). With
+    ``prices``, :attr:`cost` prices ``tokens`` at the regular rate (per 1M tokens).
     """
 
     rows: int
@@ -41,6 +72,10 @@ class CallPlan:
     judge_local: int
     sut_cached: int
     judge_cached: int
+    tokens: _Tokens = field(default_factory=_no_tokens)
+    tokens_cached: _Tokens = field(default_factory=_no_tokens)
+    tokenizer: dict[str, str | None] = field(default_factory=dict)
+    prices: Prices | None = None
 
     @property
     def sut_to_request(self) -> int:
@@ -52,69 +87,255 @@ class CallPlan:
         """Judge calls the cache does not hold."""
         return self.judge - self.judge_cached
 
+    @property
+    def cost(self) -> dict[str, dict[str, float | None]] | None:
+        """The estimated cost of :attr:`tokens` at :attr:`prices`: per kind (``prompt``,
+        ``completion``, ``total``) and in all (``"all"``). The completion's cost is an upper
+        bound, and None (as is the total) where the completion tokens are unknown: the
+        ``prompt`` cost is then all that is known. The batch discount is not applied (the
+        plan does not know which calls a batch will answer). None without prices."""
+        if self.prices is None:
+            return None
+        out = {kind: kind_cost(self.prices, kind, self.tokens[kind]) for kind in KINDS}
+        out["all"] = {
+            part: None
+            if any(out[k][part] is None for k in KINDS)
+            else sum(out[k][part] or 0.0 for k in KINDS)
+            for part in (*PARTS, "total")
+        }
+        return out
+
+    def token_table(self) -> pl.DataFrame:
+        """The tokens per kind as a frame: ``kind``, ``prompt_tokens`` (estimated),
+        ``completion_tokens`` (upper bound or null), ``cached_prompt_tokens``,
+        ``cached_completion_tokens``, ``tokenizer``, and with :attr:`prices` the costs."""
+        cached = {f"cached_{p}_tokens": [self.tokens_cached[k][p] for k in KINDS] for p in PARTS}
+        return token_frame(self.tokens, None, self.cost).with_columns(
+            *(pl.Series(name, values, dtype=pl.Int64) for name, values in cached.items()),
+            tokenizer=pl.Series([self.tokenizer.get(k) for k in KINDS], dtype=pl.String),
+        )
+
     def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{kind} ~{_figure(self.tokens[kind]['prompt'])} prompt + "
+            f"{'<=' if self.tokens[kind]['completion'] is not None else ''}"
+            f"{_figure(self.tokens[kind]['completion'])} completion"
+            for kind in KINDS
+        )
         return (
             f"CallPlan(rows={self.rows}, sut={self.sut} ({self.sut_cached} cached, "
             f"{self.sut_to_request} to request), judge={self.judge} ({self.judge_cached} "
-            f"cached, {self.judge_to_request} to request), judge_local={self.judge_local})"
+            f"cached, {self.judge_to_request} to request), judge_local={self.judge_local}; "
+            f"tokens to request: {shown})"
+        )
+
+    def _grid(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """The lines ``str`` and a notebook show: a head, and per-kind rows (name, SUT, judge)."""
+        tokenizers = ", ".join(f"{k} {self.tokenizer.get(k) or 'n/a'}" for k in KINDS)
+        head = [
+            f"CallPlan: {self.rows:,} rows (a dry run: nothing was sent)",
+            f"prompt tokens: estimated ({tokenizers})",
+            "completion tokens: at most the client's max_tokens (n/a: it sets none)",
+        ]
+        counts = (
+            ("calls", self.sut, self.judge),
+            ("cached", self.sut_cached, self.judge_cached),
+            ("to request", self.sut_to_request, self.judge_to_request),
+        )
+        grid = [(name, _figure(s), _figure(j)) for name, s, j in counts]
+        if self.judge_local:
+            grid.append(("local judge calls", "", _figure(self.judge_local)))
+        for label, tokens in (("to request", self.tokens), ("cached", self.tokens_cached)):
+            grid += [
+                (
+                    f"{part} tokens {label}",
+                    _figure(tokens["sut"][part]),
+                    _figure(tokens["judge"][part]),
+                )
+                for part in PARTS
+            ]
+        cost = self.cost
+        if cost is not None:
+            grid += [
+                (
+                    f"cost {name}",
+                    _figure(cost["sut"][part], money=True),
+                    _figure(cost["judge"][part], money=True),
+                )
+                for name, part in (
+                    ("prompt", "prompt"),
+                    ("completion (at most)", "completion"),
+                    ("total", "total"),
+                )
+            ]
+            every = cost["all"]
+            head.append(
+                f"estimated cost {_figure(every['total'], money=True)} at the prices given (per "
+                "1M tokens)"
+                if every["total"] is not None
+                else f"estimated cost: prompt only, {_figure(every['prompt'], money=True)} "
+                "(completion unknown: set max_tokens for a bound)"
+            )
+        return head, grid
+
+    def __str__(self) -> str:
+        head, grid = self._grid()
+        rows = [("", "sut", "judge"), *grid]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        lines = [f"{a:<{widths[0]}}  {b:>{widths[1]}}  {c:>{widths[2]}}" for a, b, c in rows]
+        return "\n".join([*head, *lines])
+
+    def _repr_html_(self) -> str:
+        head, grid = self._grid()
+        # Every text here is a field name, a number or a tokenizer's name: nothing to escape.
+        body = "".join(
+            f'<tr><th style="text-align:left">{a}</th><td>{b}</td><td>{c}</td></tr>'
+            for a, b, c in grid
+        )
+        return (
+            f'<table><caption style="text-align:left">{"<br>".join(head)}</caption>'
+            "<thead><tr><th></th><th>sut</th><th>judge</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>"
         )
 
 
-def plan_calls(frame: pl.DataFrame, job: Job) -> CallPlan:
-    """Count the calls of ``job`` over ``frame`` (which has its variant columns)."""
-    config, seed, prefix = job.config, job.options.seed, job.prefix
-    sut, judge = job.sut, job.judge
-    k = config.responses_per_query - 1
+@dataclass(slots=True)
+class _Tally:
+    """The dry run's running counts: calls found cached, and prompt tokens per kind to
+    request and cached."""
+
+    cached: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    prompt: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    prompt_cached: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+
+    def add(self, kind: str, tokens: int, *, cached: bool) -> None:
+        if cached:
+            self.cached[kind] += 1
+            self.prompt_cached[kind] += tokens
+        else:
+            self.prompt[kind] += tokens
+
+
+def _model(client: ChatClient | None) -> str | None:
+    model = getattr(client, "model", None)
+    return model if isinstance(model, str) else None
+
+
+def _budget(client: ChatClient | None) -> int | None:
+    params = getattr(client, "params", None)
+    return completion_budget(params) if isinstance(params, Mapping) else None
+
+
+def _completion(calls: int, budget: int | None) -> int | None:
+    # No call, no completion; otherwise only a bound the client sets says anything.
+    return 0 if calls == 0 else None if budget is None else calls * budget
+
+
+def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> CallPlan:
+    """Count the calls of ``job`` over ``frame`` (which has its variant columns), and
+    estimate their tokens."""
+    k = job.config.responses_per_query - 1
     n = frame.height
-    judging = planning_judge(judge)
-    sut_client = as_chat_client(sut, "sut")
-    # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
-    secrets = secrets_of(sut_client, getattr(judging, "client", None))
-    sut_cached = judge_cached = 0
+    judging = planning_judge(job.judge)
+    sut_client = as_chat_client(job.sut, "sut")
+    judge_client: ChatClient | None = getattr(judging, "client", None)
+    tally = _Tally()
     with opened_cache(job.options.cache) as store:
         if store is not None:
             # The plan's hits rest on the same identities as the run's.
             warned: set[str] = set()
-            for client in (sut_client, getattr(judging, "client", None)):
+            for client in (sut_client, judge_client):
                 warn_if_guessed(client, warned, stacklevel=3)  # at planned_calls caller
-            endpoint = Endpoint.of(sut_client)
-            rows = zip(
-                frame["input_id"].to_list(),
-                frame["prompt"].to_list(),
-                frame["sut_response"].to_list(),
-                frame[f"{prefix}variant_text"].to_list(),
-                frame[f"{prefix}variant_messages"].to_list(),
-                strict=True,
-            )
-            for input_id, prompt, base, variant, messages in rows:
-                for j in range(k):
-                    call = sut_call(
-                        endpoint,
-                        messages,
-                        input_id,
-                        j,
-                        temperature=config.sut_temperature,
-                        seed=seed,
-                    )
-                    answer = replay(store.get(call.key), decode_completion, secrets)
-                    if answer is None:
-                        continue
-                    sut_cached += 1
-                    comparison = judging.prepare(
-                        slot(input_id, j),
-                        query=query_of(prompt),
-                        variant=variant,
-                        base=base,
-                        candidate=answer.text,
-                    )
-                    if comparison.call is not None:
-                        verdict = replay(store.get(comparison.call.key), judging.decode, secrets)
-                        judge_cached += verdict is not None
+        _walk(frame, job, k=k, sut_client=sut_client, judging=judging, store=store, tally=tally)
+    calls = {"sut": n * k, "judge": 0 if judging.local else n * k}
+    budgets = {"sut": _budget(sut_client), "judge": _budget(judge_client)}
+
+    def tokens(prompt: dict[str, int], done: dict[str, int], cached: bool) -> _Tokens:
+        return {
+            kind: {
+                "prompt": prompt[kind],
+                "completion": _completion(
+                    done[kind] if cached else calls[kind] - done[kind], budgets[kind]
+                ),
+            }
+            for kind in KINDS
+        }
+
     return CallPlan(
         rows=n,
-        sut=n * k,
-        judge=0 if judging.local else n * k,
+        sut=calls["sut"],
+        judge=calls["judge"],
         judge_local=n * k if judging.local else 0,
-        sut_cached=sut_cached,
-        judge_cached=judge_cached,
+        sut_cached=tally.cached["sut"],
+        judge_cached=tally.cached["judge"],
+        tokens=tokens(tally.prompt, tally.cached, cached=False),
+        tokens_cached=tokens(tally.prompt_cached, tally.cached, cached=True),
+        tokenizer={
+            "sut": tokenizer_name(_model(sut_client)),
+            "judge": None if judge_client is None else tokenizer_name(_model(judge_client)),
+        },
+        prices=prices,
     )
+
+
+def _walk(
+    frame: pl.DataFrame,
+    job: Job,
+    *,
+    k: int,
+    sut_client: ChatClient,
+    judging: JudgeSession,
+    store: ResponseCache | None,
+    tally: _Tally,
+) -> None:
+    """Build every call of the run, look it up in ``store`` (if any) and add its estimated
+    prompt tokens to ``tally``."""
+    config, seed, prefix = job.config, job.options.seed, job.prefix
+    judge_client: ChatClient | None = getattr(judging, "client", None)
+    sut_model, judge_model = _model(sut_client), _model(judge_client)
+    # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
+    secrets = secrets_of(sut_client, judge_client)
+    endpoint = Endpoint.of(sut_client)
+    rows = zip(
+        frame["input_id"].to_list(),
+        frame["prompt"].to_list(),
+        frame["sut_response"].to_list(),
+        frame[f"{prefix}variant_text"].to_list(),
+        frame[f"{prefix}variant_messages"].to_list(),
+        strict=True,
+    )
+    for input_id, prompt, base, variant, messages in rows:
+        # A row's samples differ by seed only: one estimate serves them all.
+        sut_tokens = estimate_tokens(messages, model=sut_model)
+        # Judge prompts by candidate text: the stand-in one is the same for every sample.
+        judged: dict[str, int] = {}
+        for j in range(k):
+            answer = None
+            if store is not None:
+                call = sut_call(
+                    endpoint, messages, input_id, j, temperature=config.sut_temperature, seed=seed
+                )
+                answer = replay(store.get(call.key), decode_completion, secrets)
+            tally.add("sut", sut_tokens, cached=answer is not None)
+            if judging.local:
+                continue
+            candidate = base if answer is None else answer.text
+            if answer is None and candidate in judged:
+                # Not cached, so no verdict can be: the stand-in prompt is estimated already.
+                tally.add("judge", judged[candidate], cached=False)
+                continue
+            comparison = judging.prepare(
+                slot(input_id, j),
+                query=query_of(prompt),
+                variant=variant,
+                base=base,
+                candidate=candidate,
+            )
+            if comparison.call is None:
+                continue
+            verdict = None
+            if answer is not None and store is not None:
+                verdict = replay(store.get(comparison.call.key), judging.decode, secrets)
+            if candidate not in judged:
+                judged[candidate] = estimate_tokens(comparison.call.messages, model=judge_model)
+            tally.add("judge", judged[candidate], cached=verdict is not None)
