@@ -65,6 +65,19 @@ def _failure(code: str, message: str) -> dict[str, Any]:
     return {"response": None, "error": {"code": code, "message": message}}
 
 
+#: The error codes of a line the batch never ran (it ended first).
+NOT_RUN: Final = frozenset({"batch_expired", "batch_cancelled"})
+
+
+def _ran(record: Mapping[str, Any] | None) -> bool:
+    """Whether ``record`` is what the provider made of running the line (an answer or the
+    line's own error), not of the batch ending before it."""
+    if record is None:
+        return False
+    error = record.get("error")
+    return not (isinstance(error, Mapping) and error.get("code") in NOT_RUN)
+
+
 def _answered(record: Mapping[str, Any]) -> bool:
     response = record.get("response")
     return isinstance(response, Mapping) and response.get("status_code") == HTTPStatus.OK
@@ -186,27 +199,60 @@ class Batcher:
             await self._wake.wait()
 
     async def _send(self, queue: _Queue, lines: dict[str, _Line]) -> None:
-        """Put ``lines`` in batches (recorded ones first), and answer each once they end."""
+        """Put ``lines`` in batches (recorded ones first), and answer each once they end.
+
+        Interrupted (Ctrl-C), every batch not yet ended is cancelled or left running, as the
+        client says, and named (:meth:`_interrupted`).
+        """
         api = queue.api
         held = self._recorded(api.identity, lines)
-        resumed = set(held)
+        resumed, ended = set(held), set[str]()
+        try:
+            await self._create(api, lines, held)
+            await self._wait_all(queue, lines, held, resumed=resumed, ended=ended)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                for batch in held:
+                    if batch not in ended:
+                        await self._interrupted(api, batch)
+            raise
+
+    async def _create(
+        self, api: BatchAPI, lines: dict[str, _Line], held: dict[str, list[str]]
+    ) -> None:
+        """A batch for each file of the ``lines`` no recorded batch holds, added to ``held``."""
         taken = {key for keys in held.values() for key in keys}
         fresh = [key for key in lines if key not in taken]
         for chunk in self._chunks(api, fresh, lines):
-            try:
-                batch = await api.submit(b"".join(lines[k].data for k in chunk), name=_name(chunk))
-            except BatchError as exc:
-                for key in chunk:
-                    lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
-                continue
-            self._record(api, batch, chunk)
-            held[batch] = chunk
+            # Shielded: a batch the provider made must be recorded (an interrupt waits for
+            # the answer), or it would run and be paid for with no one to pick it up.
+            with anyio.CancelScope(shield=True):
+                try:
+                    data = b"".join(lines[k].data for k in chunk)
+                    batch = await api.submit(data, name=_name(chunk))
+                except BatchError as exc:
+                    for key in chunk:
+                        lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
+                    continue
+                self._record(api, batch, chunk)
+                held[batch] = chunk
+
+    async def _wait_all(
+        self,
+        queue: _Queue,
+        lines: dict[str, _Line],
+        held: dict[str, list[str]],
+        *,
+        resumed: set[str],
+        ended: set[str],
+    ) -> None:
+        """Wait for every batch of ``held`` at once, with one progress bar of their lines."""
         if not held:
             return
         bar = progress_bar(
             sum(map(len, held.values())),
             self._progress,
-            desc=f"batch {api.identity.rsplit('#', 1)[-1]}",
+            desc=f"batch {queue.api.identity.rsplit('#', 1)[-1]}",
             unit="line",
         )
         seen: dict[str, int] = {}
@@ -230,6 +276,7 @@ class Batcher:
                             lines=lines,
                             resumed=batch in resumed,
                             advanced=advanced,
+                            ended=ended,
                         )
                     )
         finally:
@@ -271,16 +318,14 @@ class Batcher:
         lines: dict[str, _Line],
         resumed: bool,
         advanced: Callable[[str, int], None],
+        ended: set[str],
     ) -> None:
         """Wait for ``batch`` to end and answer its lines (or send them anew)."""
         api = queue.api
         try:
             state = await self._poll(api, batch, advanced)
+            ended.add(batch)
             records = await self._records(api, state)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._interrupted(api, batch)
-            raise
         except BatchError as exc:
             if resumed:
                 # A recorded batch the provider cannot show (another key, or gone): anew.
@@ -297,12 +342,12 @@ class Batcher:
                     batch,
                 )
             return
-        missing = [key for key in keys if key not in records]
+        missing = [key for key in keys if not _ran(records.get(key))]
         if resumed and missing:
             # It ended without them before this run: they go in a new batch, not in errors.
             self._forget(batch, missing)
             self._requeue(queue, missing, lines)
-            keys = [key for key in keys if key in records]
+            keys = [key for key in keys if _ran(records.get(key))]
         why = _why(state)
         failed = []
         for key in keys:
