@@ -35,7 +35,7 @@ from ..clients import (
     warn_if_guessed,
 )
 from ._cache import ResponseCache
-from ._permits import LocalPermits, Permits
+from ._permits import LocalPermits, Permits, Tokens
 
 __all__ = (
     "MAX_RATE_LIMITED_FREE",
@@ -258,6 +258,7 @@ class Runner:
         decode: Callable[[str], T] | None = None,
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         budgeted: bool = True,
+        tokens: Tokens = None,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` failed attempts of ``attempt`` and return the outcome.
 
@@ -273,7 +274,9 @@ class Runner:
         permit and within the timeout, back off before the next; store a value as soon as
         one comes. ``while_backing_off`` wraps each backoff sleep (the caller can lend out
         its own resources while the call waits). ``budgeted=False`` keeps a local call (a
-        judge object, no network) out of ``max_calls``.
+        judge object, no network) out of ``max_calls``. ``tokens`` is each attempt's
+        estimated tokens, for the permits to pace the endpoint under a tokens-per-minute
+        limit (:data:`~safecons.run._permits.Tokens`).
 
         Only a failed attempt is a row's error: a :class:`~safecons.clients.CallFailed` that
         a client or the user's code raised (transport, server, unusable output, a user's
@@ -296,7 +299,9 @@ class Runner:
         for n in itertools.count():
             if budgeted and self.budget_spent:
                 return self._skipped(tally)
-            ended = await self._attempt(attempt, tally, endpoint=endpoint, budgeted=budgeted)
+            ended = await self._attempt(
+                attempt, tally, endpoint=endpoint, budgeted=budgeted, tokens=tokens
+            )
             if ended is None:
                 free = tally.asked_to_wait and self._patient(tally)
                 failed += not free
@@ -327,6 +332,7 @@ class Runner:
         *,
         endpoint: str,
         budgeted: bool,
+        tokens: Tokens = None,
     ) -> _Ended[T] | None:
         """One attempt under a permit and the timeout: how it ended the call, or None when
         another attempt may mend it (what it left is in ``tally``)."""
@@ -336,7 +342,7 @@ class Runner:
         tally.retry_after, tally.asked_to_wait = None, False
         start = AttemptStart()
         succeeded = False
-        async with self.permits.slot(endpoint) as permit:
+        async with self.permits.slot(endpoint, tokens=tokens) as permit:
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             token = CURRENT_ATTEMPT.set(start)
@@ -357,7 +363,8 @@ class Runner:
                     tally.limited += 1
                     limits = start.rate_limits
                     tally.asked_to_wait = exc.retry_after is not None or (
-                        limits is not None and limits.reset_requests is not None
+                        limits is not None
+                        and (limits.reset_requests is not None or limits.reset_tokens is not None)
                     )
                     permit.rate_limited(exc.retry_after)
             except CallFailed as exc:
