@@ -196,9 +196,10 @@ def test_remaining_tokens_let_estimates_start_until_they_no_longer_fit() -> None
     pace.heard(first, tokens_said(remaining=250, reset=0.5), now=0.0)
     assert pace.counts_tokens
     assert pace.wait(0.0, 200) == 0.0
-    pace.start(200)
+    second = pace.start(200)
     assert pace.wait(0.1, 50) == 0.0  # 200 + 50 of 250
     assert pace.wait(0.1, 51) == pytest.approx(0.4)  # does not fit: until the reset
+    pace.heard(second, None, now=0.2)  # answered, and it said nothing
     # The window turned with no newer word: the whole limit again.
     assert pace.wait(0.5, 1000) == 0.0
     pace.start(1000)
@@ -218,9 +219,12 @@ def test_newer_token_word_replaces_older_and_older_does_not() -> None:
     pace = anyio.run(new_pace)
     a, b = pace.start(10), pace.start(10)
     pace.heard(b, tokens_said(remaining=500, reset=1.0), now=0.0)
+    # a, started before b and still in flight, may reach the server after it: it counts.
+    assert pace.wait(0.0, 490) == 0.0
+    assert pace.wait(0.0, 491) == pytest.approx(1.0)
     pace.heard(a, tokens_said(remaining=0, reset=5.0), now=0.1)  # older: ignored
-    assert pace.wait(0.1, 500) == 0.0
-    c = pace.start(500)
+    assert pace.wait(0.1, 490) == 0.0
+    c = pace.start(490)
     pace.heard(c, tokens_said(remaining=20, reset=2.0), now=0.2)  # newer: it says 20 left
     assert pace.wait(0.2, 20) == 0.0
     assert pace.wait(0.2, 21) == pytest.approx(2.0)
@@ -291,3 +295,13 @@ def test_local_permits_work_an_estimate_out_only_once_tokens_are_said() -> None:
     assert len(asked) == 3  # once per attempt, once tokens were said
     # 500 left of 1,000: one of 400 now, then two a window (whole windows of 1,000).
     assert starts == [0.0, 0.0, 0.0, 1.0, 1.0]
+
+
+def test_attempts_in_flight_when_the_window_turns_count_in_the_new_one() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(10), tokens_said(remaining=100, reset=0.5), now=0.0)
+    late = pace.start(90)  # sent before the turn; the server may count it after
+    assert pace.wait(0.5, 910) == 0.0
+    assert pace.wait(0.5, 911) == pytest.approx(0.5)
+    pace.heard(late, None, now=0.6)  # its answer said nothing: the window keeps its count
+    assert pace.wait(0.6, 911) == pytest.approx(0.4)

@@ -185,3 +185,15 @@ def test_a_request_larger_than_a_window_is_too_large_not_asked_to_wait() -> None
     assert r.json()["error"]["type"] == "tokens"
     assert "retry-after" not in r.headers
     assert all(h in r.headers for h in HEADERS + TOKEN_HEADERS)
+
+
+def test_each_model_has_windows_of_its_own() -> None:
+    with (
+        FakeOpenAIServer(rate_limit=RateLimit(60, window=60.0)) as srv,
+        httpx.Client(base_url=srv.base_url) as http,
+    ):
+        codes = [
+            http.post("/chat/completions", json={**BODY, "model": model}).status_code
+            for model in ("a", "b", "a")
+        ]
+    assert codes == [200, 200, 429]  # one a window per model

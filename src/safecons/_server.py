@@ -728,7 +728,8 @@ class RateLimit:
     for the default one-minute window), ``x-ratelimit-remaining-requests`` (what is left of
     this window) and ``x-ratelimit-reset-requests`` (when it ends, in OpenAI's form:
     ``"350ms"``, ``"6m0s"``); ``x-ratelimit-{limit,remaining,reset}-tokens`` the same in
-    tokens. A window shorter than a minute keeps a test short at the same rate.
+    tokens. A window shorter than a minute keeps a test short at the same rate. Each model
+    named in the requests' ``model`` has windows of its own, as OpenAI limits each model apart.
 
     Examples
     --------
@@ -789,29 +790,33 @@ class RateLimit:
 
 
 class _Window:
-    """The fixed-window counts of a :class:`RateLimit` (the caller holds the server's lock)."""
+    """The fixed-window counts of a :class:`RateLimit`, one pair per model (the caller holds
+    the server's lock)."""
 
     def __init__(self, limit: RateLimit, start: float) -> None:
         self.limit = limit
         self._start = start
         self._index = 0
-        self._used = 0
-        self._used_tokens = 0
+        self._used: dict[str | None, list[int]] = {}  # model -> [requests, tokens] used
 
-    def admit(self, now: float, tokens: int = 0) -> tuple[str | None, list[tuple[str, str]]]:
-        """Whether a request of ``tokens`` arriving at ``now`` is admitted (None) or why not
-        (the 429's message), and the headers of its answer."""
+    def admit(
+        self, now: float, tokens: int = 0, model: str | None = None
+    ) -> tuple[str | None, list[tuple[str, str]]]:
+        """Whether a request for ``model`` of ``tokens`` arriving at ``now`` is admitted (None)
+        or why not (the 429's message), and the headers of its answer."""
         limit = self.limit
         size = limit.window
         index = int((now - self._start) // size)
         if index != self._index:
-            self._index, self._used, self._used_tokens = index, 0, 0
+            self._index = index
+            self._used.clear()
+        used = self._used.setdefault(model, [0, 0])
         requests, window_tokens = limit.per_window, limit.tokens_per_window
         refusal, mendable = None, True
-        if requests is not None and self._used >= requests:
+        if requests is not None and used[0] >= requests:
             refusal = (
                 f"Rate limit reached for requests per min (RPM): Limit {requests}, Used "
-                f"{self._used}, Requested 1. Please try again later."
+                f"{used[0]}, Requested 1. Please try again later."
             )
         elif window_tokens is not None and tokens > window_tokens:
             mendable = False  # no window will ever admit it
@@ -820,27 +825,27 @@ class _Window:
                 f"{tokens}. The input or output tokens must be reduced in order to run "
                 "successfully."
             )
-        elif window_tokens is not None and self._used_tokens + tokens > window_tokens:
+        elif window_tokens is not None and used[1] + tokens > window_tokens:
             refusal = (
                 f"Rate limit reached for tokens per min (TPM): Limit {window_tokens}, Used "
-                f"{self._used_tokens}, Requested {tokens}. Please try again later."
+                f"{used[1]}, Requested {tokens}. Please try again later."
             )
         if refusal is None:
-            self._used += 1
-            self._used_tokens += tokens
+            used[0] += 1
+            used[1] += tokens
         left = max(0.0, self._start + (index + 1) * size - now)
         reset = openai_duration(left)
         headers = []
         if requests is not None:
             headers += [
                 ("x-ratelimit-limit-requests", str(requests)),
-                ("x-ratelimit-remaining-requests", str(requests - self._used)),
+                ("x-ratelimit-remaining-requests", str(requests - used[0])),
                 ("x-ratelimit-reset-requests", reset),
             ]
         if window_tokens is not None:
             headers += [
                 ("x-ratelimit-limit-tokens", str(window_tokens)),
-                ("x-ratelimit-remaining-tokens", str(window_tokens - self._used_tokens)),
+                ("x-ratelimit-remaining-tokens", str(window_tokens - used[1])),
                 ("x-ratelimit-reset-tokens", reset),
             ]
         if refusal is not None and mendable:
@@ -1365,7 +1370,7 @@ class FakeOpenAIServer:
         # Counted before the lock: a tokenizer's work is no reason to hold other requests.
         tokens = 0 if limit.tokens_per_minute is None else limit.request_tokens(body)
         with self._lock:
-            refusal, headers = self._window.admit(time.monotonic(), tokens)
+            refusal, headers = self._window.admit(time.monotonic(), tokens, record.model)
             self._rate_limited += refusal is not None
         if refusal is not None:
             return _error(

@@ -116,7 +116,9 @@ class Pace:
         self._tokens = _Budget()
         self._hold_until = -math.inf
         self._spent = 0  # the token estimates of every attempt started, summed
-        self._spent_through: dict[int, int] = {}  # attempt in flight -> _spent once it started
+        # Each attempt in flight: _spent once it had started, and its own estimate.
+        self._in_flight: dict[int, tuple[int, int]] = {}
+        self._in_flight_tokens = 0
 
     @property
     def counts_tokens(self) -> bool:
@@ -131,7 +133,9 @@ class Pace:
         requests = self._requests.wait(now, self.started, 1, self.started)
         if requests > 0 or self._tokens.remaining is None:
             return requests
-        return self._tokens.wait(now, self._spent, tokens, self.started)
+        return self._tokens.wait(
+            now, self._spent, tokens, self.started, carried=self._in_flight_tokens
+        )
 
     def start(self, tokens: int = 0) -> int:
         """Count an attempt of an estimated ``tokens`` as started; its number, for
@@ -139,7 +143,8 @@ class Pace:
         number = self.started
         self.started += 1
         self._spent += tokens
-        self._spent_through[number] = self._spent
+        self._in_flight[number] = (self._spent, tokens)
+        self._in_flight_tokens += tokens
         return number
 
     def heard(self, number: int, limits: RateLimits | None, now: float) -> None:
@@ -149,7 +154,8 @@ class Pace:
         a 503's is that one call's back-off.
         """
         self.first_word.set()
-        through = self._spent_through.pop(number, self._spent)
+        through, tokens = self._in_flight.pop(number, (self._spent, 0))
+        self._in_flight_tokens -= tokens
         if limits is None:
             return
         self._requests.heard(
@@ -160,6 +166,10 @@ class Pace:
             now=now,
             base=number + 1,
         )
+        if limits.remaining_tokens is not None:
+            # Attempts started before this one and still in flight may reach the server after
+            # it (64 connections do not keep their order): count them as not yet counted.
+            through -= sum(t for n, (_, t) in self._in_flight.items() if n < number)
         self._tokens.heard(
             number,
             remaining=limits.remaining_tokens,
@@ -184,19 +194,26 @@ class _Budget:
     total as it stood once the attempt that word answered had started.
     """
 
-    __slots__ = ("_base", "_heard", "_limit", "_reset_at", "_window", "remaining")
+    __slots__ = ("_base", "_carried", "_heard", "_limit", "_reset_at", "_window", "remaining")
 
     def __init__(self) -> None:
         self.remaining: int | None = None
         self._heard = -1  # the attempt whose answer is the newest word
         self._base = 0
+        self._carried = 0  # what the window took over, in flight when it turned
         self._limit: int | None = None
         self._reset_at = -math.inf
         self._window = 0.0
 
-    def wait(self, now: float, total: int, cost: int, started: int) -> float:
+    def wait(self, now: float, total: int, cost: int, started: int, *, carried: int = 0) -> float:
         """Seconds before ``cost`` more may be used at ``now``, ``total`` being the running
-        total and ``started`` the attempts started so far."""
+        total and ``started`` the attempts started so far.
+
+        ``carried`` is what attempts in flight use: when the window turns with no newer
+        word, it counts against the new window, since the server may count those attempts
+        in it (the reset was heard an answer's latency late, so attempts sent just before
+        it may reach the server after its turn).
+        """
         if self.remaining is None:
             return 0.0
         if now >= self._reset_at:
@@ -204,13 +221,15 @@ class _Budget:
                 self.remaining = None
                 return 0.0
             # The window turned with no newer word: a new one, as large as the limit said.
-            self.remaining, self._heard, self._base = self._limit, started - 1, total
+            self.remaining, self._heard = self._limit, started - 1
+            self._base, self._carried = total - carried, carried
             turned = self._reset_at + self._window
             self._reset_at = turned if turned > now else now + self._window
         used = total - self._base
         if used + cost <= self.remaining:
             return 0.0
-        if self._limit and used == 0 and self.remaining >= self._limit:
+        limit = self._limit
+        if limit and cost > limit and used == self._carried and self.remaining >= limit:
             return 0.0  # larger than a whole window: it may go first in a fresh one
         return max(0.0, self._reset_at - now)
 
@@ -229,7 +248,7 @@ class _Budget:
         if remaining is None or number < self._heard:
             return
         reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
-        self._heard, self._base = number, base
+        self._heard, self._base, self._carried = number, base, 0
         self.remaining, self._limit = remaining, limit
         self._reset_at = now + reset
         self._window = max(self._window, reset)
