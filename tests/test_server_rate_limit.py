@@ -189,7 +189,7 @@ def test_a_request_larger_than_a_window_is_too_large_not_asked_to_wait() -> None
 
 def test_each_model_has_windows_of_its_own() -> None:
     with (
-        FakeOpenAIServer(rate_limit=RateLimit(60, window=60.0)) as srv,
+        FakeOpenAIServer(rate_limit=RateLimit(1)) as srv,
         httpx.Client(base_url=srv.base_url) as http,
     ):
         codes = [
