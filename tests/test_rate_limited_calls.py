@@ -170,3 +170,22 @@ async def test_a_429_that_says_no_wait_spends_a_retry() -> None:
     outcome = await runner.call(attempt, retries=2, kind="sut")
     assert outcome.error == "429 insufficient_quota (3 attempts)"
     assert outcome.rate_limited == 3
+
+
+@pytest.mark.anyio
+async def test_a_429_with_a_token_reset_says_when_and_spends_no_retry() -> None:
+    from safecons.clients import RateLimits
+
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
+    state = {"n": 0}
+    word = RateLimits(limit_tokens=100, remaining_tokens=0, reset_tokens=0.001)
+
+    async def attempt() -> str:
+        state["n"] += 1
+        if state["n"] <= 3:
+            raise RetryableCallError("429 tokens", rate_limited=True, rate_limits=word)
+        return "ok"
+
+    outcome = await runner.call(attempt, retries=0, kind="sut", tokens=10)
+    assert outcome.value == "ok"
+    assert (outcome.attempts, outcome.rate_limited) == (4, 3)

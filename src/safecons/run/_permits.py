@@ -94,8 +94,10 @@ class Pace:
       and ``-reset-tokens``): an attempt starts only if its estimate (``tokens`` of
       :meth:`wait` and :meth:`start`: the prompt's estimate plus the request's ``max_tokens``,
       :func:`safecons._tokens.request_tokens`) fits in what the answer said remains, less the
-      estimates of the attempts started after the one it answered; else it waits for the
-      token reset, when a new window of the token limit is taken as for requests. An attempt
+      estimates of the attempts started after the one it answered and of those started
+      before it still in flight (they may reach the server after it); else it waits for the
+      token reset, when a new window of the token limit is taken as for requests, less what
+      is still in flight (sent before the turn, the server may count it after). An attempt
       larger than the whole limit starts when a window is whole and nothing has started in it
       yet, so that it never waits for ever (the provider then answers it as it sees fit).
       What an answer really used is not known here: only the next answer's headers say it.
