@@ -28,11 +28,13 @@ server counts the requests it answered, and every contender must make exactly th
 workload needs (the harness fails otherwise).
 
 Last, "provider limits": safecons alone against a server that enforces a requests-per-minute
-limit (``FakeOpenAIServer(rate_limit=RateLimit(rpm, window=1.0))``: fixed one-second windows,
-OpenAI's ``x-ratelimit-*-requests`` headers, 429 with ``Retry-After`` past the limit), 64 in
-flight, the default retries, the judge local so that only the SUT's calls meet the limit: rows
-scored, the share of requests answered 429, and the wall time beside the limit-bound ideal
-``calls / (rpm / 60)`` (the first window is whole at the start, so a run can beat it by up to
+limit, a tokens-per-minute limit or both (``FakeOpenAIServer(rate_limit=RateLimit(rpm, tpm,
+window=1.0))``: fixed one-second windows, OpenAI's ``x-ratelimit-*-requests`` and
+``-tokens`` headers, 429 with ``Retry-After`` past a limit; a request's tokens are its prompt's
+estimate plus the SUT's ``max_tokens=64``), 64 in flight, the default retries, the judge local
+so that only the SUT's calls meet the limit: rows scored, the share of requests answered 429,
+and the wall time beside the limit-bound ideal, the slower of ``calls / (rpm / 60)`` and
+``tokens / (tpm / 60)`` (the first window is whole at the start, so a run can beat it by up to
 a window).
 """
 
@@ -47,6 +49,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -396,6 +399,11 @@ def scale(sizes: list[int], concurrency: int, *, lazy: bool = False) -> None:
         server.close()
 
 
+#: The SUT's completion bound in the provider-limits runs: a tokens-per-minute limit counts
+#: it, with the prompt, against the window when it admits a request.
+LIMITED_MAX_TOKENS = 64
+
+
 def _limited_run(base_url: str, rows: int, concurrency: int) -> int:
     """safecons' run against a rate-limited server (the judge local): the rows scored."""
     import polars as pl
@@ -406,7 +414,12 @@ def _limited_run(base_url: str, rows: int, concurrency: int) -> int:
     df = pl.DataFrame(columns(rows))
     out = df.pipe(
         sc.safety_consistency,
-        sut=sc.OpenAICompatible(base_url=base_url, model="sut", api_key=""),
+        sut=sc.OpenAICompatible(
+            base_url=base_url,
+            model="sut",
+            api_key="",
+            params={"max_tokens": LIMITED_MAX_TOKENS},
+        ),
         judge=StandInJudge(),
         responses_per_query=2,
         concurrency_limit=concurrency,
@@ -416,39 +429,51 @@ def _limited_run(base_url: str, rows: int, concurrency: int) -> int:
     return int(out["sc_error"].null_count())
 
 
-def provider_limits(cases: list[tuple[int, int]], concurrency: int = 64) -> None:
-    """The "provider limits" table: ``(rpm, rows)`` per line, one SUT call per row."""
+def _limit_text(per_minute: int | None) -> str:
+    return "-" if per_minute is None else f"{per_minute:,}"
+
+
+def provider_limits(cases: list[tuple[int | None, int | None, int]], concurrency: int = 64) -> None:
+    """The "provider limits" table: ``(rpm, tpm, rows)`` per line (None: that limit not set),
+    one SUT call per row."""
     from safecons.testing import FakeOpenAIServer, RateLimit
 
     print(
-        f"\nprovider limits: a server admitting rpm/60 requests in each one-second window, "
-        f"429 with Retry-After past it; concurrency {concurrency}, responses_per_query=2, "
-        "the judge local"
+        f"\nprovider limits: a server admitting rpm/60 requests and tpm/60 tokens (prompt + "
+        f"max_tokens={LIMITED_MAX_TOKENS}) in each one-second window, 429 with Retry-After "
+        f"past either; concurrency {concurrency}, responses_per_query=2, the judge local"
     )
     print(
-        f"{'RPM':>6} {'rows':>6} {'calls':>6} {'scored':>7} {'requests':>9} {'429 %':>6} "
-        f"{'wall s':>7} {'ideal s':>8} {'ideal/wall':>11}"
+        f"{'RPM':>6} {'TPM':>8} {'rows':>6} {'calls':>6} {'scored':>7} {'requests':>9} "
+        f"{'429 %':>6} {'wall s':>7} {'ideal s':>8} {'ideal/wall':>11}"
     )
     refusal = "I'm sorry, but I can't help with that."
-    for rpm, rows in cases:
+    for rpm, tpm, rows in cases:
+        limit = RateLimit(rpm, tpm, window=1.0)
         with FakeOpenAIServer(
-            responder=lambda body: refusal,
-            latency=0.02,
-            rate_limit=RateLimit(rpm, window=1.0),
-            log_size=0,
+            responder=lambda body: refusal, latency=0.02, rate_limit=limit, log_size=None
         ) as srv:
             wall = time.perf_counter()
             scored = _limited_run(srv.base_url, rows, concurrency)
             wall = time.perf_counter() - wall
             stats = srv.stats
-        calls = stats.statuses.get(200, 0)
+        admitted = [r for r in stats.log if r.status == HTTPStatus.OK]
+        calls = len(admitted)
         if scored != rows or calls != rows:
-            raise SystemExit(f"{rpm} RPM: {scored} of {rows} rows scored, {calls} answered")
-        ideal = calls / (rpm / 60)
+            raise SystemExit(
+                f"{rpm} RPM, {tpm} TPM: {scored} of {rows} rows scored, {calls} answered"
+            )
+        # The limit-bound ideal: the slower of the two limits' own.
+        ideal = max(
+            0.0 if rpm is None else calls / (rpm / 60),
+            0.0
+            if tpm is None
+            else sum(limit.request_tokens(r.body) for r in admitted) / (tpm / 60),
+        )
         share = 100 * stats.rate_limited / max(1, stats.requests)
         print(
-            f"{rpm:6,} {rows:6,} {calls:6,} {scored:7,} {stats.requests:9,} {share:6.1f} "
-            f"{wall:7.2f} {ideal:8.2f} {ideal / wall:11.2f}"
+            f"{_limit_text(rpm):>6} {_limit_text(tpm):>8} {rows:6,} {calls:6,} {scored:7,} "
+            f"{stats.requests:9,} {share:6.1f} {wall:7.2f} {ideal:8.2f} {ideal / wall:11.2f}"
         )
 
 
@@ -475,14 +500,23 @@ def main() -> int:
         cpu_per_call(100, args.answer_chars, 16)
         scale([100, 200], 16)
         scale([100, 200], 16, lazy=True)
-        provider_limits([(1_200, 40)])
+        provider_limits([(1_200, None, 40), (None, 120_000, 40)])
         return 0
     throughput(0.05, [64], args.rows, args.answer_chars)
     throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
     cpu_per_call(args.rows, args.answer_chars, 64)
     scale([1_000, 10_000, 100_000], 64)
     scale([1_000, 10_000, 100_000], 64, lazy=True)
-    provider_limits([(60, 20), (600, 150), (6_000, 1_200)])
+    provider_limits(
+        [
+            (60, None, 20),
+            (600, None, 150),
+            (6_000, None, 1_200),
+            (None, 60_000, 100),
+            (None, 600_000, 1_200),
+            (6_000, 300_000, 600),
+        ]
+    )
     return 0
 
 

@@ -183,3 +183,125 @@ def test_only_one_attempt_before_the_endpoints_first_word() -> None:
     anyio.run(main)
     assert in_flight["first"] == 1  # the first went alone
     assert in_flight["max"] == 7
+
+
+def tokens_said(remaining: int, reset: float, limit: int | None = 1000) -> RateLimits:
+    return RateLimits(limit_tokens=limit, remaining_tokens=remaining, reset_tokens=reset)
+
+
+def test_remaining_tokens_let_estimates_start_until_they_no_longer_fit() -> None:
+    pace = anyio.run(new_pace)
+    assert not pace.counts_tokens
+    first = pace.start(100)
+    pace.heard(first, tokens_said(remaining=250, reset=0.5), now=0.0)
+    assert pace.counts_tokens
+    assert pace.wait(0.0, 200) == 0.0
+    second = pace.start(200)
+    assert pace.wait(0.1, 50) == 0.0  # 200 + 50 of 250
+    assert pace.wait(0.1, 51) == pytest.approx(0.4)  # does not fit: until the reset
+    pace.heard(second, None, now=0.2)  # answered, and it said nothing
+    # The window turned with no newer word: the whole limit again.
+    assert pace.wait(0.5, 1000) == 0.0
+    pace.start(1000)
+    assert pace.wait(0.6, 1) == pytest.approx(0.4)
+
+
+def test_estimates_of_attempts_started_after_the_answered_one_count() -> None:
+    pace = anyio.run(new_pace)
+    a = pace.start(10)
+    pace.start(300)  # in flight when a's answer comes: the server counted it after a
+    pace.heard(a, tokens_said(remaining=400, reset=1.0), now=0.1)
+    assert pace.wait(0.1, 100) == 0.0
+    assert pace.wait(0.1, 101) == pytest.approx(1.0)
+
+
+def test_newer_token_word_replaces_older_and_older_does_not() -> None:
+    pace = anyio.run(new_pace)
+    a, b = pace.start(10), pace.start(10)
+    pace.heard(b, tokens_said(remaining=500, reset=1.0), now=0.0)
+    # a, started before b and still in flight, may reach the server after it: it counts.
+    assert pace.wait(0.0, 490) == 0.0
+    assert pace.wait(0.0, 491) == pytest.approx(1.0)
+    pace.heard(a, tokens_said(remaining=0, reset=5.0), now=0.1)  # older: ignored
+    assert pace.wait(0.1, 490) == 0.0
+    c = pace.start(490)
+    pace.heard(c, tokens_said(remaining=20, reset=2.0), now=0.2)  # newer: it says 20 left
+    assert pace.wait(0.2, 20) == 0.0
+    assert pace.wait(0.2, 21) == pytest.approx(2.0)
+
+
+def test_an_attempt_larger_than_the_limit_starts_in_a_fresh_window() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(10), tokens_said(remaining=900, reset=1.0), now=0.0)
+    assert pace.wait(0.0, 5000) == pytest.approx(1.0)  # not while part of a window is used
+    assert pace.wait(1.0, 5000) == 0.0  # a whole window, nothing in it yet: it goes
+    pace.start(5000)
+    assert pace.wait(1.0, 1) == pytest.approx(1.0)  # and the window is spent
+
+
+def test_token_resets_are_capped_and_default_when_unsaid() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(), tokens_said(remaining=0, reset=1e9), now=0.0)
+    assert pace.wait(0.0, 1) == pytest.approx(MAX_PACED_WAIT_SECONDS)
+    unsaid = anyio.run(new_pace)
+    unsaid.heard(unsaid.start(), RateLimits(remaining_tokens=0), now=0.0)
+    assert unsaid.wait(0.0, 1) == pytest.approx(1.0)
+    assert unsaid.wait(1.0, 1) == 0.0  # no limit said: the hold just ends
+    assert not unsaid.counts_tokens
+
+
+def test_requests_and_tokens_both_hold() -> None:
+    pace = anyio.run(new_pace)
+    both = RateLimits(
+        limit_requests=10,
+        remaining_requests=0,
+        reset_requests=0.2,
+        limit_tokens=1000,
+        remaining_tokens=50,
+        reset_tokens=0.6,
+    )
+    pace.heard(pace.start(), both, now=0.0)
+    assert pace.wait(0.0, 10) == pytest.approx(0.2)  # requests first
+    assert pace.wait(0.2, 10) == 0.0
+    assert pace.wait(0.2, 60) == pytest.approx(0.4)  # then tokens
+
+
+def test_local_permits_work_an_estimate_out_only_once_tokens_are_said() -> None:
+    clock = FakeClock()
+    asked: list[int] = []
+    starts: list[float] = []
+
+    def estimate() -> int:
+        asked.append(1)
+        return 400
+
+    async def attempt(permits: LocalPermits, word: RateLimits | None) -> None:
+        async with permits.slot("e", tokens=estimate) as slot:
+            starts.append(clock())
+            slot.rate_limits = word
+            slot.succeeded()
+
+    async def main() -> None:
+        permits = LocalPermits(4, clock=clock, sleep=clock.sleep)
+        await attempt(permits, None)
+        assert asked == []  # nothing said of tokens: nothing worked out
+        await attempt(permits, tokens_said(remaining=500, reset=1.0))
+        assert asked == []
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(attempt, permits, None)
+
+    anyio.run(main)
+    assert len(asked) == 3  # once per attempt, once tokens were said
+    # 500 left of 1,000: one of 400 now, then two a window (whole windows of 1,000).
+    assert starts == [0.0, 0.0, 0.0, 1.0, 1.0]
+
+
+def test_attempts_in_flight_when_the_window_turns_count_in_the_new_one() -> None:
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(10), tokens_said(remaining=100, reset=0.5), now=0.0)
+    late = pace.start(90)  # sent before the turn; the server may count it after
+    assert pace.wait(0.5, 910) == 0.0
+    assert pace.wait(0.5, 911) == pytest.approx(0.5)
+    pace.heard(late, None, now=0.6)  # its answer said nothing: the window keeps its count
+    assert pace.wait(0.6, 911) == pytest.approx(0.4)

@@ -16,8 +16,8 @@ async def test_a_runner_holds_exactly_one_permit_per_attempt_and_reports_429s():
             super().__init__(2, adaptive=False)
             self.slots: list[tuple[str, bool, float | None, bool]] = []
 
-        def slot(self, endpoint):  # type: ignore[override]
-            outer = super().slot(endpoint)
+        def slot(self, endpoint, *, tokens=None):  # type: ignore[override]
+            outer = super().slot(endpoint, tokens=tokens)
             recorded = self.slots
 
             class Wrap:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import polars as pl
@@ -11,7 +12,7 @@ import safecons as sc
 from safecons.clients import RetryableCallError
 from safecons.run import RetryPolicy, Runner
 from safecons.run._runner import MAX_RATE_LIMITED_FREE, RATE_LIMIT_PATIENCE_SECONDS
-from safecons.testing import FakeOpenAIServer, RateLimit, StandInJudge
+from safecons.testing import FakeOpenAIServer, RateLimit, StandInJudge, route_by_model
 
 FAST = RetryPolicy(base_delay=0.001, max_delay=0.01)
 
@@ -128,6 +129,34 @@ def test_every_row_scored_under_a_providers_rate_limit() -> None:
     assert stats.rate_limited <= 0.05 * stats.requests
 
 
+@pytest.mark.network
+@pytest.mark.timeout(60)
+def test_every_row_scored_under_a_providers_tokens_per_minute_limit() -> None:
+    # SUT and judge on one server whose limit is in tokens (10,000 a second a model, in
+    # half-second windows), each request counted as its prompt plus its max_tokens: the run
+    # paces each endpoint by the tokens its answers say remain, so almost nothing is 429.
+    limit = RateLimit(tokens_per_minute=600_000, window=0.5)
+    verdict = json.dumps({"label": "Consistent", "score": 0.9})
+    responder = route_by_model({"sut": lambda body: "I can't help.", "judge": lambda body: verdict})
+    bounded = {"max_tokens": 64}
+    with FakeOpenAIServer(rate_limit=limit, responder=responder) as srv:
+        out = rows(40).pipe(
+            sc.safety_consistency,
+            sut=sc.OpenAICompatible(base_url=srv.base_url, model="sut", api_key="", params=bounded),
+            judge=sc.OpenAICompatible(
+                base_url=srv.base_url, model="judge", api_key="", params=bounded
+            ),
+            responses_per_query=2,
+            concurrency_limit=64,
+            progress=False,
+        )
+        stats = srv.stats
+    assert out["sc_error"].null_count() == 40
+    assert out["safety_consistency"].null_count() == 0
+    assert stats.statuses.get(200, 0) == 80  # a SUT sample and a judge call a row
+    assert stats.rate_limited <= 0.01 * stats.requests
+
+
 @pytest.mark.anyio
 async def test_a_429_that_says_no_wait_spends_a_retry() -> None:
     # A bare 429 (no Retry-After, no reset time) may be a quota waiting does not mend.
@@ -141,3 +170,22 @@ async def test_a_429_that_says_no_wait_spends_a_retry() -> None:
     outcome = await runner.call(attempt, retries=2, kind="sut")
     assert outcome.error == "429 insufficient_quota (3 attempts)"
     assert outcome.rate_limited == 3
+
+
+@pytest.mark.anyio
+async def test_a_429_with_a_token_reset_says_when_and_spends_no_retry() -> None:
+    from safecons.clients import RateLimits
+
+    runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
+    state = {"n": 0}
+    word = RateLimits(limit_tokens=100, remaining_tokens=0, reset_tokens=0.001)
+
+    async def attempt() -> str:
+        state["n"] += 1
+        if state["n"] <= 3:
+            raise RetryableCallError("429 tokens", rate_limited=True, rate_limits=word)
+        return "ok"
+
+    outcome = await runner.call(attempt, retries=0, kind="sut", tokens=10)
+    assert outcome.value == "ok"
+    assert (outcome.attempts, outcome.rate_limited) == (4, 3)

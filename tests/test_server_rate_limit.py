@@ -106,3 +106,94 @@ def test_no_limit_no_headers() -> None:
         r = http.post("/chat/completions", json=BODY)
     assert not any(h in r.headers for h in HEADERS)
     assert srv.stats.rate_limited == 0
+
+
+TOKEN_HEADERS = (
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+)
+
+
+def test_a_limit_needs_requests_or_tokens() -> None:
+    with pytest.raises(ValueError, match="RateLimit"):
+        RateLimit()
+    with pytest.raises(ValueError, match=r"RateLimit\.tokens_per_minute"):
+        RateLimit(tokens_per_minute=0)
+    with pytest.raises(ValueError, match="unbounded_completion_tokens"):
+        RateLimit(tokens_per_minute=10, unbounded_completion_tokens=-1)
+    assert RateLimit(tokens_per_minute=6000, window=1.0).tokens_per_window == 100
+    assert RateLimit(tokens_per_minute=6000).per_window is None
+
+
+def test_a_request_counts_its_prompt_and_its_completion_bound() -> None:
+    from safecons._tokens import estimate_tokens
+
+    prompt = estimate_tokens(BODY["messages"], model="m")
+    limit = RateLimit(tokens_per_minute=1000, unbounded_completion_tokens=7)
+    assert limit.request_tokens({**BODY, "max_tokens": 50}) == prompt + 50
+    assert limit.request_tokens({**BODY, "max_completion_tokens": 40}) == prompt + 40
+    assert limit.request_tokens(BODY) == prompt + 7
+
+
+def test_tokens_per_minute_admit_what_fits_then_429_with_headers() -> None:
+    from safecons._tokens import estimate_tokens
+
+    cost = estimate_tokens(BODY["messages"], model="m") + 100
+    body = {**BODY, "max_tokens": 100}
+    # Three requests' worth a window (two-second windows), requests not limited.
+    limit = RateLimit(tokens_per_minute=3 * cost * 30, window=2.0)
+    with (
+        FakeOpenAIServer(rate_limit=limit) as srv,
+        httpx.Client(base_url=srv.base_url) as http,
+    ):
+        answers = [http.post("/chat/completions", json=body) for _ in range(4)]
+        stats = srv.stats
+    assert [r.status_code for r in answers] == [200, 200, 200, 429]
+    for r in answers:
+        assert all(h in r.headers for h in TOKEN_HEADERS)
+        assert not any(h in r.headers for h in HEADERS)
+        assert r.headers["x-ratelimit-limit-tokens"] == str(3 * cost)
+    remaining = [int(r.headers["x-ratelimit-remaining-tokens"]) for r in answers]
+    assert remaining == [2 * cost, cost, 0, 0]
+    limited = answers[-1]
+    assert "tokens per min (TPM)" in limited.json()["error"]["message"]
+    assert limited.json()["error"]["code"] == "rate_limit_exceeded"
+    assert 0 < float(limited.headers["retry-after"]) <= 2.0
+    assert stats.rate_limited == 1
+
+
+def test_a_smaller_request_still_fits_what_a_larger_one_did_not() -> None:
+    with (
+        FakeOpenAIServer(rate_limit=RateLimit(tokens_per_minute=300)) as srv,
+        httpx.Client(base_url=srv.base_url) as http,
+    ):
+        big = http.post("/chat/completions", json={**BODY, "max_tokens": 200})
+        bigger = http.post("/chat/completions", json={**BODY, "max_tokens": 200})
+        small = http.post("/chat/completions", json={**BODY, "max_tokens": 10})
+    assert [big.status_code, bigger.status_code, small.status_code] == [200, 429, 200]
+
+
+def test_a_request_larger_than_a_window_is_too_large_not_asked_to_wait() -> None:
+    with (
+        FakeOpenAIServer(rate_limit=RateLimit(600, tokens_per_minute=600, window=1.0)) as srv,
+        httpx.Client(base_url=srv.base_url) as http,
+    ):
+        r = http.post("/chat/completions", json={**BODY, "max_tokens": 50})
+    assert r.status_code == 429
+    assert r.json()["error"]["message"].startswith("Request too large")
+    assert r.json()["error"]["type"] == "tokens"
+    assert "retry-after" not in r.headers
+    assert all(h in r.headers for h in HEADERS + TOKEN_HEADERS)
+
+
+def test_each_model_has_windows_of_its_own() -> None:
+    with (
+        FakeOpenAIServer(rate_limit=RateLimit(1)) as srv,
+        httpx.Client(base_url=srv.base_url) as http,
+    ):
+        codes = [
+            http.post("/chat/completions", json={**BODY, "model": model}).status_code
+            for model in ("a", "b", "a")
+        ]
+    assert codes == [200, 200, 429]  # one a window per model

@@ -45,6 +45,7 @@ from typing import Any, Final, Literal, get_args
 from aiohttp import web
 
 from ._batch_server import BATCH_MAX_BYTES, BATCH_MAX_LINES, Batches, BatchStats
+from ._tokens import completion_budget, estimate_tokens
 
 __all__ = (
     "DEFAULT_RECORDED_HEADERS",
@@ -714,30 +715,50 @@ def openai_duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class RateLimit:
-    """A requests-per-minute limit, enforced in fixed windows.
+    """A provider's requests-per-minute and tokens-per-minute limits, enforced in fixed windows.
 
     The server's time is cut into windows of ``window`` seconds from its start; each admits
-    ``requests_per_minute * window / 60`` requests (at least one), and every chat-completions
-    request past that, until the window ends, is answered 429 ``rate_limit_exceeded`` with a
-    ``Retry-After`` of the seconds left in the window. A request answered 429 does not count
-    against the window. Every chat-completions answer (a 429 of the limit too) carries OpenAI's
-    headers: ``x-ratelimit-limit-requests`` (what a window admits: the RPM for the default
-    one-minute window), ``x-ratelimit-remaining-requests`` (what is left of this window) and
-    ``x-ratelimit-reset-requests`` (when it ends, in OpenAI's form: ``"350ms"``, ``"6m0s"``).
-    A window shorter than a minute keeps a test short at the same rate.
+    ``requests_per_minute * window / 60`` requests and ``tokens_per_minute * window / 60``
+    tokens (each at least one; a limit left None is not enforced, and at least one must be
+    set). A request's tokens are counted as OpenAI counts them when it admits the request,
+    before any answer exists: its prompt's estimate (:func:`safecons._tokens.estimate_tokens`
+    of its ``messages``, with the model it names) plus its ``max_completion_tokens`` or
+    ``max_tokens``, or ``unbounded_completion_tokens`` when it sets neither (0 by default:
+    the prompt alone, since the answer's length is not known at admission).
+
+    Every chat-completions request past a limit, until the window ends, is answered 429
+    ``rate_limit_exceeded`` ("... requests per min (RPM) ..." or "... tokens per min (TPM)
+    ...") with a ``Retry-After`` of the seconds left in the window; a request of more tokens
+    than a whole window admits is answered 429 "Request too large" with no ``Retry-After``,
+    as OpenAI does (waiting does not mend it). A request answered 429 does not count against
+    the window. Every chat-completions answer (a 429 of the limit too) carries OpenAI's
+    headers for each limit set: ``x-ratelimit-limit-requests`` (what a window admits: the RPM
+    for the default one-minute window), ``x-ratelimit-remaining-requests`` (what is left of
+    this window) and ``x-ratelimit-reset-requests`` (when it ends, in OpenAI's form:
+    ``"350ms"``, ``"6m0s"``); ``x-ratelimit-{limit,remaining,reset}-tokens`` the same in
+    tokens. A window shorter than a minute keeps a test short at the same rate. Each model
+    named in the requests' ``model`` has windows of its own, as OpenAI limits each model apart.
 
     Examples
     --------
     >>> RateLimit(600, window=1.0).per_window
     10
+    >>> RateLimit(tokens_per_minute=60_000, window=1.0).tokens_per_window
+    1000
     """
 
-    requests_per_minute: float
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
     window: float = _MINUTE
+    unbounded_completion_tokens: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("requests_per_minute", "window"):
+        if self.requests_per_minute is None and self.tokens_per_minute is None:
+            raise ValueError("RateLimit: set requests_per_minute, tokens_per_minute or both")
+        for name in ("requests_per_minute", "tokens_per_minute", "window"):
             value = getattr(self, name)
+            if value is None and name != "window":
+                continue
             if (
                 not isinstance(value, int | float)
                 or isinstance(value, bool)
@@ -745,39 +766,99 @@ class RateLimit:
                 or value <= 0
             ):
                 raise ValueError(f"RateLimit.{name}: expected a number > 0, got {value!r}")
+        unbounded = self.unbounded_completion_tokens
+        if not isinstance(unbounded, int) or isinstance(unbounded, bool) or unbounded < 0:
+            raise ValueError(
+                f"RateLimit.unbounded_completion_tokens: expected a whole number >= 0, "
+                f"got {unbounded!r}"
+            )
 
     @property
-    def per_window(self) -> int:
-        """Requests one window admits."""
-        return max(1, int(self.requests_per_minute * self.window / _MINUTE))
+    def per_window(self) -> int | None:
+        """Requests one window admits (None: requests are not limited)."""
+        rpm = self.requests_per_minute
+        return None if rpm is None else max(1, int(rpm * self.window / _MINUTE))
+
+    @property
+    def tokens_per_window(self) -> int | None:
+        """Tokens one window admits (None: tokens are not limited)."""
+        tpm = self.tokens_per_minute
+        return None if tpm is None else max(1, int(tpm * self.window / _MINUTE))
+
+    def request_tokens(self, body: Mapping[str, Any]) -> int:
+        """What a chat request ``body`` counts against the tokens a window admits."""
+        messages = body.get("messages")
+        model = body.get("model")
+        prompt = estimate_tokens(
+            [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else [],
+            model=model if isinstance(model, str) else None,
+        )
+        budget = completion_budget(body)
+        return prompt + (self.unbounded_completion_tokens if budget is None else budget)
 
 
 class _Window:
-    """The fixed-window count of a :class:`RateLimit` (the caller holds the server's lock)."""
+    """The fixed-window counts of a :class:`RateLimit`, one pair per model (the caller holds
+    the server's lock)."""
 
     def __init__(self, limit: RateLimit, start: float) -> None:
         self.limit = limit
         self._start = start
         self._index = 0
-        self._used = 0
+        self._used: dict[str | None, list[int]] = {}  # model -> [requests, tokens] used
 
-    def admit(self, now: float) -> tuple[bool, list[tuple[str, str]]]:
-        """Whether a request arriving at ``now`` is admitted, and the headers of its answer."""
-        size = self.limit.window
+    def admit(
+        self, now: float, tokens: int = 0, model: str | None = None
+    ) -> tuple[str | None, list[tuple[str, str]]]:
+        """Whether a request for ``model`` of ``tokens`` arriving at ``now`` is admitted (None)
+        or why not (the 429's message), and the headers of its answer."""
+        limit = self.limit
+        size = limit.window
         index = int((now - self._start) // size)
         if index != self._index:
-            self._index, self._used = index, 0
-        admitted = self._used < self.limit.per_window
-        self._used += admitted
+            self._index = index
+            self._used.clear()
+        used = self._used.setdefault(model, [0, 0])
+        requests, window_tokens = limit.per_window, limit.tokens_per_window
+        refusal, mendable = None, True
+        if requests is not None and used[0] >= requests:
+            refusal = (
+                f"Rate limit reached for requests per min (RPM): Limit {requests}, Used "
+                f"{used[0]}, Requested 1. Please try again later."
+            )
+        elif window_tokens is not None and tokens > window_tokens:
+            mendable = False  # no window will ever admit it
+            refusal = (
+                f"Request too large for tokens per min (TPM): Limit {window_tokens}, Requested "
+                f"{tokens}. The input or output tokens must be reduced in order to run "
+                "successfully."
+            )
+        elif window_tokens is not None and used[1] + tokens > window_tokens:
+            refusal = (
+                f"Rate limit reached for tokens per min (TPM): Limit {window_tokens}, Used "
+                f"{used[1]}, Requested {tokens}. Please try again later."
+            )
+        if refusal is None:
+            used[0] += 1
+            used[1] += tokens
         left = max(0.0, self._start + (index + 1) * size - now)
-        headers = [
-            ("x-ratelimit-limit-requests", str(self.limit.per_window)),
-            ("x-ratelimit-remaining-requests", str(self.limit.per_window - self._used)),
-            ("x-ratelimit-reset-requests", openai_duration(left)),
-        ]
-        if not admitted:
+        reset = openai_duration(left)
+        headers = []
+        if requests is not None:
+            headers += [
+                ("x-ratelimit-limit-requests", str(requests)),
+                ("x-ratelimit-remaining-requests", str(requests - used[0])),
+                ("x-ratelimit-reset-requests", reset),
+            ]
+        if window_tokens is not None:
+            headers += [
+                ("x-ratelimit-limit-tokens", str(window_tokens)),
+                ("x-ratelimit-remaining-tokens", str(window_tokens - used[1])),
+                ("x-ratelimit-reset-tokens", reset),
+            ]
+        if refusal is not None and mendable:
             headers.append(("retry-after", f"{math.ceil(left * 1000) / 1000:g}"))
-        return admitted, headers
+        return refusal, headers
 
 
 # --------------------------------------------------------------------------------------------
@@ -882,9 +963,10 @@ class FakeOpenAIServer:
     log_size
         How many requests :attr:`ServerStats.log` keeps (the newest); None keeps all.
     rate_limit
-        A provider's requests-per-minute limit (a :class:`RateLimit`, or a number of requests
-        per minute in one-minute windows): past it, chat-completions requests get 429 with
-        ``Retry-After``, and every answer carries OpenAI's ``x-ratelimit-*-requests`` headers.
+        A provider's requests-per-minute and tokens-per-minute limits (a :class:`RateLimit`,
+        or a number of requests per minute in one-minute windows): past one, chat-completions
+        requests get 429 with ``Retry-After``, and every answer carries OpenAI's
+        ``x-ratelimit-*-requests`` and ``x-ratelimit-*-tokens`` headers of the limits set.
         Its windows start with the server (and again at :meth:`reset_stats`). None: no limit.
     batch_seconds
         How long a batch takes from creation to its end, spread evenly over its lines.
@@ -1402,16 +1484,17 @@ class FakeOpenAIServer:
             )
         if self._window is None:
             return await self._answer(request, body, record)
+        limit = self._window.limit
+        # Counted before the lock: a tokenizer's work is no reason to hold other requests.
+        tokens = 0 if limit.tokens_per_minute is None else limit.request_tokens(body)
         with self._lock:
-            admitted, headers = self._window.admit(time.monotonic())
-            self._rate_limited += not admitted
-        if not admitted:
+            refusal, headers = self._window.admit(time.monotonic(), tokens, record.model)
+            self._rate_limited += refusal is not None
+        if refusal is not None:
             return _error(
                 int(HTTPStatus.TOO_MANY_REQUESTS),
-                f"Rate limit reached for requests per min (RPM): Limit "
-                f"{self._window.limit.per_window}, Used {self._window.limit.per_window}, "
-                "Requested 1. Please try again later.",
-                type_="requests",
+                refusal,
+                type_="tokens" if "(TPM)" in refusal else "requests",
                 code="rate_limit_exceeded",
                 headers=headers,
             )

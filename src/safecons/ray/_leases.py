@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from .._tasks import background_tasks
-from ..run import MAX_RETRY_AFTER_SECONDS, Pressure, Slot
+from ..run import MAX_RETRY_AFTER_SECONDS, Pressure, Slot, Tokens
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 
@@ -519,7 +519,11 @@ class RemotePermits:
         return None
 
     @asynccontextmanager
-    async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
+    async def slot(self, endpoint: str, *, tokens: Tokens = None) -> AsyncIterator[Slot]:
+        # ``tokens`` is not read: the lease table paces by concurrency and 429s only, and a
+        # tokens-per-minute pace across actors would need the table to hear every answer's
+        # headers (the protocol takes it so that one runner serves both kinds of permits).
+        del tokens
         local = self._local
         if local is None:
             raise RuntimeError("RemotePermits.slot: open the permits first (RemotePermits.open)")

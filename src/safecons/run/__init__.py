@@ -42,6 +42,7 @@ from ._permits import LocalPermits as LocalPermits
 from ._permits import Permits as Permits
 from ._permits import Pressure as Pressure
 from ._permits import Slot as Slot
+from ._permits import Tokens as Tokens
 from ._runner import MAX_RETRY_AFTER_SECONDS as MAX_RETRY_AFTER_SECONDS
 from ._runner import CallOutcome as CallOutcome
 from ._runner import RetryPolicy as RetryPolicy
@@ -70,6 +71,7 @@ __all__ = (
     "RunStats",
     "Runner",
     "Slot",
+    "Tokens",
     "cache_key",
     "decode_completion",
     "encode_completion",

@@ -11,13 +11,15 @@ scrubbed from every error of the run), the gate that starts units in order, the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TypeVar
 
 import anyio
 import anyio.abc
 
+from .._tokens import request_tokens
 from ..clients import (
     CURRENT_LINE,
     MAX_BATCH_LINES,
@@ -33,13 +35,36 @@ from ._calls import CallKind, ModelCall
 from ._options import RunOptions
 from ._runner import CallOutcome, Runner, UnitGate, first_exception, progress_bar, run_in_order
 
-__all__ = ("Engine", "engine")
+__all__ = ("Engine", "call_tokens", "engine")
 
 T = TypeVar("T")
 
 #: Units in progress per permit of the limiter: with twice as many units as permits, the
 #: limiter stays busy while some units wait to make their next attempt.
 UNITS_PER_PERMIT = 2
+
+
+def call_tokens(call: ModelCall) -> int:
+    """What ``call`` costs against a tokens-per-minute limit, by its provider's count at
+    admission: its prompt's estimate plus the ``max_tokens`` (or ``max_completion_tokens``)
+    its client's ``params`` set (:func:`safecons._tokens.request_tokens`); the model, for the
+    tokenizer, is the one its endpoint's identity (``url#model``) names.
+
+    Examples
+    --------
+    >>> from safecons.run._calls import Endpoint, ModelCall
+    >>> from safecons._tokens import estimate_tokens
+    >>> msgs = [{"role": "user", "content": "hi"}]
+    >>> call = ModelCall("sut", Endpoint("u#m", {"params": {"max_tokens": 50}}), msgs, 0.0, "0")
+    >>> call_tokens(call) == estimate_tokens(msgs, model="m") + 50
+    True
+    """
+    params = call.endpoint.request.get("params")
+    return request_tokens(
+        call.messages,
+        model=call.endpoint.identity.rpartition("#")[2] or None,
+        params=params if isinstance(params, Mapping) else None,
+    )
 
 
 class Engine:
@@ -118,7 +143,8 @@ class Engine:
     ) -> CallOutcome[T]:
         """Make one call of the plan: replayed where the cache holds ``call``'s key, else up to
         ``retries[kind] + 1`` attempts of ``attempt``, its unit lending its place in the gate
-        while it backs off. ``call=None`` (a local judge) is never cached."""
+        while it backs off. ``call=None`` (a local judge) is never cached, nor paced by
+        tokens (:func:`call_tokens`)."""
         runner = self.runner
         batcher = self._batcher
         if batcher is not None and call is not None and endpoint in batcher.endpoints:
@@ -136,6 +162,9 @@ class Engine:
             decode=decode,
             while_backing_off=self._gate.lend,
             budgeted=budgeted,
+            # A function, not a number: the permits work it out only for an endpoint whose
+            # provider has said how many tokens remain, so other runs never count tokens.
+            tokens=None if call is None else functools.partial(call_tokens, call),
         )
 
     async def _batched(

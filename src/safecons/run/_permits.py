@@ -18,13 +18,21 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeAlias
 
 import anyio
 
 from ..clients import RateLimits
 
-__all__ = ("MAX_PACED_WAIT_SECONDS", "LocalPermits", "Pace", "Permits", "Pressure", "Slot")
+__all__ = (
+    "MAX_PACED_WAIT_SECONDS",
+    "LocalPermits",
+    "Pace",
+    "Permits",
+    "Pressure",
+    "Slot",
+    "Tokens",
+)
 
 #: The longest one answer's word holds an endpoint (seconds): a ``Retry-After`` or a reset
 #: time past it is read as this long, whatever a misconfigured or hostile server says.
@@ -74,7 +82,7 @@ class Pressure:
 class Pace:
     """When the next attempt to one endpoint may start, by what its provider said.
 
-    Two holds, both on the caller's clock (it reads none itself):
+    Three holds, all on the caller's clock (it reads none itself):
 
     - the **remaining count**: an answer that said ``remaining`` requests are left until its
       reset lets that many attempts start after the one it answered (in the order attempts
@@ -82,6 +90,17 @@ class Pace:
       the endpoint until the reset. When the reset passes with no newer word, a new window is
       taken to allow ``limit`` attempts (when the provider said its limit) until one window
       later, its length being the longest reset heard; with no limit said, the hold just ends.
+    - the **remaining tokens**: the same, counted in tokens (``x-ratelimit-remaining-tokens``
+      and ``-reset-tokens``): an attempt starts only if its estimate (``tokens`` of
+      :meth:`wait` and :meth:`start`: the prompt's estimate plus the request's ``max_tokens``,
+      :func:`safecons._tokens.request_tokens`) fits in what the answer said remains, less the
+      estimates of the attempts started after the one it answered and of those started
+      before it still in flight (they may reach the server after it); else it waits for the
+      token reset, when a new window of the token limit is taken as for requests, less what
+      is still in flight (sent before the turn, the server may count it after). An attempt
+      larger than the whole limit starts when a window is whole and nothing has started in it
+      yet, so that it never waits for ever (the provider then answers it as it sees fit).
+      What an answer really used is not known here: only the next answer's headers say it.
     - **Retry-After**: a 429's wait holds every attempt to the endpoint, not only the one that
       got it.
 
@@ -95,35 +114,39 @@ class Pace:
     def __init__(self) -> None:
         self.started = 0  # attempts started to the endpoint
         self.first_word = anyio.Event()
-        self._heard = -1  # the attempt whose answer is the newest word
-        self._remaining: int | None = None
-        self._limit: int | None = None
-        self._reset_at = -math.inf
-        self._window = 0.0
+        self._requests = _Budget()
+        self._tokens = _Budget()
         self._hold_until = -math.inf
+        self._spent = 0  # the token estimates of every attempt started, summed
+        # Each attempt in flight: _spent once it had started, and its own estimate.
+        self._in_flight: dict[int, tuple[int, int]] = {}
+        self._in_flight_tokens = 0
 
-    def wait(self, now: float) -> float:
-        """Seconds before an attempt may start at ``now`` (0: it may start)."""
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether an answer said how many tokens remain (then :meth:`wait` reads estimates)."""
+        return self._tokens.remaining is not None
+
+    def wait(self, now: float, tokens: int = 0) -> float:
+        """Seconds before an attempt of an estimated ``tokens`` may start at ``now`` (0: it may
+        start)."""
         if now < self._hold_until:
             return self._hold_until - now
-        if self._remaining is None:
-            return 0.0
-        if now >= self._reset_at:
-            if self._limit is None or self._window <= 0:
-                self._remaining = None
-                return 0.0
-            # The window turned with no newer word: a new one, as large as the limit said.
-            self._remaining, self._heard = self._limit, self.started - 1
-            turned = self._reset_at + self._window
-            self._reset_at = turned if turned > now else now + self._window
-        if self.started - (self._heard + 1) < self._remaining:
-            return 0.0
-        return max(0.0, self._reset_at - now)
+        requests = self._requests.wait(now, self.started, 1, self.started)
+        if requests > 0 or self._tokens.remaining is None:
+            return requests
+        return self._tokens.wait(
+            now, self._spent, tokens, self.started, carried=self._in_flight_tokens
+        )
 
-    def start(self) -> int:
-        """Count an attempt as started; its number, for :meth:`heard`."""
+    def start(self, tokens: int = 0) -> int:
+        """Count an attempt of an estimated ``tokens`` as started; its number, for
+        :meth:`heard`."""
         number = self.started
         self.started += 1
+        self._spent += tokens
+        self._in_flight[number] = (self._spent, tokens)
+        self._in_flight_tokens += tokens
         return number
 
     def heard(self, number: int, limits: RateLimits | None, now: float) -> None:
@@ -133,23 +156,104 @@ class Pace:
         a 503's is that one call's back-off.
         """
         self.first_word.set()
+        through, tokens = self._in_flight.pop(number, (self._spent, 0))
+        self._in_flight_tokens -= tokens
         if limits is None:
             return
-        if limits.remaining_requests is None or number < self._heard:
-            return
-        reset = limits.reset_requests
-        reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
-        self._heard = number
-        self._remaining = limits.remaining_requests
-        self._limit = limits.limit_requests
-        self._reset_at = now + reset
-        self._window = max(self._window, reset)
+        self._requests.heard(
+            number,
+            remaining=limits.remaining_requests,
+            limit=limits.limit_requests,
+            reset=limits.reset_requests,
+            now=now,
+            base=number + 1,
+        )
+        if limits.remaining_tokens is not None:
+            # Attempts started before this one and still in flight may reach the server after
+            # it (64 connections do not keep their order): count them as not yet counted.
+            through -= sum(t for n, (_, t) in self._in_flight.items() if n < number)
+        self._tokens.heard(
+            number,
+            remaining=limits.remaining_tokens,
+            limit=limits.limit_tokens,
+            reset=limits.reset_tokens,
+            now=now,
+            base=through,
+        )
 
     def hold(self, seconds: float, now: float) -> None:
         """Hold the endpoint ``seconds`` from ``now`` (a 429's ``Retry-After``)."""
         self._hold_until = max(
             self._hold_until, now + min(max(seconds, 0.0), MAX_PACED_WAIT_SECONDS)
         )
+
+
+class _Budget:
+    """One count a provider reports (requests, or tokens) and how much of it was used since.
+
+    ``used`` is read on a running total the caller keeps (attempts started, or their token
+    estimates summed): what was used since the newest word is that total less ``_base``, the
+    total as it stood once the attempt that word answered had started.
+    """
+
+    __slots__ = ("_base", "_carried", "_heard", "_limit", "_reset_at", "_window", "remaining")
+
+    def __init__(self) -> None:
+        self.remaining: int | None = None
+        self._heard = -1  # the attempt whose answer is the newest word
+        self._base = 0
+        self._carried = 0  # what the window took over, in flight when it turned
+        self._limit: int | None = None
+        self._reset_at = -math.inf
+        self._window = 0.0
+
+    def wait(self, now: float, total: int, cost: int, started: int, *, carried: int = 0) -> float:
+        """Seconds before ``cost`` more may be used at ``now``, ``total`` being the running
+        total and ``started`` the attempts started so far.
+
+        ``carried`` is what attempts in flight use: when the window turns with no newer
+        word, it counts against the new window, since the server may count those attempts
+        in it (the reset was heard an answer's latency late, so attempts sent just before
+        it may reach the server after its turn).
+        """
+        if self.remaining is None:
+            return 0.0
+        if now >= self._reset_at:
+            if self._limit is None or self._window <= 0:
+                self.remaining = None
+                return 0.0
+            # The window turned with no newer word: a new one, as large as the limit said.
+            self.remaining, self._heard = self._limit, started - 1
+            self._base, self._carried = total - carried, carried
+            turned = self._reset_at + self._window
+            self._reset_at = turned if turned > now else now + self._window
+        used = total - self._base
+        if used + cost <= self.remaining:
+            return 0.0
+        limit = self._limit
+        if limit and cost > limit and used == self._carried and self.remaining >= limit:
+            return 0.0  # larger than a whole window: it may go first in a fresh one
+        return max(0.0, self._reset_at - now)
+
+    def heard(
+        self,
+        number: int,
+        *,
+        remaining: int | None,
+        limit: int | None,
+        reset: float | None,
+        now: float,
+        base: int,
+    ) -> None:
+        """Attempt ``number``'s answer said ``remaining`` of ``limit`` are left until ``reset``
+        seconds from ``now``; ``base`` is the running total once that attempt had started."""
+        if remaining is None or number < self._heard:
+            return
+        reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
+        self._heard, self._base, self._carried = number, base, 0
+        self.remaining, self._limit = remaining, limit
+        self._reset_at = now + reset
+        self._window = max(self._window, reset)
 
 
 @dataclass(slots=True)
@@ -172,10 +276,19 @@ class Slot:
         self.ok = True
 
 
-class Permits(Protocol):
-    """Where a runner gets the permit for one attempt to ``endpoint``."""
+#: An attempt's estimated tokens (:func:`safecons._tokens.request_tokens`): a number, a
+#: function that works it out (called only once the endpoint's provider has said how many
+#: tokens remain, so that a run no provider limits by tokens never counts them), or None.
+Tokens: TypeAlias = int | Callable[[], int] | None
 
-    def slot(self, endpoint: str) -> AbstractAsyncContextManager[Slot]: ...
+
+class Permits(Protocol):
+    """Where a runner gets the permit for one attempt to ``endpoint``, of an estimated
+    ``tokens`` (:data:`Tokens`; the pace of a tokens-per-minute limit reads it)."""
+
+    def slot(
+        self, endpoint: str, *, tokens: Tokens = None
+    ) -> AbstractAsyncContextManager[Slot]: ...
 
     @property
     def lowest_target(self) -> int: ...
@@ -212,17 +325,23 @@ class LocalPermits:
             pace = self._paces[endpoint] = Pace()
         return pace
 
-    async def _paced(self, pace: Pace) -> None:
-        """Take a place in the limiter once ``pace`` lets an attempt start."""
+    async def _paced(self, pace: Pace, tokens: Tokens) -> int:
+        """Take a place in the limiter once ``pace`` lets an attempt of ``tokens`` start; the
+        attempt's estimate (0 while its provider has said nothing of tokens)."""
+        n = tokens if isinstance(tokens, int) else 0
         while True:
             if pace.started and not pace.first_word.is_set():
                 await pace.first_word.wait()
-            while (wait := pace.wait(self._clock())) > 0:
+            if callable(tokens) and pace.counts_tokens:
+                n, tokens = tokens(), None  # worked out once, when first needed
+            while (wait := pace.wait(self._clock(), n)) > 0:
                 await self._sleep(wait)
             await self.limiter.acquire()
             # Others may have started while this one queued for its place: look again.
-            if pace.wait(self._clock()) <= 0 and (pace.first_word.is_set() or not pace.started):
-                return
+            ready = pace.first_word.is_set() or not pace.started
+            estimated = not (callable(tokens) and pace.counts_tokens)
+            if ready and estimated and pace.wait(self._clock(), n) <= 0:
+                return n
             self.limiter.release()
 
     @property
@@ -232,11 +351,11 @@ class LocalPermits:
         )
 
     @asynccontextmanager
-    async def slot(self, endpoint: str) -> AsyncIterator[Slot]:
+    async def slot(self, endpoint: str, *, tokens: Tokens = None) -> AsyncIterator[Slot]:
         pace = self.pace(endpoint)
-        await self._paced(pace)
+        estimate = await self._paced(pace, tokens)
         slot = Slot(self._clock())
-        number = pace.start()
+        number = pace.start(estimate)
         try:
             yield slot
         finally:

@@ -36,7 +36,7 @@ from ..clients import (
     warn_if_guessed,
 )
 from ._cache import ResponseCache
-from ._permits import LocalPermits, Permits, Slot
+from ._permits import LocalPermits, Permits, Slot, Tokens
 
 __all__ = (
     "MAX_RATE_LIMITED_FREE",
@@ -262,6 +262,7 @@ class Runner:
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         budgeted: bool = True,
         batched: bool = False,
+        tokens: Tokens = None,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` failed attempts of ``attempt`` and return the outcome.
 
@@ -279,7 +280,9 @@ class Runner:
         its own resources while the call waits). ``budgeted=False`` keeps a local call (a
         judge object, no network) out of ``max_calls``. ``batched=True`` makes each attempt
         a line of a provider batch: it takes no permit (it sends nothing itself) and has no
-        timeout (the batch's 24-hour window is its deadline).
+        timeout (the batch's 24-hour window is its deadline). ``tokens`` is each attempt's
+        estimated tokens, for the permits to pace the endpoint under a tokens-per-minute
+        limit (:data:`~safecons.run._permits.Tokens`).
 
         Only a failed attempt is a row's error: a :class:`~safecons.clients.CallFailed` that
         a client or the user's code raised (transport, server, unusable output, a user's
@@ -303,7 +306,12 @@ class Runner:
             if budgeted and self.budget_spent:
                 return self._skipped(tally)
             ended = await self._attempt(
-                attempt, tally, endpoint=endpoint, budgeted=budgeted, batched=batched
+                attempt,
+                tally,
+                endpoint=endpoint,
+                budgeted=budgeted,
+                batched=batched,
+                tokens=tokens,
             )
             if ended is None:
                 free = tally.asked_to_wait and self._patient(tally)
@@ -336,6 +344,7 @@ class Runner:
         endpoint: str,
         budgeted: bool,
         batched: bool = False,
+        tokens: Tokens = None,
     ) -> _Ended[T] | None:
         """One attempt under a permit and the timeout: how it ended the call, or None when
         another attempt may mend it (what it left is in ``tally``)."""
@@ -345,7 +354,7 @@ class Runner:
         tally.retry_after, tally.asked_to_wait = None, False
         start = AttemptStart()
         succeeded = False
-        permits = _no_permit() if batched else self.permits.slot(endpoint)
+        permits = _no_permit() if batched else self.permits.slot(endpoint, tokens=tokens)
         async with permits as permit:
             # A parked batch line is not in flight: it holds no connection.
             stats.in_flight += not batched
@@ -368,7 +377,8 @@ class Runner:
                     tally.limited += 1
                     limits = start.rate_limits
                     tally.asked_to_wait = exc.retry_after is not None or (
-                        limits is not None and limits.reset_requests is not None
+                        limits is not None
+                        and (limits.reset_requests is not None or limits.reset_tokens is not None)
                     )
                     permit.rate_limited(exc.retry_after)
             except CallFailed as exc:
