@@ -24,6 +24,7 @@ import hashlib
 import json
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final
@@ -121,6 +122,7 @@ class Batcher:
         self._feeding = 0  # unit feeds still starting units
         self._wake = anyio.Event()
         self._warned: set[str] = set()
+        self._delivered: set[str] = set()  # calls whose line was answered in this run
 
     @property
     def endpoints(self) -> frozenset[str]:
@@ -183,20 +185,31 @@ class Batcher:
             self._waiting -= 1
             self._poke()
         queue.lines.pop(custom_id, None)
+        self._delivered.add(custom_id)
         assert line.record is not None
         return line.record, line.batch
 
     async def serve(self) -> None:
-        """Send the parked lines each time the run is quiet (until cancelled)."""
-        while True:
-            self._wake = anyio.Event()
-            if self._quiet():
+        """Send the parked lines each time the run is quiet (until cancelled).
+
+        The connections to the Batch APIs are this task's own, opened on first use: when the
+        run is interrupted they are still open for cancelling or naming its batches.
+        """
+        async with AsyncExitStack() as apis:
+            opened: set[str] = set()
+            while True:
+                self._wake = anyio.Event()
+                if not self._quiet():
+                    await self._wake.wait()
+                    continue
                 async with anyio.create_task_group() as tg:
-                    for queue in self._queues.values():
-                        if queue.pending:
-                            tg.start_soon(self._send, queue, queue.take())
-                continue
-            await self._wake.wait()
+                    for name, queue in self._queues.items():
+                        if not queue.pending:
+                            continue
+                        if name not in opened:
+                            await apis.enter_async_context(queue.api.open())
+                            opened.add(name)
+                        tg.start_soon(self._send, queue, queue.take())
 
     async def _send(self, queue: _Queue, lines: dict[str, _Line]) -> None:
         """Put ``lines`` in batches (recorded ones first), and answer each once they end.
@@ -205,7 +218,9 @@ class Batcher:
         client says, and named (:meth:`_interrupted`).
         """
         api = queue.api
-        held = self._recorded(api.identity, lines)
+        # A call whose answer this run already had is asked again (a verdict that did not
+        # parse): its recorded batch holds that same answer, so it goes in a new one.
+        held = self._recorded(api.identity, [k for k in lines if k not in self._delivered])
         resumed, ended = set(held), set[str]()
         try:
             await self._create(api, lines, held)
@@ -396,7 +411,7 @@ class Batcher:
             queue.pending[key] = lines[key]
         self._poke()
 
-    def _recorded(self, endpoint: str, lines: Mapping[str, _Line]) -> dict[str, list[str]]:
+    def _recorded(self, endpoint: str, lines: Iterable[str]) -> dict[str, list[str]]:
         if self._cache is None:
             return {}
         try:

@@ -123,7 +123,6 @@ class Engine:
             # Units park until their batch ends: let as many start as one batch can hold.
             self._gate.widen(MAX_BATCH_LINES)
             self._tasks.start_soon(batcher.serve)
-        await self._stack.enter_async_context(api.open())
         return BatchedSession(session, api, batcher.add(api))  # type: ignore[arg-type]
 
     async def enter(self, context: AbstractAsyncContextManager[T]) -> T:
@@ -233,9 +232,18 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
         async with AsyncExitStack() as stack:
             if runner is None:
                 runner = options.runner(stack.enter_context(opened_cache(options.cache)))
-            # Where a batched run's sender works; cancelled first when the block ends.
-            tasks = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(tasks.cancel_scope.cancel)
-            yield Engine(options, runner, stack, tasks)
+            # Where a batched run's sender works, stopped once the sessions are closed. Not
+            # on the exit stack: a task group that re-raises the cancellation it was exited
+            # with makes that exception its own context there, and asyncio's task-group
+            # bookkeeping then walks the chain for ever.
+            async with anyio.create_task_group() as tasks:
+                try:
+                    async with AsyncExitStack() as sessions:
+                        yield Engine(options, runner, sessions, tasks)
+                finally:
+                    tasks.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        raise first_exception(group) from None
+        first = first_exception(group)
+        if isinstance(first, anyio.get_cancelled_exc_class()):
+            raise
+        raise first from None
