@@ -477,6 +477,74 @@ def provider_limits(cases: list[tuple[int | None, int | None, int]], concurrency
         )
 
 
+#: How long the fake server takes over each batch in the "batch" table (seconds), spread over
+#: its lines: next to nothing, so that the table shows the run's own work around its batches
+#: (a real provider takes minutes to hours, which no run can shorten).
+FAKE_BATCH_SECONDS = 0.05
+
+
+def _batched_clients(base_url: str) -> tuple[Any, Any]:
+    import safecons as sc
+
+    return tuple(  # type: ignore[return-value]
+        sc.OpenAICompatible(
+            base_url=base_url, model=role, api_key="", batch=True, batch_poll_seconds=0.1
+        )
+        for role in ("sut", "judge")
+    )
+
+
+def batch_runs(sizes: list[int]) -> None:
+    """The "batch" table: the metric with the SUT and the judge both through the fake
+    server's Batch API (``batch=True``), then the same run again on its cache."""
+    import tempfile
+
+    import polars as pl
+
+    import safecons as sc
+    from safecons.testing import FakeOpenAIServer, route_by_model
+
+    print(
+        f"\nbatch: SUT and judge through the Batch API (the fake takes {FAKE_BATCH_SECONDS:g} s "
+        "per batch), then the same run again with its cache"
+    )
+    print(
+        f"{'rows':>7} {'lines':>7} {'batches':>8} {'API reqs':>9} {'live':>5} {'scored':>7} "
+        f"{'wall s':>7} {'run CPU s':>10} {'CPU ms/line':>12} {'rerun s':>8} {'rerun batches':>14}"
+    )
+    verdict = '{"label": "Consistent", "score": 1.0, "reason": "both refuse"}'
+    responder = route_by_model(
+        {"sut": lambda body: "I'm sorry, but I can't help with that.", "judge": lambda b: verdict}
+    )
+    for rows in sizes:
+        df = pl.DataFrame(columns(rows))
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            FakeOpenAIServer(
+                responder=responder, batch_seconds=FAKE_BATCH_SECONDS, log_size=None
+            ) as srv,
+        ):
+            sut, judge = _batched_clients(srv.base_url)
+            cache = f"{tmp}/calls.sqlite"
+            wall, cpu = time.perf_counter(), time.thread_time()
+            out = df.pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, progress=False)
+            # The run's own work: this thread's CPU (the fake server runs in another thread).
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            batches = srv.batches()
+            requests = srv.stats.requests
+            live = sum(r.path.endswith("/chat/completions") for r in srv.stats.log)
+            rerun = time.perf_counter()
+            df.pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, progress=False)
+            rerun = time.perf_counter() - rerun
+            again = len(srv.batches()) - len(batches)
+        lines = sum(int(b["request_counts"]["total"]) for b in batches)
+        scored = int(out["sc_error"].null_count())
+        print(
+            f"{rows:7,} {lines:7,} {len(batches):8} {requests:9,} {live:5} {scored:7,} "
+            f"{wall:7.2f} {cpu:10.2f} {1000 * cpu / max(1, lines):12.3f} {rerun:8.2f} {again:14}"
+        )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes, under a minute (CI)")
@@ -501,6 +569,7 @@ def main() -> int:
         scale([100, 200], 16)
         scale([100, 200], 16, lazy=True)
         provider_limits([(1_200, None, 40), (None, 120_000, 40)])
+        batch_runs([50])
         return 0
     throughput(0.05, [64], args.rows, args.answer_chars)
     throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
@@ -517,6 +586,7 @@ def main() -> int:
             (6_000, 300_000, 600),
         ]
     )
+    batch_runs([1_000, 10_000])
     return 0
 
 
