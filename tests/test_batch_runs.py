@@ -391,3 +391,19 @@ def test_safecons_run_batch(tmp_path, capsys, cli_run_args) -> None:
     assert "through the provider's Batch API" in printed
     assert len(batches) == 2
     assert pl.read_parquet(out)["sc_n_judged"].to_list() == [1, 1]
+
+
+def test_the_plan_prices_a_batched_kind_at_the_batch_discount() -> None:
+    prices = sc.Prices(sut_prompt=1.0, batch_discount=0.5)
+
+    def plan(batch: bool):
+        sut = sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key="", batch=batch)
+        return sc.planned_calls(
+            rows(3), sut=sut, judge=sc.OfflineJudge(), cache=False, prices=prices
+        )
+
+    live, batched = plan(False), plan(True)
+    assert batched.batched == frozenset({"sut"}) and live.batched == frozenset()
+    assert batched.tokens == live.tokens
+    assert live.cost is not None and batched.cost is not None
+    assert batched.cost["sut"]["prompt"] == pytest.approx(live.cost["sut"]["prompt"] / 2)

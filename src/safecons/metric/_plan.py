@@ -63,7 +63,8 @@ class CallPlan:
     client sets no bound (unknown: never a guess). A judge prompt whose SUT answer is not
     cached is estimated with the row's ``sut_response`` in the answer's place.
     ``tokens_cached`` is the same for the calls the cache holds (what it saves). With
-    ``prices``, :attr:`cost` prices ``tokens`` at the regular rate (per 1M tokens).
+    ``prices``, :attr:`cost` prices ``tokens`` (per 1M tokens) at the regular rate, and the
+    kinds in ``batched`` (whose client is ``batch=True``) with the prices' ``batch_discount``.
     """
 
     rows: int
@@ -76,6 +77,7 @@ class CallPlan:
     tokens_cached: _Tokens = field(default_factory=_no_tokens)
     tokenizer: dict[str, str | None] = field(default_factory=dict)
     prices: Prices | None = None
+    batched: frozenset[str] = frozenset()
 
     @property
     def sut_to_request(self) -> int:
@@ -92,11 +94,20 @@ class CallPlan:
         """The estimated cost of :attr:`tokens` at :attr:`prices`: per kind (``prompt``,
         ``completion``, ``total``) and in all (``"all"``). The completion's cost is an upper
         bound, and None (as is the total) where the completion tokens are unknown: the
-        ``prompt`` cost is then all that is known. The batch discount is not applied (the
-        plan does not know which calls a batch will answer). None without prices."""
+        ``prompt`` cost is then all that is known. The tokens of a kind whose client sends
+        its calls through the provider's Batch API (``batch=True``: :attr:`batched`) are
+        priced with the ``batch_discount``. None without prices."""
         if self.prices is None:
             return None
-        out = {kind: kind_cost(self.prices, kind, self.tokens[kind]) for kind in KINDS}
+        out = {
+            kind: kind_cost(
+                self.prices,
+                kind,
+                self.tokens[kind],
+                self.tokens[kind] if kind in self.batched else None,
+            )
+            for kind in KINDS
+        }
         out["all"] = {
             part: None
             if any(out[k][part] is None for k in KINDS)
@@ -275,6 +286,11 @@ def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> C
             "judge": None if judge_client is None else tokenizer_name(_model(judge_client)),
         },
         prices=prices,
+        batched=frozenset(
+            kind
+            for kind, client in (("sut", sut_client), ("judge", judge_client))
+            if getattr(client, "batch", False) is True
+        ),
     )
 
 
