@@ -189,3 +189,22 @@ async def test_a_429_with_a_token_reset_says_when_and_spends_no_retry() -> None:
     outcome = await runner.call(attempt, retries=0, kind="sut", tokens=10)
     assert outcome.value == "ok"
     assert (outcome.attempts, outcome.rate_limited) == (4, 3)
+
+
+@pytest.mark.network
+def test_a_request_too_large_for_the_limit_fails_at_once_and_says_why() -> None:
+    # 200 tokens per one-second window; each SUT request asks max_tokens=500 on its own.
+    limit = RateLimit(tokens_per_minute=12_000, window=1.0)
+    with FakeOpenAIServer(responder=lambda body: "no", rate_limit=limit) as srv:
+        sut = sc.OpenAICompatible(
+            base_url=srv.base_url, model="sut", api_key="", params={"max_tokens": 500}
+        )
+        out = pl.DataFrame(
+            {"input_id": [1], "prompt": ["hello"], "sut_response": ["I can't help."]}
+        ).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=False, progress=False)
+        requests = srv.stats.requests
+    error = out["sc_error"][0]
+    assert "Request too large" in error and "lower max_tokens" in error
+    # Not asked again: each sample's call failed on its first attempt.
+    assert requests == out["sc_spend"][0]["sut_attempts"]
+    assert out["sc_spend"][0]["sut_attempts"] == 2

@@ -90,6 +90,8 @@ CREDENTIAL_HEADERS: Final = frozenset(
 )
 # What Azure allows in a deployment's name; it becomes a segment of the request's path.
 _DEPLOYMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: How OpenAI's 429 for a request above the whole tokens-per-minute limit begins.
+_TOO_LARGE = re.compile(r"request too large\b", re.IGNORECASE)
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -1024,6 +1026,13 @@ class _OpenAISession:
                 finish_reason="content_filter",
                 filtered=True,
                 rate_limits=limits,
+            )
+        if status == HTTPStatus.TOO_MANY_REQUESTS and _TOO_LARGE.match(message):
+            # OpenAI's 429 for a request above the whole tokens-per-minute limit: no window
+            # will ever admit it, so waiting (and a retry) cannot mend it.
+            raise NonRetryableCallError(
+                f"{where}: {message} (a request larger than the provider's whole "
+                "tokens-per-minute limit: shorten the prompt or lower max_tokens in params)"
             )
         if status in _RETRYABLE_STATUS or status >= HTTPStatus.INTERNAL_SERVER_ERROR:  # or a 5xx
             raise RetryableCallError(
