@@ -25,7 +25,9 @@ from typing import Any
 import anyio
 import pytest
 
+from safecons.clients import RateLimits
 from safecons.ray._leases import LeaseTable, RemotePermits
+from safecons.run import MAX_PACED_WAIT_SECONDS, Slot
 
 pytestmark = pytest.mark.anyio
 
@@ -451,3 +453,97 @@ def test_the_leases_import_without_ray_and_the_ray_names_say_what_they_need():
     )
     assert done.returncode == 0, done.stderr
     assert "safecons.ray needs Ray Data: pip install 'safecons[ray]'" in done.stdout
+
+
+class WindowedProvider:
+    """A provider admitting ``limit`` requests per one-second window (on the virtual clock),
+    saying so in each answer's limits, and answering 429 past it."""
+
+    def __init__(self, limit: int, *, headers: bool = True) -> None:
+        self.limit = limit
+        self.headers = headers
+        self.used: dict[int, int] = {}
+        self.answered = 0
+        self.limited = 0
+
+    def answer(self, slot: Slot, now: float) -> None:
+        """The answer to a request that arrived at ``now`` (a server counts it on arrival)."""
+        window = int(now // 1.0)
+        used = self.used[window] = self.used.get(window, 0) + 1
+        left = (window + 1) - now
+        if self.headers:
+            slot.rate_limits = RateLimits(
+                limit_requests=self.limit,
+                remaining_requests=max(0, self.limit - used),
+                reset_requests=left,
+            )
+        if used > self.limit:
+            self.limited += 1
+            slot.rate_limited(left)
+        else:
+            self.answered += 1
+            slot.succeeded()
+
+
+async def run_workers(table: LeaseTable, provider: WindowedProvider, *, each: int) -> dict:
+    workers = [permits_of(table, f"w{k}", local_limit=4, hold=0.05) for k in range(3)]
+
+    async def attempts(permits: RemotePermits) -> None:
+        for _ in range(each):
+            async with permits.slot("sut") as slot:
+                arrived = anyio.current_time()
+                await anyio.sleep(0.01)  # the server at work
+                provider.answer(slot, arrived)
+
+    async with AsyncExitStack() as stack:
+        for permits in workers:
+            await stack.enter_async_context(permits.open())
+        async with anyio.create_task_group() as tg:
+            for permits in workers:
+                for _ in range(4):
+                    tg.start_soon(attempts, permits)
+    return workers[0]._limiter.calls
+
+
+async def test_workers_are_paced_together_by_what_the_provider_says():
+    # 3 workers, 12 attempts in flight at most, against 10 requests a second: the pace of
+    # one table keeps them all under the limit, where each alone would take it all.
+    table = table_of(12, adaptive=False)
+    provider = WindowedProvider(10)
+    began = anyio.current_time()
+    await run_workers(table, provider, each=5)
+    assert provider.limited == 0 and provider.answered == 60
+    assert max(provider.used.values()) <= 10
+    assert anyio.current_time() - began >= 5  # 60 requests at 10 a second
+
+
+async def test_without_the_tables_pace_the_same_workers_overrun_the_limit(monkeypatch):
+    # The check can fail: the same run with the table's pace answering "not paced" at once.
+    async def unpaced(self, endpoint: str, tokens: int = 0) -> int:
+        return -1
+
+    monkeypatch.setattr(LeaseTable, "pace", unpaced)
+    provider = WindowedProvider(10)
+    await run_workers(table_of(12, adaptive=False), provider, each=5)
+    assert provider.limited > 0
+
+
+async def test_an_endpoint_that_says_nothing_of_limits_is_not_paced_after_its_first_answer():
+    table = table_of(12, adaptive=False)
+    provider = WindowedProvider(1_000, headers=False)
+    calls = await run_workers(table, provider, each=10)
+    assert provider.answered == 120
+    # Each worker asks until it hears "not paced" (at most once per attempt it has in flight).
+    assert calls["pace"] <= 3 * 4 and "heard" in calls
+
+
+async def test_a_holder_that_never_tells_its_answer_holds_the_endpoint_a_bounded_time():
+    table = table_of(4, adaptive=False)
+    assert await table.pace("sut") == 0  # its holder dies before telling what it heard
+    began = anyio.current_time()
+    assert await table.pace("sut") == 1
+    assert anyio.current_time() - began == pytest.approx(MAX_PACED_WAIT_SECONDS)
+    table.heard("sut", 1, None)  # the endpoint says nothing of limits: not paced
+    assert await table.pace("sut") == -1
+    table.heard("sut", -1, RateLimits(limit_requests=5, remaining_requests=4, reset_requests=1))
+    assert await table.pace("sut") == 2  # paced again once an answer carries limits

@@ -305,3 +305,38 @@ def test_attempts_in_flight_when_the_window_turns_count_in_the_new_one() -> None
     assert pace.wait(0.5, 911) == pytest.approx(0.5)
     pace.heard(late, None, now=0.6)  # its answer said nothing: the window keeps its count
     assert pace.wait(0.6, 911) == pytest.approx(0.4)
+
+
+async def new_unordered_pace() -> Pace:
+    return Pace(ordered=False)
+
+
+def test_unordered_answers_count_every_attempt_in_flight_and_the_strictest_word_stands() -> None:
+    # Many processes share the pace: their attempts reach the server in no known order.
+    pace = anyio.run(new_unordered_pace)
+    pace.heard(pace.start(), said(remaining=5, reset=1.0), now=0.0)
+    flying = [pace.start() for _ in range(5)]
+    assert pace.wait(0.0) == pytest.approx(1.0)  # the five may all count against the five
+    # Answers come back out of order: the last started arrived first at the server (4 left)
+    # and an earlier one second (3 left); neither loosens what is counted.
+    pace.heard(flying[4], said(remaining=4, reset=0.9), now=0.1)
+    assert pace.wait(0.1) == pytest.approx(0.9)
+    pace.heard(flying[0], said(remaining=3, reset=0.9), now=0.1)
+    assert pace.wait(0.1) == pytest.approx(0.9)
+    for n in flying[1:4]:
+        pace.heard(n, said(remaining=0, reset=0.9), now=0.1)
+    # A word of the window already past changes nothing; the next window's replaces it.
+    pace.heard(pace.start(), said(remaining=9, reset=0.95), now=1.05)
+    assert pace.wait(1.05) == 0.0
+    stale = said(remaining=9, reset=0.01)
+    pace.heard(pace.start(), stale, now=1.06)  # reset at 1.07: before the window counted
+    assert pace.wait(1.06) == 0.0
+
+
+def test_an_ordered_pace_would_have_been_loosened_by_the_same_answers() -> None:
+    # The check can fail: the same answers on one connection pool's pace let more start.
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(), said(remaining=5, reset=1.0), now=0.0)
+    flying = [pace.start() for _ in range(5)]
+    pace.heard(flying[4], said(remaining=4, reset=0.9), now=0.1)
+    assert pace.wait(0.1) == 0.0  # taken at its word: four more may start

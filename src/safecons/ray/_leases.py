@@ -26,9 +26,13 @@ from typing import Any
 import anyio
 
 from .._tasks import background_tasks
-from ..run import MAX_RETRY_AFTER_SECONDS, Pressure, Slot, Tokens
+from ..clients import RateLimits
+from ..run import MAX_PACED_WAIT_SECONDS, MAX_RETRY_AFTER_SECONDS, Pace, Pressure, Slot, Tokens
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
+
+#: How far past a deadline a wait for it sleeps (seconds).
+_PAST = 1e-9
 
 
 @dataclass(slots=True, eq=False)
@@ -83,6 +87,12 @@ class LeaseTable:
       window).
     - **Cool-down.** A 429 with ``Retry-After: s`` holds every new grant for its endpoint for
       ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
+    - **Pace.** What the provider says of its limits (the rate-limit headers' remaining
+      requests and tokens, and their reset times) paces the attempts of every holder to its
+      endpoint, as one process's are paced (:class:`~safecons.run.Pace`): a holder asks
+      :meth:`pace` before each attempt and tells :meth:`heard` what its answer said. An
+      endpoint whose first answer says nothing of limits is not paced: :meth:`pace` says so,
+      and holders stop asking until an answer of theirs carries limits.
 
     ``clock`` is the table's monotonic clock (injectable for tests).
 
@@ -132,6 +142,9 @@ class LeaseTable:
         self._cool_downs: deque[tuple[str, float, float]] = deque(maxlen=_COOL_DOWNS_KEPT)
         self._cool_version = 0
         self._cool_changed: anyio.Event | None = None  # made on the loop, by the first poll
+        self._paces: dict[str, Pace] = {}
+        self._unpaced: set[str] = set()  # endpoints whose answers say nothing of limits
+        self._spoke: set[str] = set()  # endpoints an answer said its limits of
 
     # ------------------------------------------------------------------ the holders' calls
 
@@ -240,6 +253,49 @@ class LeaseTable:
             with anyio.move_on_after(wait):
                 await self._cool_changed.wait()
         return self._cool_version, self.cooling()
+
+    async def pace(self, endpoint: str, tokens: int = 0) -> int:
+        """Wait until ``endpoint``'s pace lets an attempt of an estimated ``tokens`` start, and
+        count it started: its number, for :meth:`heard`. -1: the endpoint is not paced (its
+        provider said nothing of its limits), and the holder need not ask again.
+
+        Until the endpoint's first answer is heard, one attempt goes at a time (the others
+        wait for that answer, at most :data:`~safecons.run.MAX_PACED_WAIT_SECONDS`: a holder
+        that died before telling it does not hold the endpoint for ever).
+        """
+        pace = self._pace(endpoint)
+        while True:
+            if endpoint in self._unpaced:
+                return -1
+            if pace.started and not pace.first_word.is_set():
+                with anyio.move_on_after(MAX_PACED_WAIT_SECONDS) as scope:
+                    await pace.first_word.wait()
+                if scope.cancelled_caught:
+                    pace.first_word.set()
+                continue
+            wait = pace.wait(self._clock(), tokens)
+            if wait <= 0:
+                return pace.start(tokens)
+            await anyio.sleep(wait + _PAST)
+
+    def heard(self, endpoint: str, number: int, limits: RateLimits | None) -> None:
+        """What the answer of attempt ``number`` (from :meth:`pace`; -1 for an attempt not
+        paced) to ``endpoint`` said of the provider's limits (None: nothing)."""
+        pace = self._pace(endpoint)
+        if number >= 0:
+            pace.heard(number, limits, self._clock())
+        if limits is not None:
+            self._spoke.add(endpoint)
+            self._unpaced.discard(endpoint)
+        elif number >= 0 and endpoint not in self._spoke:
+            self._unpaced.add(endpoint)
+
+    def _pace(self, endpoint: str) -> Pace:
+        pace = self._paces.get(endpoint)
+        if pace is None:
+            # Many holders' attempts reach the provider in no order the table knows.
+            pace = self._paces[endpoint] = Pace(ordered=False)
+        return pace
 
     def abandon(self, request: str) -> None:
         """The holder stopped waiting for ``request`` (it was cancelled): drop the wait, or
@@ -402,6 +458,7 @@ class RemotePermits:
         self._requests = itertools.count()
         self._free: list[tuple[_Held, float]] = []  # (permit, when it was last given back)
         self._cooling: dict[str, float] = {}  # endpoint -> end, on this worker's clock
+        self._unpaced: set[str] = set()  # endpoints the table said it does not pace
         # Made by open, on the worker's own event loop; None while the permits are closed.
         self._local: anyio.CapacityLimiter | None = None
         # Wakes the loop that gives permits back when one is kept that is due before the
@@ -465,7 +522,7 @@ class RemotePermits:
             self._free = keep
             self._next_return = min((self._due(h, since) for h, since in keep), default=math.inf)
             self._kept = kept = anyio.Event()
-            with anyio.move_on_after(self._next_return - now):
+            with anyio.move_on_after(self._next_return - now + _PAST):
                 await kept.wait()
 
     def _due(self, held: _Held, since: float) -> float:
@@ -492,7 +549,9 @@ class RemotePermits:
 
     async def _wait_cool(self, endpoint: str) -> None:
         while (left := self._cooling.get(endpoint, -math.inf) - self._clock()) > 0:
-            await anyio.sleep(left)
+            # A hair past the end: a float that rounds the wake-up just short of it would
+            # otherwise be slept again and again for nothing.
+            await anyio.sleep(left + _PAST)
 
     async def _lease(self, endpoint: str) -> _Held:
         while True:
@@ -518,23 +577,44 @@ class RemotePermits:
             self._return(held)
         return None
 
+    async def _paced(self, endpoint: str, tokens: Tokens) -> int:
+        """Wait for the table's pace of ``endpoint`` (unless it said it does not pace it);
+        the attempt's number there, -1 when not paced."""
+        if endpoint in self._unpaced:
+            return -1
+        estimate = tokens() if callable(tokens) else tokens or 0
+        number = int(await self._limiter.pace.remote(endpoint, estimate))
+        if number < 0:
+            self._unpaced.add(endpoint)
+        return number
+
+    def _heard(self, endpoint: str, number: int, limits: RateLimits | None) -> None:
+        if number < 0 and limits is None:
+            return
+        if limits is not None:
+            self._unpaced.discard(endpoint)  # it says its limits now: pace by them
+        # Not awaited, as a return: the table's pace needs no answer.
+        self._limiter.heard.remote(endpoint, number, limits)
+
     @asynccontextmanager
     async def slot(self, endpoint: str, *, tokens: Tokens = None) -> AsyncIterator[Slot]:
-        # ``tokens`` is not read: the lease table paces by concurrency and 429s only, and a
-        # tokens-per-minute pace across actors would need the table to hear every answer's
-        # headers (the protocol takes it so that one runner serves both kinds of permits).
-        del tokens
         local = self._local
         if local is None:
             raise RuntimeError("RemotePermits.slot: open the permits first (RemotePermits.open)")
         await self._wait_cool(endpoint)
         async with local:
             await self._wait_cool(endpoint)
-            held = self._take() or await self._lease(endpoint)
+            number = await self._paced(endpoint, tokens)
+            try:
+                held = self._take() or await self._lease(endpoint)
+            except BaseException:
+                self._heard(endpoint, number, None)
+                raise
             slot = Slot(self._clock())
             try:
                 yield slot
             finally:
+                self._heard(endpoint, number, slot.rate_limits)
                 if slot.limited:
                     wait = slot.retry_after
                     if wait is not None and math.isfinite(wait) and wait > 0:

@@ -37,6 +37,12 @@ class LimiterActor:
     async def cooling_changes(self, seen: int) -> tuple[int, dict[str, float]]:
         return await self._table.cooling_changes(seen)
 
+    async def pace(self, endpoint: str, tokens: int = 0) -> int:
+        return await self._table.pace(endpoint, tokens)
+
+    async def heard(self, endpoint: str, number: int, limits: Any) -> None:
+        self._table.heard(endpoint, number, limits)
+
     async def abandon(self, request: str) -> None:
         self._table.abandon(request)
 

@@ -38,7 +38,9 @@ from ._options import MAX_RETRIES as MAX_RETRIES
 from ._options import CallOptions as CallOptions
 from ._options import RunOptions as RunOptions
 from ._options import whole_number as whole_number
+from ._permits import MAX_PACED_WAIT_SECONDS as MAX_PACED_WAIT_SECONDS
 from ._permits import LocalPermits as LocalPermits
+from ._permits import Pace as Pace
 from ._permits import Permits as Permits
 from ._permits import Pressure as Pressure
 from ._permits import Slot as Slot
@@ -53,6 +55,7 @@ from ._runner import run_sync as run_sync
 
 __all__ = (
     "MAX_CONCURRENCY",
+    "MAX_PACED_WAIT_SECONDS",
     "MAX_RETRIES",
     "MAX_RETRY_AFTER_SECONDS",
     "CacheArg",
@@ -63,6 +66,7 @@ __all__ = (
     "Engine",
     "LocalPermits",
     "ModelCall",
+    "Pace",
     "Permits",
     "Pressure",
     "ResponseCache",

@@ -111,8 +111,9 @@ class Pace:
     counts. Every wait is capped at :data:`MAX_PACED_WAIT_SECONDS`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, ordered: bool = True) -> None:
         self.started = 0  # attempts started to the endpoint
+        self.ordered = ordered
         self.first_word = anyio.Event()
         self._requests = _Budget()
         self._tokens = _Budget()
@@ -160,6 +161,9 @@ class Pace:
         self._in_flight_tokens -= tokens
         if limits is None:
             return
+        if not self.ordered:
+            self._heard_unordered(limits, now)
+            return
         self._requests.heard(
             number,
             remaining=limits.remaining_requests,
@@ -179,6 +183,27 @@ class Pace:
             reset=limits.reset_tokens,
             now=now,
             base=through,
+        )
+
+    def _heard_unordered(self, limits: RateLimits, now: float) -> None:
+        """An answer's word when attempts reach the server in no known order (many processes
+        share the pace): every attempt still in flight is counted as used after it, the worst
+        case, and within one window the strictest word stands."""
+        self._requests.heard_unordered(
+            remaining=limits.remaining_requests,
+            limit=limits.limit_requests,
+            reset=limits.reset_requests,
+            now=now,
+            base=self.started - len(self._in_flight),
+            total=self.started,
+        )
+        self._tokens.heard_unordered(
+            remaining=limits.remaining_tokens,
+            limit=limits.limit_tokens,
+            reset=limits.reset_tokens,
+            now=now,
+            base=self._spent - self._in_flight_tokens,
+            total=self._spent,
         )
 
     def hold(self, seconds: float, now: float) -> None:
@@ -253,6 +278,36 @@ class _Budget:
         self._heard, self._base, self._carried = number, base, 0
         self.remaining, self._limit = remaining, limit
         self._reset_at = now + reset
+        self._window = max(self._window, reset)
+
+    def heard_unordered(
+        self,
+        *,
+        remaining: int | None,
+        limit: int | None,
+        reset: float | None,
+        now: float,
+        base: int,
+        total: int,
+    ) -> None:
+        """As :meth:`heard`, for answers in no known order: ``base`` counts every attempt in
+        flight as used after this one (``total`` is the running total now). A word of an
+        earlier window than the one counted is stale; of a later one, it replaces it; of the
+        same one, it replaces it only if it leaves less."""
+        if remaining is None:
+            return
+        reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
+        reset_at = now + reset
+        half = self._window / 2
+        if self.remaining is not None and math.isfinite(self._reset_at):
+            if reset_at < self._reset_at - half:
+                return  # the word of a window already past
+            same = reset_at <= self._reset_at + half
+            if same and remaining - (total - base) >= self.remaining - (total - self._base):
+                return  # no stricter than what is counted
+        self._base, self._carried = base, 0
+        self.remaining, self._limit = remaining, limit
+        self._reset_at = reset_at
         self._window = max(self._window, reset)
 
 
