@@ -133,7 +133,10 @@ class Pace:
         start)."""
         if now < self._hold_until:
             return self._hold_until - now
-        requests = self._requests.wait(now, self.started, 1, self.started)
+        # Unordered (many processes), attempts in flight when a window turns may be counted
+        # in the new one: they are carried into it, as tokens always are.
+        carried = 0 if self.ordered else len(self._in_flight)
+        requests = self._requests.wait(now, self.started, 1, self.started, carried=carried)
         if requests > 0 or self._tokens.remaining is None:
             return requests
         return self._tokens.wait(
