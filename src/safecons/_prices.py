@@ -24,6 +24,7 @@ __all__ = (
     "PER_TOKENS",
     "Prices",
     "as_prices",
+    "costs",
     "kind_cost",
     "money_text",
     "token_cost",
@@ -165,6 +166,33 @@ def token_cost(
         return None
     batched = min(batch_tokens or 0, tokens)
     return price * (tokens - batch_discount * batched) / PER_TOKENS
+
+
+def costs(
+    prices: Prices,
+    tokens: Mapping[str, Mapping[str, int | None]],
+    batch_tokens: Mapping[str, Mapping[str, int | None] | None],
+) -> dict[str, dict[str, float | None]]:
+    """The cost of each kind's ``tokens`` (:func:`kind_cost`, ``batch_tokens[kind]`` those a
+    provider batch answered) and, under ``"all"``, their sums over the kinds (None where a
+    kind's is unknown): what a plan and a run summary report alike.
+
+    Examples
+    --------
+    >>> tokens = {"sut": {"prompt": 1_000_000, "completion": 0},
+    ...           "judge": {"prompt": 2_000_000, "completion": None}}
+    >>> out = costs(Prices(sut_prompt=1.0, judge_prompt=1.0), tokens, {"sut": None, "judge": None})
+    >>> out["sut"]["total"], out["all"]["prompt"], out["all"]["total"]
+    (1.0, 3.0, None)
+    """
+    out = {kind: kind_cost(prices, kind, tokens[kind], batch_tokens[kind]) for kind in KINDS}
+    out["all"] = {
+        part: None
+        if any(out[k][part] is None for k in KINDS)
+        else sum(out[k][part] or 0.0 for k in KINDS)
+        for part in (*PARTS, "total")
+    }
+    return out
 
 
 def kind_cost(

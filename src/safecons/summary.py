@@ -9,7 +9,7 @@ from typing import Any, Final
 import polars as pl
 from polars.datatypes import DataTypeClass
 
-from ._prices import KINDS, PARTS, Prices, as_prices, kind_cost, money_text
+from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
 from ._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
@@ -130,17 +130,7 @@ class RunSummary:
         or its price are unknown."""
         if self.prices is None:
             return None
-        out = {
-            kind: kind_cost(self.prices, kind, self.tokens[kind], self.batch_tokens[kind])
-            for kind in KINDS
-        }
-        out["all"] = {
-            part: None
-            if any(out[k][part] is None for k in KINDS)
-            else sum(out[k][part] or 0.0 for k in KINDS)
-            for part in (*PARTS, "total")
-        }
-        return out
+        return costs(self.prices, self.tokens, self.batch_tokens)
 
     def token_table(self) -> pl.DataFrame:
         """The tokens per kind as a frame: ``kind``, ``prompt_tokens``, ``completion_tokens``,

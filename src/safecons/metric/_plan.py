@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from .._prices import KINDS, PARTS, Prices, kind_cost, money_text
+from .._prices import KINDS, PARTS, Prices, costs, money_text
 from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient, as_chat_client, secrets_of, warn_if_guessed
 from ..run import Endpoint, ResponseCache, decode_completion, opened_cache, replay, slot
@@ -99,22 +99,8 @@ class CallPlan:
         priced with the ``batch_discount``. None without prices."""
         if self.prices is None:
             return None
-        out = {
-            kind: kind_cost(
-                self.prices,
-                kind,
-                self.tokens[kind],
-                self.tokens[kind] if kind in self.batched else None,
-            )
-            for kind in KINDS
-        }
-        out["all"] = {
-            part: None
-            if any(out[k][part] is None for k in KINDS)
-            else sum(out[k][part] or 0.0 for k in KINDS)
-            for part in (*PARTS, "total")
-        }
-        return out
+        batched = {k: self.tokens[k] if k in self.batched else None for k in KINDS}
+        return costs(self.prices, self.tokens, batched)
 
     def token_table(self) -> pl.DataFrame:
         """The tokens per kind as a frame: ``kind``, ``prompt_tokens`` (estimated),
