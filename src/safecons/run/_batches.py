@@ -30,6 +30,7 @@ from http import HTTPStatus
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 
 from ..clients import BatchAPI, BatchError, BatchState, Lines
 from ._cache import ResponseCache
@@ -251,6 +252,8 @@ class Batcher:
                     continue
                 self._record(api, batch, chunk)
                 held[batch] = chunk
+            # Unshielded: an interrupt that came meanwhile stops here, before the next file.
+            await anyio.lowlevel.checkpoint()
 
     async def _wait_all(
         self,
