@@ -7,7 +7,13 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 import warnings
 
 import anyio
@@ -407,3 +413,98 @@ def test_the_plan_prices_a_batched_kind_at_the_batch_discount() -> None:
     assert batched.tokens == live.tokens
     assert live.cost is not None and batched.cost is not None
     assert batched.cost["sut"]["prompt"] == pytest.approx(live.cost["sut"]["prompt"] / 2)
+
+
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import polars as pl
+    import safecons as sc
+
+    base_url, cache = sys.argv[1], sys.argv[2]
+    df = pl.DataFrame({"input_id": [f"r{i}" for i in range(3)],
+                       "prompt": [f"question number {i}" for i in range(3)],
+                       "sut_response": ["I'm sorry, but I can't help with that."] * 3})
+    sut, judge = (sc.OpenAICompatible(model=role, base_url=base_url, api_key="", batch=True,
+                                      batch_poll_seconds=0.02) for role in ("sut", "judge"))
+    df.pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, progress=False,
+            responses_per_query=3)
+    """
+)
+
+
+def test_a_run_killed_while_its_batch_runs_is_picked_up_by_the_rerun(tmp_path) -> None:
+    # SIGKILL: no cleanup code of the run's runs. The batch was recorded when it was made.
+    script = tmp_path / "run.py"
+    script.write_text(KILLED_SCRIPT)
+    cache = tmp_path / "c.sqlite"
+    release = threading.Event()
+    with (
+        FakeOpenAIServer(responder=held_responder(release), batch_seconds=0.05) as srv,
+        released(release),
+    ):
+        proc = subprocess.Popen(
+            [sys.executable, str(script), srv.base_url, str(cache)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while not srv.batches() and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.01)
+        time.sleep(0.2)  # the run is polling its batch now
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        [batch] = srv.batches()
+        release.set()
+        out = run(rows(3), srv, cache)
+        batches = srv.batches()
+    assert out["sc_error"].to_list() == [None] * 3
+    assert batches[0]["id"] == batch["id"] and len(batches) == 2  # picked up, then the judge's
+    assert srv.stats.batch.files == 2
+
+
+def test_a_batched_run_from_a_running_event_loop(tmp_path) -> None:
+    # A notebook cell: the sync front runs the batches on a loop of its own, in a thread.
+    async def cell() -> pl.DataFrame:
+        return run(rows(2), srv, tmp_path / "c.sqlite")
+
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        out = asyncio.run(cell())
+        assert len(srv.batches()) == 2
+    assert out["sc_error"].to_list() == [None, None]
+
+
+def test_the_budget_counts_each_line_as_an_attempt(tmp_path) -> None:
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        sut, judge = clients(srv)
+        out = rows(3).pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=judge,
+            cache=tmp_path / "c.sqlite",
+            progress=False,
+            responses_per_query=3,
+            max_calls=6,
+        )
+        batches = srv.batches()
+    # The six SUT samples went in the first batch; the budget was spent before any verdict.
+    assert [lines_of(b) for b in batches] == [6]
+    assert all("max_calls budget" in e for e in out["sc_error"].to_list())
+
+
+def test_a_batched_run_shows_its_batch_progress(tmp_path, capsys) -> None:
+    pytest.importorskip("tqdm")
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.05) as srv:
+        sut, judge = clients(srv)
+        rows(2).pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=judge,
+            cache=tmp_path / "c.sqlite",
+            progress=True,
+            responses_per_query=2,
+        )
+    err = capsys.readouterr().err
+    assert "batch sut" in err and "batch judge" in err and "2/2" in err
