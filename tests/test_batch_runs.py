@@ -508,3 +508,46 @@ def test_a_batched_run_shows_its_batch_progress(tmp_path, capsys) -> None:
         )
     err = capsys.readouterr().err
     assert "batch sut" in err and "batch judge" in err and "2/2" in err
+
+
+def test_a_creation_whose_answer_was_lost_is_found_not_made_twice(tmp_path) -> None:
+    # The provider makes the batch, but its answer never arrives (a 502 from a proxy): the
+    # run finds the batch over its file instead of making (and paying for) a second one.
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        real = httpx.Client(base_url=srv.base_url)
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            answer = real.request(
+                request.method,
+                request.url.path.removeprefix("/v1"),
+                params=request.url.params,
+                headers={"content-type": request.headers.get("content-type", "")},
+                content=request.read(),
+            )
+            if request.method == "POST" and request.url.path.endswith("/batches"):
+                return httpx.Response(502, json={"error": {"message": "bad gateway"}})
+            return httpx.Response(answer.status_code, content=answer.content)
+
+        made = {
+            role: sc.OpenAICompatible(
+                model=role,
+                base_url="http://proxy.test/v1",
+                api_key="",
+                transport=httpx.MockTransport(handler),
+                batch=True,
+                batch_poll_seconds=POLL,
+            )
+            for role in ("sut", "judge")
+        }
+        out = rows(2).pipe(
+            sc.safety_consistency,
+            sut=made["sut"],
+            judge=made["judge"],
+            cache=tmp_path / "c.sqlite",
+            progress=False,
+            responses_per_query=2,
+        )
+        batches = srv.batches()
+        real.close()
+    assert out["sc_error"].to_list() == [None, None]
+    assert len(batches) == 2  # one per stage, each found after its lost answer

@@ -49,6 +49,8 @@ MAX_BATCH_BYTES: Final = 200 * 2**20
 COMPLETION_WINDOW: Final = "24h"
 #: A batch in one of these states changes no more.
 TERMINAL: Final = frozenset({"completed", "failed", "expired", "cancelled"})
+#: The newest batches searched for one whose creation's answer was lost.
+LISTED: Final = 100
 #: Tries of one request to the Batch API (an upload, a look at progress) before it fails.
 API_ATTEMPTS: Final = 6
 #: The first wait before trying a Batch API request again (seconds; doubling, with jitter).
@@ -81,6 +83,11 @@ def batch_api(client: object) -> BatchAPI | None:
 
 class BatchError(Exception):
     """The provider refused or failed a request of its Batch API (after every try)."""
+
+
+class _Refused(BatchError):
+    """The Batch API refused a request (a 4xx other than 408, 409, 429): another try cannot
+    mend it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,18 +221,61 @@ class BatchAPI:
         file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
         if not isinstance(file_id, str):
             raise BatchError(f"{self.identity}: the upload answered no file id")
-        created = await self._json(
-            "POST",
-            self._batches,
-            what="create the batch",
-            json={
-                "input_file_id": file_id,
-                "endpoint": self.line_url,
-                "completion_window": COMPLETION_WINDOW,
-                "metadata": {"made_by": "safecons"},
-            },
-        )
-        return BatchState.of(created, self._scrub).id
+        return await self._create(file_id)
+
+    async def _create(self, file_id: str) -> str:
+        """Create the batch over ``file_id``, once: a creation whose answer was lost (a
+        connection cut, a timeout, a 5xx) may have made the batch, so before asking again the
+        provider's batches are searched for one over this file (each upload has its own id),
+        and a retry never makes a second batch to pay for."""
+        body = {
+            "input_file_id": file_id,
+            "endpoint": self.line_url,
+            "completion_window": COMPLETION_WINDOW,
+            "metadata": {"made_by": "safecons"},
+        }
+        delay, problem = API_FIRST_DELAY, "no try made"
+        for attempt in range(API_ATTEMPTS):
+            try:
+                response = await self._request(
+                    "POST", self._batches, what="create the batch", json=body, tries=1
+                )
+            except _Refused:
+                raise  # refused (a 4xx): nothing was made, and asking again would not mend it
+            except BatchError as exc:
+                problem = str(exc)
+            else:
+                try:
+                    return BatchState.of(response.json(), self._scrub).id
+                except ValueError:
+                    problem = "the answer is not JSON"
+            made = await self._made_over(file_id)
+            if made is not None:
+                return made
+            if attempt + 1 < API_ATTEMPTS:
+                await anyio.sleep(delay * (1 + random.random()) / 2)
+                delay = min(delay * 2, API_MAX_DELAY)
+        raise BatchError(f"{self.identity}: could not create the batch: {problem}")
+
+    async def _made_over(self, file_id: str) -> str | None:
+        """The batch over ``file_id`` among the provider's newest, if one was made."""
+        try:
+            listed = await self._json(
+                "GET", self._batches, what="list the batches", params={"limit": LISTED}
+            )
+        except BatchError as exc:
+            # Not knowing whether the batch exists, asking again could pay for it twice.
+            raise BatchError(
+                f"{exc}; a batch over file {file_id} may have been made: look for it in the "
+                "provider's console before running again"
+            ) from None
+        data = listed.get("data") if isinstance(listed, Mapping) else None
+        for item in data if isinstance(data, list) else []:
+            if isinstance(item, Mapping) and item.get("input_file_id") == file_id:
+                ident = item.get("id")
+                if isinstance(ident, str):
+                    return ident
+        return None
 
     async def state(self, batch: str) -> BatchState:
         """What the provider says of ``batch`` now."""
@@ -250,18 +300,21 @@ class BatchAPI:
         except ValueError:
             raise BatchError(f"{self.identity}: {what}: the answer is not JSON") from None
 
-    async def _request(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
-        """One request to the Batch API, tried again on a transient failure (connection,
-        429, 5xx) with backoff honouring ``Retry-After``."""
+    async def _request(
+        self, method: str, url: str, *, what: str, tries: int = API_ATTEMPTS, **kwargs: Any
+    ) -> httpx.Response:
+        """One request to the Batch API, tried again (up to ``tries`` in all) on a transient
+        failure (connection, 429, 5xx) with backoff honouring ``Retry-After``."""
         from ._openai import error_text, parse_retry_after
 
         http = self._http
         assert http is not None, "BatchAPI.open() first"
         delay, problem = API_FIRST_DELAY, "no try made"
-        for attempt in range(API_ATTEMPTS):
+        params = {**self._query, **kwargs.pop("params", {})}
+        for attempt in range(tries):
             wait: float | None = None
             try:
-                response = await http.request(method, url, params=self._query, **kwargs)
+                response = await http.request(method, url, params=params, **kwargs)
             except httpx.HTTPError as exc:
                 problem = f"connection error ({type(exc).__name__})"
             else:
@@ -272,11 +325,12 @@ class BatchAPI:
                 problem = f"HTTP {status}: {message}"
                 self._refuse(status, what, problem)
                 wait = parse_retry_after(response.headers)
-            if attempt + 1 < API_ATTEMPTS:
+            if attempt + 1 < tries:
                 pause = delay * (1 + random.random()) / 2 if wait is None else wait
                 await anyio.sleep(min(pause, API_MAX_DELAY))
                 delay = min(delay * 2, API_MAX_DELAY)
-        raise BatchError(f"{self.identity}: could not {what} ({API_ATTEMPTS} tries): {problem}")
+        plural = "tries" if tries > 1 else "try"
+        raise BatchError(f"{self.identity}: could not {what} ({tries} {plural}): {problem}")
 
     def _refuse(self, status: int, what: str, problem: str) -> None:
         """Raise for an answer another try cannot mend."""
@@ -286,14 +340,15 @@ class BatchAPI:
                 "API key and that it may use batches."
             )
         if status == HTTPStatus.NOT_FOUND and what in ("upload the batch file", "create the batch"):
+            where = self._files if what.startswith("upload") else self._batches
             raise ConfigError(
-                f"{self.identity}: the server has no Batch API at {self._files} ({problem}). "
+                f"{self.identity}: the server has no Batch API at {where} ({problem}). "
                 "OpenAI, Azure OpenAI and LiteLLM's proxy serve one; vLLM's, Ollama's and "
                 "llama.cpp's servers do not: make the client with batch=False"
             )
         if status in _RETRYABLE or status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             return
-        raise BatchError(f"{self.identity}: could not {what}: {problem}")
+        raise _Refused(f"{self.identity}: could not {what}: {problem}")
 
 
 class LiveSession(Protocol):

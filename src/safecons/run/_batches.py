@@ -124,6 +124,9 @@ class Batcher:
         self._wake = anyio.Event()
         self._warned: set[str] = set()
         self._delivered: set[str] = set()  # calls whose line was answered in this run
+        # Recorded batches this run gave up on for a call: never picked up again for it, even
+        # where the cache could not be told (read-only, a failed write).
+        self._given_up: set[tuple[str, str]] = set()
 
     @property
     def endpoints(self) -> frozenset[str]:
@@ -226,7 +229,9 @@ class Batcher:
         try:
             await self._create(api, lines, held)
             await self._wait_all(queue, lines, held, resumed=resumed, ended=ended)
-        except anyio.get_cancelled_exc_class():
+        except BaseException:
+            # Interrupted, or ended by an error (a key the Batch API no longer takes): name
+            # every batch still running (or cancel it, as the client says) before going.
             with anyio.CancelScope(shield=True):
                 for batch in held:
                     if batch not in ended:
@@ -418,10 +423,15 @@ class Batcher:
         if self._cache is None:
             return {}
         try:
-            return self._cache.batches_holding(endpoint, lines)
+            held = self._cache.batches_holding(endpoint, lines)
         except Exception as exc:
             self._warn("read", f"could not read its recorded batches ({type(exc).__name__}: {exc})")
             return {}
+        kept = {
+            batch: [k for k in keys if (batch, k) not in self._given_up]
+            for batch, keys in held.items()
+        }
+        return {batch: keys for batch, keys in kept.items() if keys}
 
     def _record(self, api: BatchAPI, batch: str, keys: list[str]) -> None:
         if self._cache is None:
@@ -442,6 +452,7 @@ class Batcher:
             )
 
     def _forget(self, batch: str, keys: list[str]) -> None:
+        self._given_up.update((batch, key) for key in keys)
         if self._cache is not None and keys:
             try:
                 self._cache.forget_batch_lines(batch, keys)

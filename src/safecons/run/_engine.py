@@ -159,7 +159,10 @@ class Engine:
             endpoint=endpoint,
             encode=encode,
             decode=decode,
-            while_backing_off=self._gate.lend,
+            # A batched run does not lend a backing-off unit's place: the batcher counts a
+            # unit waiting for its place again as neither parked nor done, so lending it could
+            # leave the run waiting for a unit that waits for the run.
+            while_backing_off=self._gate.lend if batcher is None else None,
             budgeted=budgeted,
             # A function, not a number: the permits work it out only for an endpoint whose
             # provider has said how many tokens remain, so other runs never count tokens.
