@@ -547,3 +547,24 @@ async def test_a_holder_that_never_tells_its_answer_holds_the_endpoint_a_bounded
     assert await table.pace("sut") == -1
     table.heard("sut", -1, RateLimits(limit_requests=5, remaining_requests=4, reset_requests=1))
     assert await table.pace("sut") == 2  # paced again once an answer carries limits
+
+
+async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
+    table = table_of(4, adaptive=False)
+    said = RateLimits(limit_requests=2, remaining_requests=1, reset_requests=1.0)
+    table.heard("sut", await table.pace("sut", ttl=5.0), said)
+    await table.pace("sut", ttl=5.0)  # its holder dies: its answer is never told
+
+    async def granted_in(start: float) -> int:
+        await anyio.sleep(start - anyio.current_time())
+        n = 0
+        with anyio.move_on_after(0.999):
+            while True:
+                table.heard("sut", await table.pace("sut", ttl=5.0), None)
+                n += 1
+        return n
+
+    # While it counts as in flight, it is carried into every new window: one place left...
+    assert await granted_in(1.0) == 1
+    # ...until its ttl is up; then the window is whole again.
+    assert await granted_in(6.0) == 2

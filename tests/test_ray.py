@@ -349,6 +349,16 @@ def test_actor_resources_are_checked_before_anything_runs():
     scr.safety_consistency(ds, sut=sut, judge=sut, resources={"scorer": 0.5}, validate=False)
 
 
+def test_a_batched_client_is_refused_by_the_ray_path_by_name():
+    ds = dataset(rows(4), 1)
+    batched = sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key="", batch=True)
+    live = sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key="")
+    with pytest.raises(InputError, match=r"^sut: a client made with batch=True"):
+        scr.safety_consistency(ds, sut=batched, judge=live, validate=False)
+    with pytest.raises(InputError, match=r"^judge: a client made with batch=True"):
+        scr.safety_consistency(ds, sut=live, judge=batched, validate=False)
+
+
 def test_arguments_the_ray_path_cannot_take_are_refused_by_name():
     ds = dataset(rows(4), 1)
     sut = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1")

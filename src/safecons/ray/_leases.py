@@ -33,6 +33,9 @@ __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 
 #: How far past a deadline a wait for it sleeps (seconds).
 _PAST = 1e-9
+#: How long a paced attempt counts as in flight without its answer being told (seconds):
+#: longer than any attempt's timeout, so that only a holder that is gone is let go of.
+_PACE_TTL = 600.0
 
 
 @dataclass(slots=True, eq=False)
@@ -145,6 +148,7 @@ class LeaseTable:
         self._paces: dict[str, Pace] = {}
         self._unpaced: set[str] = set()  # endpoints whose answers say nothing of limits
         self._spoke: set[str] = set()  # endpoints an answer said its limits of
+        self._pace_due: dict[str, dict[int, float]] = {}  # attempts in flight: their deadline
 
     # ------------------------------------------------------------------ the holders' calls
 
@@ -254,7 +258,7 @@ class LeaseTable:
                 await self._cool_changed.wait()
         return self._cool_version, self.cooling()
 
-    async def pace(self, endpoint: str, tokens: int = 0) -> int:
+    async def pace(self, endpoint: str, tokens: int = 0, ttl: float = _PACE_TTL) -> int:
         """Wait until ``endpoint``'s pace lets an attempt of an estimated ``tokens`` start, and
         count it started: its number, for :meth:`heard`. -1: the endpoint is not paced (its
         provider said nothing of its limits), and the holder need not ask again.
@@ -264,7 +268,9 @@ class LeaseTable:
         that died before telling it does not hold the endpoint for ever).
         """
         pace = self._pace(endpoint)
+        due = self._pace_due.setdefault(endpoint, {})
         while True:
+            self._expire_paced(pace, due)
             if endpoint in self._unpaced:
                 return -1
             if pace.started and not pace.first_word.is_set():
@@ -275,14 +281,24 @@ class LeaseTable:
                 continue
             wait = pace.wait(self._clock(), tokens)
             if wait <= 0:
-                return pace.start(tokens)
+                number = pace.start(tokens)
+                due[number] = self._clock() + ttl
+                return number
             await anyio.sleep(wait + _PAST)
+
+    def _expire_paced(self, pace: Pace, due: dict[int, float]) -> None:
+        """Attempts whose holder never told their answer within their ``ttl`` (it died, or
+        was cancelled while the table counted its attempt) stop counting as in flight."""
+        now = self._clock()
+        for number in [n for n, when in due.items() if when <= now]:
+            del due[number]
+            pace.heard(number, None, now)
 
     def heard(self, endpoint: str, number: int, limits: RateLimits | None) -> None:
         """What the answer of attempt ``number`` (from :meth:`pace`; -1 for an attempt not
         paced) to ``endpoint`` said of the provider's limits (None: nothing)."""
         pace = self._pace(endpoint)
-        if number >= 0:
+        if number >= 0 and self._pace_due.get(endpoint, {}).pop(number, None) is not None:
             pace.heard(number, limits, self._clock())
         if limits is not None:
             self._spoke.add(endpoint)
@@ -583,7 +599,7 @@ class RemotePermits:
         if endpoint in self._unpaced:
             return -1
         estimate = tokens() if callable(tokens) else tokens or 0
-        number = int(await self._limiter.pace.remote(endpoint, estimate))
+        number = int(await self._limiter.pace.remote(endpoint, estimate, self._ttl))
         if number < 0:
             self._unpaced.add(endpoint)
         return number

@@ -37,8 +37,8 @@ class LimiterActor:
     async def cooling_changes(self, seen: int) -> tuple[int, dict[str, float]]:
         return await self._table.cooling_changes(seen)
 
-    async def pace(self, endpoint: str, tokens: int = 0) -> int:
-        return await self._table.pace(endpoint, tokens)
+    async def pace(self, endpoint: str, tokens: int, ttl: float) -> int:
+        return await self._table.pace(endpoint, tokens, ttl)
 
     async def heard(self, endpoint: str, number: int, limits: Any) -> None:
         self._table.heard(endpoint, number, limits)

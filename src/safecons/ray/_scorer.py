@@ -306,6 +306,15 @@ def safety_consistency(
         judge=judge,
         options={**options, "progress": False, "cache": False},
     )
+    for role, client in (("sut", sut), ("judge", getattr(judge, "client", judge))):
+        if getattr(client, "batch", False) is True:
+            # Each actor would send a round of batches for every batch of rows, one after
+            # another: a job of many 24-hour waits. The Polars path sends one per stage.
+            raise InputError(
+                f"{role}: a client made with batch=True cannot score on Ray's actors; score "
+                "the rows with safecons.safety_consistency (one round of provider batches per "
+                "stage, docs/batch.md), or make the client with batch=False"
+            )
     for role, client in (("sut", sut), ("judge", judge)):
         try:
             ray.cloudpickle.dumps(client)
