@@ -519,7 +519,7 @@ async def test_workers_are_paced_together_by_what_the_provider_says():
 
 async def test_without_the_tables_pace_the_same_workers_overrun_the_limit(monkeypatch):
     # The check can fail: the same run with the table's pace answering "not paced" at once.
-    async def unpaced(self, endpoint: str, tokens: int = 0) -> int:
+    async def unpaced(self, endpoint: str, tokens: int = 0, ttl: float = 0.0) -> int:
         return -1
 
     monkeypatch.setattr(LeaseTable, "pace", unpaced)
