@@ -551,3 +551,21 @@ def test_a_creation_whose_answer_was_lost_is_found_not_made_twice(tmp_path) -> N
         real.close()
     assert out["sc_error"].to_list() == [None, None]
     assert len(batches) == 2  # one per stage, each found after its lost answer
+
+
+def test_a_cache_gets_its_batch_table_only_when_a_batch_is_recorded(tmp_path) -> None:
+    import sqlite3
+
+    def tables(path) -> set[str]:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    live, batched = tmp_path / "live.sqlite", tmp_path / "batched.sqlite"
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        run(rows(2), srv, live, sut=False, judge=False)
+        run(rows(2), srv, batched)
+    # A cache that recorded no batch has the tables an earlier safecons reads, and no more.
+    assert tables(live) == {"meta", "responses"}
+    assert tables(batched) == {"meta", "responses", "batch_lines"}
+    with sc.ResponseCache(batched, read_only=True) as cache:
+        assert cache.info()["entries"] == 8

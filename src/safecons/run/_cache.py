@@ -62,21 +62,25 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
+"""
+#: Made when a run first records a provider batch, not before: a cache that never recorded
+#: one keeps the tables an earlier safecons reads.
+_BATCH_TABLE = """
 CREATE TABLE IF NOT EXISTS batch_lines (
     key TEXT NOT NULL,
     batch TEXT NOT NULL,
     endpoint TEXT NOT NULL,
     created REAL NOT NULL,
     PRIMARY KEY (key, batch)
-);
+)
 """
 _TABLES = {
     "meta": {"name", "value"},
     "responses": {"key", "kind", "endpoint", "value", "created"},
     "batch_lines": {"key", "batch", "endpoint", "created"},
 }
-#: The tables of a cache written before provider batches were recorded (still read, and given
-#: the batch table when opened for writing).
+#: The tables of a cache that has recorded no provider batch (every cache of an earlier
+#: safecons, which reads these).
 _TABLES_BEFORE_BATCHES = {name: _TABLES[name] for name in ("meta", "responses")}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -423,6 +427,7 @@ class ResponseCache:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._conn.execute(_BATCH_TABLE)
                 self._conn.executemany(
                     "INSERT OR IGNORE INTO batch_lines (key, batch, endpoint, created) "
                     "VALUES (?, ?, ?, ?)",
@@ -459,9 +464,17 @@ class ResponseCache:
         if self.read_only:
             return
         with self._lock:
-            self._conn.executemany(
-                "DELETE FROM batch_lines WHERE key=? AND batch=?", [(k, batch) for k in keys]
-            )
+            try:
+                self._conn.executemany(
+                    "DELETE FROM batch_lines WHERE key=? AND batch=?", [(k, batch) for k in keys]
+                )
+            except sqlite3.OperationalError:
+                return  # no batch was ever recorded here: nothing to forget
+
+    def _tables(self) -> set[str]:
+        """The tables the file holds now (the caller holds the lock)."""
+        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        return {str(r[0]) for r in rows}
 
     def info(self) -> dict[str, Any]:
         """Entries in total, by kind and by endpoint, the oldest and newest, and the file size."""
@@ -519,7 +532,7 @@ class ResponseCache:
             raise CacheError(self.path, "is read-only: nothing can be cleared from it")
         with self._lock:
             deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
-            if not clauses:
+            if not clauses and "batch_lines" in self._tables():
                 # Emptied for a fresh start: a rerun sends every call anew, batches included.
                 self._conn.execute("DELETE FROM batch_lines")
         with self._lock:
