@@ -213,10 +213,11 @@ def test_a_429_seen_by_one_actor_holds_back_every_actor():
 
 
 def test_actors_are_paced_together_by_the_providers_rate_limit_headers():
-    # 10 requests a second for each model: two actors that each paced alone would take the
-    # whole limit each; paced through the limiter, together they keep under it.
+    # 10 requests a second for each model (20 in each two-second window): two actors that
+    # each paced alone would take the whole limit each; paced through the limiter, together
+    # they keep under it.
     responder = route_by_model({"sut": seeded_sut, "judge": posture_judge})
-    limit = RateLimit(600, window=1.0)
+    limit = RateLimit(600, window=2.0)
     with FakeOpenAIServer(
         responder=responder, latency=0.02, api_key=KEY, rate_limit=limit, log_size=None
     ) as srv:
