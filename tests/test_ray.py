@@ -15,6 +15,7 @@ import sqlite3
 import sys
 import threading
 import time
+from typing import Any
 
 import polars as pl
 import pytest
@@ -212,12 +213,11 @@ def test_a_429_seen_by_one_actor_holds_back_every_actor():
     assert got.height == 160 and got["sc_error"].null_count() == 160
 
 
-def test_actors_are_paced_together_by_the_providers_rate_limit_headers():
-    # 10 requests a second for each model (20 in each two-second window): two actors that
-    # each paced alone would take the whole limit each; paced through the limiter, together
-    # they keep under it.
+def paced_run(pace: bool) -> tuple[pl.DataFrame, Any]:
+    """Three actors, 30 rows, SUT and judge at 10 requests a second each (one-second windows),
+    under one limiter that paces by the providers' headers or not."""
     responder = route_by_model({"sut": seeded_sut, "judge": posture_judge})
-    limit = RateLimit(600, window=2.0)
+    limit = RateLimit(600, window=1.0)
     with FakeOpenAIServer(
         responder=responder, latency=0.02, api_key=KEY, rate_limit=limit, log_size=None
     ) as srv:
@@ -228,15 +228,27 @@ def test_actors_are_paced_together_by_the_providers_rate_limit_headers():
             judge=judge,
             concurrency_limit=8,
             batch_size=5,
-            actors=2,
-            limiter=scr.global_limiter(8),
+            actors=3,
+            limiter=scr.global_limiter(8, pace=pace),
         )
-        got = collect(out)
-        server = srv.stats
-    assert got.height == 30 and got["sc_error"].null_count() == 30
-    # Measured: 0 to 3 429s in about 121 requests; each actor pacing alone (the tree before
-    # the table's pace) had 16 of 136 and 20 of 140. See docs/scale-out.md.
-    assert server.rate_limited <= 0.05 * server.requests, (server.rate_limited, server.requests)
+        return collect(out), srv.stats
+
+
+def test_actors_are_paced_together_by_the_providers_rate_limit_headers():
+    # Actors that each paced by their own answers would each take the whole limit; paced
+    # through the limiter, together they keep under it. Both runs share the machine's load,
+    # so the one without the shared pace is the measure (docs/scale-out.md has figures).
+    paced, with_pace = paced_run(True)
+    alone, without = paced_run(False)
+    for got in (paced, alone):
+        assert got.height == 30 and got["sc_error"].null_count() == 30
+    print(
+        f"429s: {with_pace.rate_limited} of {with_pace.requests} paced together, "
+        f"{without.rate_limited} of {without.requests} each actor on its own"
+    )
+    # Measured: 0 to 9 of about 125 paced together, 19 and 20 of about 140 on their own.
+    assert with_pace.rate_limited <= 0.1 * with_pace.requests
+    assert with_pace.rate_limited < without.rate_limited
 
 
 class CrashingJudge:

@@ -97,7 +97,8 @@ class LeaseTable:
       endpoint whose first answer says nothing of limits is not paced: :meth:`pace` says so,
       and holders stop asking until an answer of theirs carries limits.
 
-    ``clock`` is the table's monotonic clock (injectable for tests).
+    ``clock`` is the table's monotonic clock (injectable for tests); ``pace=False`` makes a
+    table that paces nothing (:meth:`pace` answers -1).
 
     Examples
     --------
@@ -121,8 +122,10 @@ class LeaseTable:
         adaptive: bool = True,
         max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        pace: bool = True,
     ) -> None:
         self.cap = check_cap(cap)
+        self._pacing = pace
         self._pressure = Pressure(cap) if adaptive else None
         self._max_retry_after = max_retry_after
         self._clock = clock
@@ -267,6 +270,8 @@ class LeaseTable:
         wait for that answer, at most :data:`~safecons.run.MAX_PACED_WAIT_SECONDS`: a holder
         that died before telling it does not hold the endpoint for ever).
         """
+        if not self._pacing:
+            return -1  # a table made with pace=False shares only the cap and cool-downs
         pace = self._pace(endpoint)
         due = self._pace_due.setdefault(endpoint, {})
         while True:

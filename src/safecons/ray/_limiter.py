@@ -24,9 +24,13 @@ class LimiterActor:
     method runs on the actor's one event loop, so the table needs no lock)."""
 
     def __init__(
-        self, cap: int, adaptive: bool = True, max_retry_after: float = MAX_RETRY_AFTER_SECONDS
+        self,
+        cap: int,
+        adaptive: bool = True,
+        max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
+        pace: bool = True,
     ) -> None:
-        self._table = LeaseTable(cap, adaptive=adaptive, max_retry_after=max_retry_after)
+        self._table = LeaseTable(cap, adaptive=adaptive, max_retry_after=max_retry_after, pace=pace)
 
     async def acquire(self, holder: str, request: str, endpoint: str, ttl: float) -> float:
         return await self._table.acquire(holder, request, endpoint, ttl=ttl)
@@ -59,8 +63,14 @@ def global_limiter(
     name: str | None = None,
     adaptive: bool = True,
     max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
+    pace: bool = True,
 ) -> Any:
     """The limiter actor that caps every attempt of a job at ``cap`` in flight.
+
+    With ``pace`` (the default) it also paces every actor's attempts to an endpoint by what
+    its provider's rate-limit headers say (:class:`~safecons.ray._leases.LeaseTable`);
+    ``pace=False`` shares only the cap and the 429 cool-downs (each actor then paces by the
+    answers it gets itself, which is how a job ran before the shared pace).
 
     With a ``name`` the actor is found (or made) under that name in the ``safecons``
     namespace, so several runs, or several drivers on one cluster, that give the same name
@@ -100,7 +110,7 @@ def global_limiter(
         # Detached: a limiter other drivers found by name must outlive the one that made it.
         options |= {"name": name, "get_if_exists": True, "lifetime": "detached"}
     actor = ray.remote(LimiterActor).options(**options)
-    return actor.remote(cap, adaptive, max_retry_after)
+    return actor.remote(cap, adaptive, max_retry_after, pace)
 
 
 def limiter_stats(limiter: Any) -> dict[str, Any]:
