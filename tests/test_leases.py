@@ -568,3 +568,9 @@ async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
     assert await granted_in(1.0) == 1
     # ...until its ttl is up; then the window is whole again.
     assert await granted_in(6.0) == 2
+
+
+async def test_a_table_made_with_pace_false_paces_nothing():
+    table = LeaseTable(4, clock=anyio.current_time, pace=False)
+    table.heard("sut", -1, RateLimits(limit_requests=1, remaining_requests=0, reset_requests=9))
+    assert [await table.pace("sut") for _ in range(3)] == [-1, -1, -1]
