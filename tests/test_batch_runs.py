@@ -75,6 +75,18 @@ def run(df: pl.DataFrame, srv: FakeOpenAIServer, cache, **kw) -> pl.DataFrame:
     )
 
 
+def scored_by(made: dict, cache) -> pl.DataFrame:
+    """Two rows scored by ``made["sut"]`` and ``made["judge"]``, one sample each."""
+    return rows(2).pipe(
+        sc.safety_consistency,
+        sut=made["sut"],
+        judge=made["judge"],
+        cache=cache,
+        progress=False,
+        responses_per_query=2,
+    )
+
+
 def spend(out: pl.DataFrame, field: str) -> list[int]:
     return [row[field] for row in out["sc_spend"].to_list()]
 
@@ -335,14 +347,7 @@ def test_azure_batches_go_to_its_own_paths(tmp_path) -> None:
             )
             for role in ("sut", "judge")
         }
-        out = rows(2).pipe(
-            sc.safety_consistency,
-            sut=made["sut"],
-            judge=made["judge"],
-            cache=tmp_path / "c.sqlite",
-            progress=False,
-            responses_per_query=2,
-        )
+        out = scored_by(made, tmp_path / "c.sqlite")
         batches = srv.batches()
         paths = {r.path for r in srv.stats.log}
     assert out["sc_error"].to_list() == [None, None]
@@ -539,14 +544,7 @@ def test_a_creation_whose_answer_was_lost_is_found_not_made_twice(tmp_path) -> N
             )
             for role in ("sut", "judge")
         }
-        out = rows(2).pipe(
-            sc.safety_consistency,
-            sut=made["sut"],
-            judge=made["judge"],
-            cache=tmp_path / "c.sqlite",
-            progress=False,
-            responses_per_query=2,
-        )
+        out = scored_by(made, tmp_path / "c.sqlite")
         batches = srv.batches()
         real.close()
     assert out["sc_error"].to_list() == [None, None]
