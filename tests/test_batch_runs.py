@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -17,6 +18,7 @@ import time
 import warnings
 
 import anyio
+import anyio.from_thread
 import httpx
 import polars as pl
 import pytest
@@ -567,3 +569,101 @@ def test_a_cache_gets_its_batch_table_only_when_a_batch_is_recorded(tmp_path) ->
     assert tables(batched) == {"meta", "responses", "batch_lines"}
     with sc.ResponseCache(batched, read_only=True) as cache:
         assert cache.info()["entries"] == 8
+
+
+def test_a_live_call_backing_off_beside_batched_ones_does_not_stall_the_run(
+    tmp_path, monkeypatch
+) -> None:
+    # A live SUT whose first call fails once, a batched judge, and a gate no wider than the
+    # run's concurrency: the unit backing off must not give its place away, or the run waits
+    # for a unit that waits for a place (found by review; it hung before the fix).
+    from safecons.clients import CallFailed
+    from safecons.run import _engine
+
+    monkeypatch.setattr(_engine, "MAX_BATCH_LINES", 0)
+    failed: set[str] = set()
+
+    async def sut(messages, *, temperature):
+        if "question number 0" in json.dumps(messages) and not failed:
+            failed.add("once")
+            raise CallFailed("a transient failure")
+        return REFUSE
+
+    with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
+        _, judge = clients(srv)
+        with anyio.from_thread.start_blocking_portal() as portal:
+            out = portal.call(
+                functools.partial(
+                    asyncio.wait_for,
+                    sc.safety_consistency_async(
+                        rows(4),
+                        sut=sut,
+                        judge=judge,
+                        cache=False,
+                        progress=False,
+                        responses_per_query=2,
+                        concurrency_limit=1,
+                    ),
+                    timeout=60,
+                )
+            )
+    assert failed and out["sc_error"].to_list() == [None] * 4
+
+
+def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cache(
+    tmp_path,
+) -> None:
+    # The batch recorded for a call ended without it; the cache cannot be told to forget it
+    # (read-only): the run must send the call in a new batch once, not poll the old for ever.
+    from safecons.clients import BatchState
+    from safecons.run import ResponseCache
+    from safecons.run._batches import Batcher
+
+    path = tmp_path / "c.sqlite"
+    with ResponseCache(path) as cache:
+        cache.record_batch("b_old", endpoint="E", keys=["k1"])
+    seen = {"polls": 0, "submits": 0}
+
+    class API:
+        identity, cancel_on_interrupt, poll_seconds = "E", False, 0.01
+        max_lines, max_bytes = 10, 10**6
+
+        @contextlib.asynccontextmanager
+        async def open(self):
+            yield self
+
+        async def state(self, batch):
+            seen["polls"] += 1
+            if batch == "b_old":
+                return BatchState(batch, "cancelled")
+            return BatchState(batch, "completed", output_file_id="out")
+
+        async def content(self, file_id):
+            return b'{"custom_id": "k1", "response": {"status_code": 200, "body": {}}}\n'
+
+        async def submit(self, data, name):
+            seen["submits"] += 1
+            return "b_new"
+
+    async def main():
+        with ResponseCache(path, read_only=True) as cache:
+            batcher = Batcher(cache, progress=False, gate_waiting=lambda: False)
+            lines = batcher.add(API())  # type: ignore[arg-type]
+            got = {}
+
+            async def unit():
+                got["record"], got["batch"] = await lines("k1", b"{}\n")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(batcher.serve)
+                with anyio.fail_after(30):
+                    for counted in list(batcher.tracked([unit])):  # every unit handed out
+                        await counted()
+                tg.cancel_scope.cancel()
+            return got
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the read-only cache cannot record b_new
+        got = anyio.run(main)
+    assert got["batch"] == "b_new" and seen["submits"] == 1
+    assert seen["polls"] == 2  # the old batch once, the new one once
