@@ -667,3 +667,22 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
         got = anyio.run(main)
     assert got["batch"] == "b_new" and seen["submits"] == 1
     assert seen["polls"] == 2  # the old batch once, the new one once
+
+
+def test_a_swap_test_with_a_batched_judge_sends_both_orders_in_one_batch(tmp_path) -> None:
+    pairs = pl.DataFrame(
+        {
+            "question": [f"question {i}" for i in range(3)],
+            "x": [f"short {i}" for i in range(3)],
+            "y": [f"a much longer answer {i}" for i in range(3)],
+        }
+    )
+    with FakeOpenAIServer(
+        responder=route_by_model({"judge": lambda body: "B is longer. [[B]]"}),
+        batch_seconds=0.02,
+    ) as srv:
+        _, judge = clients(srv)
+        out = pairs.pipe(sc.swap_test, judge=judge, cache=tmp_path / "c.sqlite", progress=False)
+        batches = srv.batches()
+    assert out["swap_error"].null_count() == 3
+    assert [lines_of(b) for b in batches] == [6]  # both orders of three pairs
