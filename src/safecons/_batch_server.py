@@ -336,6 +336,13 @@ class Batches:
             self._uploads += 1
         return _reply(new.public())
 
+    def _results(self, filename: str, lines: list[bytes]) -> _File | None:
+        """A batch's output (or error) file of ``lines``; None when there are none, as
+        OpenAI leaves the file id null."""
+        if not lines:
+            return None
+        return self._store(filename, "batch_output", b"".join(line + b"\n" for line in lines))
+
     def _store(self, filename: str, purpose: str, data: bytes) -> _File:
         new = _File(f"file-{uuid.uuid4().hex}", filename, purpose, data, int(time.time()))
         with self._lock:
@@ -653,24 +660,8 @@ class Batches:
 
     def _finish(self, batch: _Batch, status: str) -> None:
         stem = batch.obj["id"]
-        output = (
-            self._store(
-                f"{stem}_output.jsonl",
-                "batch_output",
-                b"".join(line + b"\n" for line in batch.output),
-            )
-            if batch.output
-            else None
-        )
-        errors = (
-            self._store(
-                f"{stem}_error.jsonl",
-                "batch_output",
-                b"".join(line + b"\n" for line in batch.errors),
-            )
-            if batch.errors
-            else None
-        )
+        output = self._results(f"{stem}_output.jsonl", batch.output)
+        errors = self._results(f"{stem}_error.jsonl", batch.errors)
         stamp = {"completed": "completed_at", "expired": "expired_at", "cancelled": "cancelled_at"}
         with self._lock:
             batch.obj["output_file_id"] = output.id if output else None

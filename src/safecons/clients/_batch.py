@@ -253,8 +253,7 @@ class BatchAPI:
             if made is not None:
                 return made
             if attempt + 1 < API_ATTEMPTS:
-                await anyio.sleep(delay * (1 + random.random()) / 2)
-                delay = min(delay * 2, API_MAX_DELAY)
+                delay = await _pause(delay)
         raise BatchError(f"{self.identity}: could not create the batch: {problem}")
 
     async def _made_over(self, file_id: str) -> str | None:
@@ -326,9 +325,7 @@ class BatchAPI:
                 self._refuse(status, what, problem)
                 wait = parse_retry_after(response.headers)
             if attempt + 1 < tries:
-                pause = delay * (1 + random.random()) / 2 if wait is None else wait
-                await anyio.sleep(min(pause, API_MAX_DELAY))
-                delay = min(delay * 2, API_MAX_DELAY)
+                delay = await _pause(delay, wait)
         plural = "tries" if tries > 1 else "try"
         raise BatchError(f"{self.identity}: could not {what} ({tries} {plural}): {problem}")
 
@@ -351,11 +348,19 @@ class BatchAPI:
         raise _Refused(f"{self.identity}: could not {what}: {problem}")
 
 
+async def _pause(delay: float, wait: float | None = None) -> float:
+    """Sleep before the next try of a Batch API request: the server's ``wait``
+    (``Retry-After``) if it sent one, else ``delay`` with half of it jittered, at most
+    :data:`API_MAX_DELAY`; the delay for the try after."""
+    await anyio.sleep(
+        min(delay * (1 + random.random()) / 2 if wait is None else wait, API_MAX_DELAY)
+    )
+    return min(delay * 2, API_MAX_DELAY)
+
+
 class LiveSession(Protocol):
     """What a batched session needs of the client's own session: the body it would send,
     and how it reads an answer."""
-
-    format_step: int
 
     def request_body(
         self,
@@ -386,10 +391,6 @@ class BatchedSession:
         self._live = live
         self._api = api
         self._lines = lines
-
-    @property
-    def format_step(self) -> int:
-        return self._live.format_step
 
     async def complete(
         self,
