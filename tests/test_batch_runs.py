@@ -65,15 +65,18 @@ def clients(srv: FakeOpenAIServer, **kw):
     return made["sut"], made["judge"]
 
 
-def run(df: pl.DataFrame, srv: FakeOpenAIServer, cache, **kw) -> pl.DataFrame:
-    sut, judge = clients(srv, **kw)
+def run(
+    df: pl.DataFrame, srv: FakeOpenAIServer, cache, *, sut=True, judge=True, **options
+) -> pl.DataFrame:
+    """``df`` scored by the server's SUT and judge (batched unless ``sut``/``judge`` say
+    not), with no progress bar and two samples a row unless ``options`` say otherwise."""
+    batched_sut, batched_judge = clients(srv, sut=sut, judge=judge)
     return df.pipe(
         sc.safety_consistency,
-        sut=sut,
-        judge=judge,
+        sut=batched_sut,
+        judge=batched_judge,
         cache=cache,
-        progress=False,
-        responses_per_query=3,
+        **{"progress": False, "responses_per_query": 3, **options},
     )
 
 
@@ -485,16 +488,7 @@ def test_a_batched_run_from_a_running_event_loop(tmp_path) -> None:
 
 def test_the_budget_counts_each_line_as_an_attempt(tmp_path) -> None:
     with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
-        sut, judge = clients(srv)
-        out = rows(3).pipe(
-            sc.safety_consistency,
-            sut=sut,
-            judge=judge,
-            cache=tmp_path / "c.sqlite",
-            progress=False,
-            responses_per_query=3,
-            max_calls=6,
-        )
+        out = run(rows(3), srv, tmp_path / "c.sqlite", max_calls=6)
         batches = srv.batches()
     # The six SUT samples went in the first batch; the budget was spent before any verdict.
     assert [lines_of(b) for b in batches] == [6]
@@ -504,15 +498,7 @@ def test_the_budget_counts_each_line_as_an_attempt(tmp_path) -> None:
 def test_a_batched_run_shows_its_batch_progress(tmp_path, capsys) -> None:
     pytest.importorskip("tqdm")
     with FakeOpenAIServer(responder=responder(), batch_seconds=0.05) as srv:
-        sut, judge = clients(srv)
-        rows(2).pipe(
-            sc.safety_consistency,
-            sut=sut,
-            judge=judge,
-            cache=tmp_path / "c.sqlite",
-            progress=True,
-            responses_per_query=2,
-        )
+        run(rows(2), srv, tmp_path / "c.sqlite", progress=True, responses_per_query=2)
     err = capsys.readouterr().err
     assert "batch sut" in err and "batch judge" in err and "2/2" in err
 
