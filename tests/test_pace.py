@@ -97,8 +97,10 @@ def test_a_429_holds_the_endpoint_capped() -> None:
     assert pace.wait(1.5) == pytest.approx(1.5)
     pace.hold(1e9, now=0.0)
     assert pace.wait(0.0) == pytest.approx(MAX_PACED_WAIT_SECONDS)
+    # A reset of hours (a daily limit spent) is believed, each wait capped; one past a day
+    # is nonsense, read as nothing said (test_a_nonsense_word_holds_nothing).
     reset = anyio.run(new_pace)
-    reset.heard(reset.start(), said(remaining=0, reset=1e9), now=0.0)
+    reset.heard(reset.start(), said(remaining=0, reset=5 * 3600.0), now=0.0)
     assert reset.wait(0.0) == pytest.approx(MAX_PACED_WAIT_SECONDS)
 
 
@@ -241,7 +243,7 @@ def test_an_attempt_larger_than_the_limit_starts_in_a_fresh_window() -> None:
 
 def test_token_resets_are_capped_and_default_when_unsaid() -> None:
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(), tokens_said(remaining=0, reset=1e9), now=0.0)
+    pace.heard(pace.start(), tokens_said(remaining=0, reset=5 * 3600.0), now=0.0)
     assert pace.wait(0.0, 1) == pytest.approx(MAX_PACED_WAIT_SECONDS)
     unsaid = anyio.run(new_pace)
     unsaid.heard(unsaid.start(), RateLimits(remaining_tokens=0), now=0.0)
@@ -340,3 +342,134 @@ def test_an_ordered_pace_would_have_been_loosened_by_the_same_answers() -> None:
     flying = [pace.start() for _ in range(5)]
     pace.heard(flying[4], said(remaining=4, reset=0.9), now=0.1)
     assert pace.wait(0.1) == 0.0  # taken at its word: four more may start
+
+
+# ------------------------------------------------ nonsense words read as "no limit known"
+
+
+@pytest.mark.parametrize("kind", ["requests", "tokens"])
+@pytest.mark.parametrize(
+    ("limit", "remaining", "reset"),
+    [
+        (0, 0, 1.0),  # some gateways send 0 for "no limit set"
+        (0, 0, 1e-9),
+        (-5, 0, 1.0),
+        (60, -1, 1.0),
+        (10**15, 0, 1.0),
+        (60, 61, 1.0),  # more left than the limit
+        (60, 0, 99999 * 3600.0),  # a reset past a day
+        (60, 0, float("inf")),
+        (60, 0, -1.0),
+    ],
+)
+def test_a_nonsense_word_holds_nothing(kind, limit, remaining, reset) -> None:
+    word = (
+        RateLimits(limit_requests=limit, remaining_requests=remaining, reset_requests=reset)
+        if kind == "requests"
+        else RateLimits(limit_tokens=limit, remaining_tokens=remaining, reset_tokens=reset)
+    )
+    pace = anyio.run(new_pace)
+    pace.heard(pace.start(100), word, now=0.0)
+    for t in (0.0, 0.5, 2.0, 61.0, 3600.0):
+        pace.start(100)
+        assert pace.wait(t, 100) == 0.0, t
+    assert pace.said == word  # kept as said, for the warning
+
+
+def test_a_limit_of_zero_never_stops_the_permits_nor_spins() -> None:
+    clock = FakeClock()
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await clock.sleep(seconds)
+
+    async def main() -> int:
+        permits = LocalPermits(4, clock=clock, sleep=sleep)
+        done = 0
+        with anyio.fail_after(5):  # real seconds: a stuck or spinning pace never gets there
+            for _ in range(50):
+                async with permits.slot("e") as slot:
+                    slot.rate_limits = said(remaining=0, reset=1e-9, limit=0)
+                    slot.succeeded()
+                done += 1
+        return done
+
+    assert anyio.run(main) == 50
+    assert sleeps == []
+
+
+def test_a_nanosecond_reset_sleeps_at_least_a_millisecond() -> None:
+    from safecons.run._permits import MIN_PACED_WAIT_SECONDS
+
+    clock = FakeClock()
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await clock.sleep(seconds)
+
+    async def main() -> None:
+        permits = LocalPermits(1, clock=clock, sleep=sleep)
+        for _ in range(20):
+            async with permits.slot("e") as slot:
+                slot.rate_limits = said(remaining=0, reset=1e-9, limit=None)
+                slot.succeeded()
+
+    anyio.run(main)
+    assert sleeps and min(sleeps) >= MIN_PACED_WAIT_SECONDS
+
+
+def test_a_long_wait_is_shown_on_the_bar_and_warned_once_naming_the_endpoint() -> None:
+    import warnings
+
+    import safecons as sc
+
+    clock = FakeClock()
+
+    class Bar:
+        def __init__(self) -> None:
+            self.postfixes: list[str] = []
+
+        def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+            self.postfixes.append(s)
+
+    bar = Bar()
+
+    async def main() -> None:
+        permits = LocalPermits(2, clock=clock, sleep=clock.sleep)
+        permits.notices.bar = bar
+        for _ in range(3):
+            async with permits.slot("https://api.example/v1 gpt-x") as slot:
+                slot.rate_limits = said(remaining=0, reset=30.0, limit=60)
+                slot.succeeded()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        anyio.run(main)
+    pacing = [w for w in caught if issubclass(w.category, sc.PacingWarning)]
+    assert len(pacing) == 1
+    text = str(pacing[0].message)
+    assert "https://api.example/v1 gpt-x" in text and "0 of 60 requests left" in text
+    assert "reset in 30 s" in text
+    shown = [p for p in bar.postfixes if p]
+    assert shown and all("waiting 30 s for https://api.example/v1 gpt-x" in p for p in shown)
+    assert bar.postfixes[-1] == ""  # cleared once the wait is over
+
+
+def test_a_short_wait_is_not_shown() -> None:
+    import warnings
+
+    clock = FakeClock()
+
+    async def main() -> None:
+        permits = LocalPermits(2, clock=clock, sleep=clock.sleep)
+        for _ in range(3):
+            async with permits.slot("e") as slot:
+                slot.rate_limits = said(remaining=0, reset=2.0, limit=60)
+                slot.succeeded()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        anyio.run(main)
+    assert clock.now == pytest.approx(4.0)

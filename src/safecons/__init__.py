@@ -40,7 +40,9 @@ from .errors import AuthenticationError as AuthenticationError
 from .errors import CacheError as CacheError
 from .errors import ConfigError as ConfigError
 from .errors import InputError as InputError
+from .errors import PacingWarning as PacingWarning
 from .errors import SafeconsError as SafeconsError
+from .errors import SafeconsWarning as SafeconsWarning
 from .golden import golden_set as golden_set
 from .judges import Judgment as Judgment
 from .judges import LLMJudge as LLMJudge
@@ -80,11 +82,13 @@ __all__ = (
     "LLMJudge",
     "OfflineJudge",
     "OpenAICompatible",
+    "PacingWarning",
     "PostureJudge",
     "Prices",
     "ResponseCache",
     "RunSummary",
     "SafeconsError",
+    "SafeconsWarning",
     "SafetyConsistencyConfig",
     "__version__",
     "audit_judge",

@@ -12,7 +12,9 @@ __all__ = (
     "CacheError",
     "ConfigError",
     "InputError",
+    "PacingWarning",
     "SafeconsError",
+    "SafeconsWarning",
 )
 
 
@@ -48,3 +50,15 @@ class CacheError(SafeconsError):
     def __init__(self, path: object, problem: str) -> None:
         super().__init__(f"cache {str(path)!r}: {problem}")
         self.path = path
+
+
+class SafeconsWarning(UserWarning):
+    """Base class of every warning safecons gives: filter them all with
+    ``warnings.filterwarnings("ignore", category=sc.SafeconsWarning)``."""
+
+
+class PacingWarning(SafeconsWarning):
+    """A provider's rate-limit word holds an endpoint's calls for longer than a few seconds.
+
+    Given once per endpoint and run; the message names the endpoint and what its provider said.
+    """

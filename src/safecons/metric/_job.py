@@ -19,7 +19,7 @@ from .._record import DEFAULT_PREFIX, column_names, output_schema
 from ..clients import as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
-from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache
+from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache, portal_call
 from ..summary import RunSummary, run_summary
 from ..templates import Template
 from ..variants import build_variants, check_unique_ids
@@ -242,8 +242,8 @@ def run_batches(job: Job, lf: pl.LazyFrame) -> Iterator[pl.DataFrame]:
         async def make_runner() -> Runner:
             return job.options.runner(cache)
 
-        runner = portal.call(make_runner)
+        runner = portal_call(portal, make_runner)
         for batch in lf.collect_batches(chunk_size=rows):
             if batch.height == 0:
                 continue
-            yield portal.call(job.score, job.variants(batch), runner)
+            yield portal_call(portal, job.score, job.variants(batch), runner)

@@ -50,6 +50,7 @@ from ._runner import CallOutcome as CallOutcome
 from ._runner import RetryPolicy as RetryPolicy
 from ._runner import Runner as Runner
 from ._runner import RunStats as RunStats
+from ._runner import portal_call as portal_call
 from ._runner import replay as replay
 from ._runner import run_sync as run_sync
 
@@ -82,6 +83,7 @@ __all__ = (
     "engine",
     "get_default_cache",
     "opened_cache",
+    "portal_call",
     "replay",
     "run_sync",
     "sample_seed",

@@ -207,7 +207,12 @@ class Engine:
         bar = progress_bar(total, self.options.progress, desc=desc, unit=unit)
         if self._batcher is not None:
             units = self._batcher.tracked(units)
-        await run_in_order(units, gate=self._gate, bar=bar)
+        notices = self.runner.notices
+        notices.bar = bar  # a long wait for a provider's word shows on it
+        try:
+            await run_in_order(units, gate=self._gate, bar=bar)
+        finally:
+            notices.bar = None
 
 
 @asynccontextmanager

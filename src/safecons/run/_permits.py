@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -23,11 +24,13 @@ from typing import Final, Protocol, TypeAlias
 import anyio
 
 from ..clients import RateLimits
+from ..errors import PacingWarning
 
 __all__ = (
     "MAX_PACED_WAIT_SECONDS",
     "LocalPermits",
     "Pace",
+    "PaceNotices",
     "Permits",
     "Pressure",
     "Slot",
@@ -39,6 +42,143 @@ __all__ = (
 MAX_PACED_WAIT_SECONDS: Final = 60.0
 #: How long a remaining count sent without its reset time is believed (seconds).
 UNKNOWN_RESET_SECONDS: Final = 1.0
+#: A count above this (requests or tokens in one window) is no limit anyone sets: read as
+#: nothing said (:func:`sensible`).
+MAX_SENSIBLE_COUNT: Final = 10**12
+#: A reset further off than this is no per-minute or per-day window: read as nothing said.
+MAX_SENSIBLE_RESET_SECONDS: Final = 86_400.0
+#: The shortest paced wait (seconds): a reset of a nanosecond must not make the pace spin.
+MIN_PACED_WAIT_SECONDS: Final = 0.001
+#: A paced wait longer than this is shown: a :class:`~safecons.PacingWarning` (once per
+#: endpoint) and the progress bar's postfix (:class:`PaceNotices`).
+VISIBLE_WAIT_SECONDS: Final = 5.0
+
+
+def sensible(limits: RateLimits | None) -> RateLimits | None:
+    """``limits`` with each count (requests, tokens) that no provider could mean read as not
+    said: a limit of 0 (some gateways send it for "no limit set"), a count below 0 or above
+    :data:`MAX_SENSIBLE_COUNT`, a remaining count above its limit, or a reset that is negative,
+    not finite or past :data:`MAX_SENSIBLE_RESET_SECONDS`. A count's limit, remaining and reset
+    go together: one nonsense figure drops the three. ``Retry-After`` is kept (a hold is
+    capped at :data:`MAX_PACED_WAIT_SECONDS` where it is read).
+
+    Examples
+    --------
+    >>> from safecons.clients import RateLimits
+    >>> sensible(RateLimits(limit_requests=0, remaining_requests=0, reset_requests=1.0))
+    >>> sensible(RateLimits(limit_requests=60, remaining_requests=0, reset_requests=360e3))
+    >>> sensible(RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0))
+    RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0, limit_tokens=None, remaining_tokens=None, reset_tokens=None, retry_after=None)
+    """  # noqa: E501
+    if limits is None:
+        return None
+    requests = _sensible_count(
+        limits.limit_requests, limits.remaining_requests, limits.reset_requests
+    )
+    tokens = _sensible_count(limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens)
+    if requests is None and tokens is None and limits.retry_after is None:
+        return None
+    no = (None, None, None)
+    (lr, rr, sr), (lt, rt, st) = requests or no, tokens or no
+    return RateLimits(
+        limit_requests=lr,
+        remaining_requests=rr,
+        reset_requests=sr,
+        limit_tokens=lt,
+        remaining_tokens=rt,
+        reset_tokens=st,
+        retry_after=limits.retry_after,
+    )
+
+
+def _sensible_count(
+    limit: int | None, remaining: int | None, reset: float | None
+) -> tuple[int | None, int | None, float | None] | None:
+    if limit is None and remaining is None and reset is None:
+        return None
+    if limit is not None and not 0 < limit <= MAX_SENSIBLE_COUNT:
+        return None
+    if remaining is not None and not 0 <= remaining <= MAX_SENSIBLE_COUNT:
+        return None
+    if limit is not None and remaining is not None and remaining > limit:
+        return None
+    if reset is not None and not (
+        math.isfinite(reset) and 0 <= reset <= MAX_SENSIBLE_RESET_SECONDS
+    ):
+        return None
+    return limit, remaining, reset
+
+
+def describe(limits: RateLimits | None) -> str:
+    """What a provider's word said, in a few words (for a warning or a progress bar).
+
+    Examples
+    --------
+    >>> from safecons.clients import RateLimits
+    >>> describe(RateLimits(limit_requests=60, remaining_requests=0, reset_requests=42.0))
+    '0 of 60 requests left, reset in 42 s'
+    >>> describe(None)
+    'nothing of its limits'
+    """
+    if limits is None:
+        return "nothing of its limits"
+    parts = []
+    for name, limit, remaining, reset in (
+        ("requests", limits.limit_requests, limits.remaining_requests, limits.reset_requests),
+        ("tokens", limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens),
+    ):
+        if remaining is None and limit is None:
+            continue
+        left = "?" if remaining is None else f"{remaining:,}"
+        of = "" if limit is None else f" of {limit:,}"
+        when = "" if reset is None else f", reset in {reset:,.3g} s"
+        parts.append(f"{left}{of} {name} left{when}")
+    if limits.retry_after is not None:
+        parts.append(f"Retry-After {limits.retry_after:,.3g} s")
+    return "; ".join(parts) or "nothing of its limits"
+
+
+class PostfixBar(Protocol):
+    """A progress bar with a postfix (tqdm's)."""
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
+
+
+class PaceNotices:
+    """Where a run shows that a provider's word holds an endpoint for longer than
+    :data:`VISIBLE_WAIT_SECONDS`: a :class:`~safecons.PacingWarning` once per endpoint, and
+    the postfix of the progress bar in use (``bar``, set by the engine while it shows one)."""
+
+    def __init__(self) -> None:
+        self.bar: PostfixBar | None = None
+        self._warned: set[str] = set()
+        self._waiting: dict[str, str] = {}
+
+    def waiting(self, endpoint: str, seconds: float, said: str) -> None:
+        """An attempt to ``endpoint`` waits ``seconds`` because its provider said ``said``."""
+        text = f"waiting {seconds:,.0f} s for {endpoint} ({said})"
+        if endpoint not in self._warned:
+            self._warned.add(endpoint)
+            warnings.warn(
+                f"{endpoint}: the provider's rate-limit headers hold its calls "
+                f"({said}); the run waits {seconds:,.0f} s, at most "
+                f"{MAX_PACED_WAIT_SECONDS:.0f} s at a time for each word it hears",
+                PacingWarning,
+                stacklevel=2,
+            )
+        self._waiting[endpoint] = text
+        self._show()
+
+    def waited(self, endpoint: str) -> None:
+        if self._waiting.pop(endpoint, None) is not None:
+            self._show()
+
+    def _show(self) -> None:
+        bar = self.bar
+        if bar is None:
+            return
+        text = "; ".join(self._waiting.values())
+        bar.set_postfix_str(text, refresh=True)
 
 
 class Pressure:
@@ -114,6 +254,8 @@ class Pace:
     def __init__(self, *, ordered: bool = True) -> None:
         self.started = 0  # attempts started to the endpoint
         self.ordered = ordered
+        #: The newest word heard, as the provider said it (before :func:`sensible`).
+        self.said: RateLimits | None = None
         self.first_word = anyio.Event()
         self._requests = _Budget()
         self._tokens = _Budget()
@@ -162,6 +304,9 @@ class Pace:
         self.first_word.set()
         through, tokens = self._in_flight.pop(number, (self._spent, 0))
         self._in_flight_tokens -= tokens
+        if limits is not None:
+            self.said = limits
+        limits = sensible(limits)
         if limits is None:
             return
         if not self.ordered:
@@ -369,8 +514,10 @@ class LocalPermits:
         adaptive: bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        notices: PaceNotices | None = None,
     ) -> None:
         self.limiter = anyio.CapacityLimiter(concurrency_limit)
+        self.notices = PaceNotices() if notices is None else notices
         self._pressure = Pressure(concurrency_limit) if adaptive else None
         self._clock = clock
         self._sleep = sleep
@@ -383,7 +530,7 @@ class LocalPermits:
             pace = self._paces[endpoint] = Pace()
         return pace
 
-    async def _paced(self, pace: Pace, tokens: Tokens) -> int:
+    async def _paced(self, endpoint: str, pace: Pace, tokens: Tokens) -> int:
         """Take a place in the limiter once ``pace`` lets an attempt of ``tokens`` start; the
         attempt's estimate (0 while its provider has said nothing of tokens)."""
         n = tokens if isinstance(tokens, int) else 0
@@ -392,8 +539,7 @@ class LocalPermits:
                 await pace.first_word.wait()
             if callable(tokens) and pace.counts_tokens:
                 n, tokens = tokens(), None  # worked out once, when first needed
-            while (wait := pace.wait(self._clock(), n)) > 0:
-                await self._sleep(wait)
+            await self._wait_for(endpoint, pace, n)
             await self.limiter.acquire()
             # Others may have started while this one queued for its place: look again.
             ready = pace.first_word.is_set() or not pace.started
@@ -401,6 +547,19 @@ class LocalPermits:
             if ready and estimated and pace.wait(self._clock(), n) <= 0:
                 return n
             self.limiter.release()
+
+    async def _wait_for(self, endpoint: str, pace: Pace, tokens: int) -> None:
+        """Sleep until ``pace`` lets an attempt of ``tokens`` start, showing a long wait."""
+        shown = False
+        try:
+            while (wait := pace.wait(self._clock(), tokens)) > 0:
+                if wait > VISIBLE_WAIT_SECONDS:
+                    shown = True
+                    self.notices.waiting(endpoint, wait, describe(pace.said))
+                await self._sleep(max(wait, MIN_PACED_WAIT_SECONDS))
+        finally:
+            if shown:
+                self.notices.waited(endpoint)
 
     @property
     def lowest_target(self) -> int:
@@ -411,7 +570,7 @@ class LocalPermits:
     @asynccontextmanager
     async def slot(self, endpoint: str, *, tokens: Tokens = None) -> AsyncIterator[Slot]:
         pace = self.pace(endpoint)
-        estimate = await self._paced(pace, tokens)
+        estimate = await self._paced(endpoint, pace, tokens)
         slot = Slot(self._clock())
         number = pace.start(estimate)
         try:

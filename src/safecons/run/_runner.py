@@ -10,6 +10,7 @@ off leaves its slot to others.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import itertools
 import math
@@ -36,7 +37,7 @@ from ..clients import (
     warn_if_guessed,
 )
 from ._cache import ResponseCache
-from ._permits import LocalPermits, Permits, Slot, Tokens
+from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 
 __all__ = (
     "MAX_RATE_LIMITED_FREE",
@@ -48,6 +49,7 @@ __all__ = (
     "Runner",
     "UnitGate",
     "first_exception",
+    "portal_call",
     "progress_bar",
     "replay",
     "run_in_order",
@@ -185,8 +187,12 @@ class Runner:
         adaptive: bool = True,
         permits: Permits | None = None,
     ) -> None:
+        #: Where a long paced wait is shown (the engine hands it its progress bar).
+        self.notices = PaceNotices()
         self.permits: Permits = (
-            LocalPermits(concurrency_limit, adaptive=adaptive) if permits is None else permits
+            LocalPermits(concurrency_limit, adaptive=adaptive, notices=self.notices)
+            if permits is None
+            else permits
         )
         self.timeout_seconds = timeout_seconds
         self.policy = policy or RetryPolicy()
@@ -635,9 +641,37 @@ def run_sync(
         if not _in_running_loop():
             return anyio.run(call)
         with anyio.from_thread.start_blocking_portal() as portal:
-            return portal.call(call)
+            return portal_call(portal, call)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(_interrupted(keep)) from None
+
+
+#: How long the main thread waits on a portal between two looks at pending signals (seconds).
+PORTAL_POLL_SECONDS = 0.05
+
+
+def portal_call(
+    portal: anyio.from_thread.BlockingPortal, fn: Callable[..., Awaitable[T]], *args: Any
+) -> T:
+    """``portal.call(fn, *args)``, waiting in slices so that an interrupt stops it at once.
+
+    Importing polars installs a native SIGINT handler with ``SA_RESTART``
+    (pola-rs/polars#21739). While it is in force (in a Jupyter cell that imported polars
+    first: the kernel puts Python's handler back only after the cell), Ctrl-C or a kernel
+    interrupt no longer wakes a thread blocked on a lock: an untimed wait, as
+    ``portal.call``'s, would hear of it only when the whole run had ended, and then throw the
+    finished frame away. A timed wait returns to the interpreter every
+    :data:`PORTAL_POLL_SECONDS`, which runs the pending handler. On an interrupt the task is
+    cancelled (the run keeps what it finished) and the interrupt propagates.
+    """
+    future = portal.start_task_soon(fn, *args)
+    try:
+        while not future.done():
+            concurrent.futures.wait((future,), timeout=PORTAL_POLL_SECONDS)
+    except BaseException:
+        future.cancel()
+        raise
+    return future.result()
 
 
 def _interrupted(cache: object) -> str:
