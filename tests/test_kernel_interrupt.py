@@ -57,9 +57,12 @@ def outcome(kc, deadline: float) -> tuple[list[str], list[str]]:
             texts.append(content["text"])
         elif msg["msg_type"] == "error":
             errors.append(content["ename"])
-        elif msg["msg_type"] == "status" and content["execution_state"] == "idle":
-            if msg["parent_header"].get("msg_type") == "execute_request":
-                return texts, errors
+        elif (
+            msg["msg_type"] == "status"
+            and content["execution_state"] == "idle"
+            and msg["parent_header"].get("msg_type") == "execute_request"
+        ):
+            return texts, errors
 
 
 @pytest.fixture
