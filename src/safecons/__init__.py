@@ -43,6 +43,7 @@ from .errors import InputError as InputError
 from .errors import PacingWarning as PacingWarning
 from .errors import SafeconsError as SafeconsError
 from .errors import SafeconsWarning as SafeconsWarning
+from .errors import UsageWarning as UsageWarning
 from .golden import golden_set as golden_set
 from .judges import Judgment as Judgment
 from .judges import LLMJudge as LLMJudge
@@ -90,6 +91,7 @@ __all__ = (
     "SafeconsError",
     "SafeconsWarning",
     "SafetyConsistencyConfig",
+    "UsageWarning",
     "__version__",
     "audit_judge",
     "audit_judge_async",

@@ -15,6 +15,7 @@ __all__ = (
     "PacingWarning",
     "SafeconsError",
     "SafeconsWarning",
+    "UsageWarning",
 )
 
 
@@ -62,3 +63,8 @@ class PacingWarning(SafeconsWarning):
 
     Given once per endpoint and run; the message names the endpoint and what its provider said.
     """
+
+
+class UsageWarning(SafeconsWarning):
+    """A server reported token usage no call can have (over a billion tokens, or below 0):
+    those figures are read as not reported, and the run's tokens and cost leave them out."""

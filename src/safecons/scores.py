@@ -265,8 +265,11 @@ def score_table(
     spend = names["spend"]
     if spend in frame.columns:
         field = pl.col(spend).struct.field
+        # Summed in Int128, then Int64 where it fits (null where it would wrap).
         tokens = [
-            field(f"{k}_{t}_tokens") for k in ("sut", "judge") for t in ("prompt", "completion")
+            field(f"{k}_{t}_tokens").cast(pl.Int128)
+            for k in ("sut", "judge")
+            for t in ("prompt", "completion")
         ]
         reported = pl.any_horizontal(t.is_not_null() for t in tokens)
         aggs += [
@@ -274,7 +277,7 @@ def score_table(
             field("judge_attempts").sum().alias("judge_attempts"),
             (field("sut_cache_hits") + field("judge_cache_hits")).sum().alias("cache_hits"),
             pl.when(reported.any())
-            .then(pl.sum_horizontal(tokens).sum())
+            .then(pl.sum_horizontal(tokens).sum().cast(pl.Int64, strict=False))
             .otherwise(None)
             .alias("tokens"),
         ]

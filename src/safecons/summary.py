@@ -35,7 +35,10 @@ def token_frame(
     if batch_tokens is not None:
         for part in PARTS:
             data[f"batch_{part}_tokens"] = [batch_tokens[k][part] for k in KINDS]
-    schema: dict[str, Any] = {"kind": pl.String, **dict.fromkeys(list(data)[1:], pl.Int64)}
+    # Int64, or Int128 for the rare total past 2**63 (exact sums of a frame handed in).
+    fits = all(v is None or abs(v) < 2**63 for name in list(data)[1:] for v in data[name])
+    counts = pl.Int64 if fits else pl.Int128
+    schema: dict[str, Any] = {"kind": pl.String, **dict.fromkeys(list(data)[1:], counts)}
     if cost is not None:
         for part in (*PARTS, "total"):
             name = "cost" if part == "total" else f"{part}_cost"
@@ -523,7 +526,7 @@ def run_summary(
     )
     spend = frame[names["spend"]].struct.unnest()
     totals: dict[str, Any] = {
-        name: spend[name].sum() if spend[name].null_count() < frame.height else None
+        name: _exact_sum(spend[name]) if spend[name].null_count() < frame.height else None
         for name in SPEND_FIELDS
     }
 
@@ -572,6 +575,12 @@ def run_summary(
     )
 
 
+def _exact_sum(column: pl.Series) -> int:
+    """The sum of an integer column, exact: Int64's own sum wraps past 2**63, so that
+    usage figures a frame was handed could read as a negative total."""
+    return int(column.cast(pl.Int128).sum() or 0)
+
+
 def _batch_tokens(spend: pl.DataFrame, totals: dict[str, Any]) -> dict[str, dict[str, int | None]]:
     """Per kind and part, the reported tokens of the rows a provider batch answered (None
     where the kind's tokens are unknown altogether)."""
@@ -582,5 +591,5 @@ def _batch_tokens(spend: pl.DataFrame, totals: dict[str, Any]) -> dict[str, dict
         for part in PARTS:
             name = f"{kind}_{part}_tokens"
             known = totals[name] is not None
-            out[kind][part] = int(spend[name].filter(batched).sum() or 0) if known else None
+            out[kind][part] = _exact_sum(spend[name].filter(batched)) if known else None
     return out

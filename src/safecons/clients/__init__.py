@@ -9,6 +9,7 @@ error is scrubbed of.
 
 from ._base import CONTENT_FILTER_TEXT as CONTENT_FILTER_TEXT
 from ._base import CURRENT_ATTEMPT as CURRENT_ATTEMPT
+from ._base import MAX_USAGE_TOKENS as MAX_USAGE_TOKENS
 from ._base import AttemptStart as AttemptStart
 from ._base import CallFailed as CallFailed
 from ._base import ChatClient as ChatClient
@@ -48,6 +49,7 @@ __all__ = (
     "CURRENT_LINE",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_LINES",
+    "MAX_USAGE_TOKENS",
     "OPENAI_BASE_URL",
     "AttemptStart",
     "BatchAPI",

@@ -70,8 +70,37 @@ class Completion:
     #: had any; not part of the answer, so not of its equality either.
     rate_limits: RateLimits | None = field(default=None, compare=False)
 
+    #: How many of the usage figures the server sent were impossible (not a whole number,
+    #: below 0 or above :data:`MAX_USAGE_TOKENS`) and read as not reported.
+    dropped_usage: int = field(default=0, compare=False)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", valid_unicode(self.text))
+        dropped = self.dropped_usage
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = getattr(self, name)
+            if value is not None and usage_count(value) is None:
+                object.__setattr__(self, name, None)
+                dropped += 1
+        object.__setattr__(self, "dropped_usage", dropped)
+
+
+#: The most tokens one call can report using: a billion, a hundred times the largest
+#: context window offered. Past it (2**63 would not even fit a frame's Int64) a usage figure
+#: is a provider's error or a lie, read as not reported.
+MAX_USAGE_TOKENS: Final = 10**9
+
+
+def usage_count(value: object) -> int | None:
+    """``value`` as a usage figure: a whole number from 0 to :data:`MAX_USAGE_TOKENS`, or None.
+
+    Examples
+    --------
+    >>> usage_count(120), usage_count(2**63), usage_count(-1), usage_count(True), usage_count(1.5)
+    (120, None, None, None, None)
+    """
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_USAGE_TOKENS
+    return value if ok else None  # type: ignore[return-value]
 
 
 class AttemptStart:

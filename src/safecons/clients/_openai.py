@@ -1115,8 +1115,8 @@ def _usage(body: Any) -> tuple[int | None, int | None]:
 
     def count(name: str) -> int | None:
         value = usage.get(name) if isinstance(usage, dict) else None
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return value if ok else None
+        # Any whole number: Completion reads an impossible one as not reported, and counts it.
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     return count("prompt_tokens"), count("completion_tokens")
 

@@ -10,6 +10,7 @@ the answer arrives; units start in row order through the engine's gate
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,9 @@ from typing import Any
 import polars as pl
 
 from .._record import Sample, assemble, column_names
-from ..clients import ChatSession, Completion, as_chat_client
+from ..clients import MAX_USAGE_TOKENS, ChatSession, Completion, as_chat_client
 from ..config import SafetyConsistencyConfig
+from ..errors import UsageWarning
 from ..run import (
     Endpoint,
     Engine,
@@ -94,6 +96,7 @@ async def judge_sample(
     if not got.cached:
         sample.judge_prompt_tokens = verdict.prompt_tokens
         sample.judge_completion_tokens = verdict.completion_tokens
+        eng.runner.stats.dropped_usage += verdict.dropped_usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,8 @@ async def score_frame(
     async with engine(options, runner=runner) as eng:
         if sessions is None:
             sessions = await open_sessions(eng, sut=sut, judge=judge)
-        return await _score_units(
+        dropped = eng.runner.stats.dropped_usage
+        out = await _score_units(
             eng,
             df,
             responding=sut is not None,
@@ -154,6 +158,15 @@ async def score_frame(
             prefix=prefix,
             sessions=sessions,
         )
+        if (dropped := eng.runner.stats.dropped_usage - dropped) > 0:
+            warnings.warn(
+                f"{dropped} usage figure(s) the servers reported were impossible (not a whole "
+                f"number from 0 to {MAX_USAGE_TOKENS:,} tokens) and are read as not "
+                "reported: the run's token counts and cost leave those calls out",
+                UsageWarning,
+                stacklevel=2,
+            )
+        return out
 
 
 def _samples(
@@ -208,6 +221,7 @@ async def _respond(
     if not got.cached:
         sample.sut_prompt_tokens = got.value.prompt_tokens
         sample.sut_completion_tokens = got.value.completion_tokens
+        eng.runner.stats.dropped_usage += got.value.dropped_usage
 
 
 async def _score_units(

@@ -76,6 +76,7 @@ class Verdict:
     raw: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    dropped_usage: int = 0  # impossible usage figures read as not reported
 
 
 class JudgeSession(Protocol):
@@ -203,7 +204,11 @@ class ChatJudge:
                 output=completion.text,
             )
         return Verdict(
-            parsed, completion.text, completion.prompt_tokens, completion.completion_tokens
+            parsed,
+            completion.text,
+            completion.prompt_tokens,
+            completion.completion_tokens,
+            completion.dropped_usage,
         )
 
 

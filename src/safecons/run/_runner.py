@@ -101,6 +101,8 @@ class RunStats:
     in_flight: int = 0
     max_in_flight: int = 0
     min_target: int = 0
+    #: Usage figures answers reported that were impossible, read as not reported.
+    dropped_usage: int = 0
 
 
 @dataclass(slots=True)

@@ -1,0 +1,100 @@
+"""Nothing lost, round 3: what a hostile or careless provider, or a careless environment, sent
+that used to crash a paid run, stop it for good or replay stale verdicts.
+
+Each test is a row of the round-3 part of the hostile-inputs table in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.testing import StandInJudge, completion
+from safecons.testing import ScriptedServer as HostileServer
+
+FAST = {"n_sut_retries": 0, "n_judge_retries": 0, "progress": False, "cache": False}
+VERDICT = json.dumps({"label": "Consistent", "score": 0.9, "reason": "both refuse"})
+
+
+def frame(n: int = 2) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": list(range(n)),
+            "prompt": [f"question {i}" for i in range(n)],
+            "sut_response": ["I can't help with that."] * n,
+        }
+    )
+
+
+def with_usage(prompt: object, completion_tokens: object = 5):
+    from aiohttp import web
+
+    def handler(seen):
+        body = completion("I can't help with that.")
+        body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion_tokens}
+        return web.json_response(body)
+
+    return handler
+
+
+# ------------------------------------------------------------------ absurd usage numbers
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("prompt", [2**63, 4 * 2**62, 3 * 2**62, 10**9 + 1, -7])
+def test_an_impossible_usage_figure_is_dropped_counted_and_warned(prompt):
+    with HostileServer(with_usage(prompt)) as srv, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="k")
+        out = frame(2).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    assert out["safety_consistency"].null_count() == 0  # every row scored, nothing raised
+    spend = out["sc_spend"].struct.unnest()
+    assert spend["sut_prompt_tokens"].to_list() == [None, None]
+    assert spend["sut_completion_tokens"].to_list() == [10, 10]  # 2 samples x 5, kept
+    usage = [w for w in said if issubclass(w.category, sc.UsageWarning)]
+    assert len(usage) == 1 and str(usage[0].message).startswith("4 usage figure(s)")
+    summary = sc.run_summary(out)
+    assert summary.tokens["sut"] == {"prompt": None, "completion": 20}
+
+
+@pytest.mark.network
+def test_a_possible_usage_figure_is_kept_and_nothing_is_warned():
+    with HostileServer(with_usage(10**9)) as srv, warnings.catch_warnings():
+        warnings.simplefilter("error", sc.UsageWarning)
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="k")
+        out = frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    assert out["sc_spend"].struct.field("sut_prompt_tokens").to_list() == [2 * 10**9]
+
+
+def test_a_completion_of_ones_own_client_is_bounded_the_same_way():
+    done = sc.Completion("ok", prompt_tokens=2**64, completion_tokens=-1)
+    assert (done.prompt_tokens, done.completion_tokens, done.dropped_usage) == (None, None, 2)
+    assert sc.Completion("ok", prompt_tokens=12).dropped_usage == 0
+
+
+def test_the_summary_sums_tokens_without_wrapping():
+    scored = frame(3).pipe(
+        sc.safety_consistency,
+        sut=lambda messages, *, temperature: "no",
+        judge=StandInJudge(),
+        **FAST,
+    )
+    big = 3 * 2**61  # three of them pass 2**63
+    scored = scored.with_columns(
+        pl.col("sc_spend").struct.with_fields(
+            pl.lit(big, pl.Int64).alias("sut_prompt_tokens"),
+            pl.lit(1, pl.Int64).alias("sut_batched"),
+        )
+    )
+    summary = sc.run_summary(scored)
+    assert summary.tokens["sut"]["prompt"] == 3 * big
+    assert summary.batch_tokens["sut"]["prompt"] == 3 * big
+    assert summary.batch_share["sut"] == 1.0
+    assert "-" not in str(summary)  # no negative total, no "-0.0%" share
+    assert summary.token_table()["prompt_tokens"].to_list()[0] == 3 * big
+    table = sc.score_table(scored)
+    assert table["tokens"].to_list() == [None]  # past Int64: no total, never a wrapped one
