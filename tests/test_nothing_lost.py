@@ -98,3 +98,118 @@ def test_the_summary_sums_tokens_without_wrapping():
     assert summary.token_table()["prompt_tokens"].to_list()[0] == 3 * big
     table = sc.score_table(scored)
     assert table["tokens"].to_list() == [None]  # past Int64: no total, never a wrapped one
+
+
+# ------------------------------------------------------- the OpenAI key stays with OpenAI
+
+OPENAI_KEY = "sk-proj-OPENAI-ONLY-0123456789abcdefghij"
+
+
+def _auth_seen(monkeypatch, **client) -> tuple[list[str | None], pl.DataFrame | Exception]:
+    seen: list[str | None] = []
+
+    def handler(s):
+        from aiohttp import web
+
+        seen.append({k.lower(): v for k, v in s.headers.items()}.get("authorization"))
+        return web.json_response(completion("I can't help with that."))
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    with HostileServer(handler) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, **client)
+        out = frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    return seen, out
+
+
+@pytest.mark.network
+def test_openai_api_key_is_never_sent_to_another_base_url(monkeypatch):
+    seen, _ = _auth_seen(monkeypatch)
+    assert seen and all(auth is None for auth in seen)
+
+
+@pytest.mark.network
+def test_openai_api_key_goes_where_it_is_asked_to(monkeypatch):
+    seen, _ = _auth_seen(monkeypatch, api_key_env="OPENAI_API_KEY")
+    assert seen and all(auth == f"Bearer {OPENAI_KEY}" for auth in seen)
+
+
+@pytest.mark.network
+def test_openai_api_key_goes_to_the_base_url_set_beside_it(monkeypatch):
+    seen: list[str | None] = []
+
+    def handler(s):
+        from aiohttp import web
+
+        seen.append({k.lower(): v for k, v in s.headers.items()}.get("authorization"))
+        return web.json_response(completion("no"))
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    with HostileServer(handler) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        sut = sc.OpenAICompatible(model="sut")
+        frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    assert seen and all(auth == f"Bearer {OPENAI_KEY}" for auth in seen)
+
+
+def test_openai_api_key_is_read_for_openais_own_host(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for client in (
+        sc.OpenAICompatible(model="m"),
+        sc.OpenAICompatible(model="m", base_url="https://API.openai.com/v1"),
+    ):
+        assert client.secrets.scrub(OPENAI_KEY) != OPENAI_KEY  # the key is the client's
+
+
+@pytest.mark.network
+def test_a_401_from_a_server_sent_no_key_says_how_to_send_one(monkeypatch):
+    from aiohttp import web
+
+    def handler(s):
+        return web.json_response({"error": {"message": "key needed"}}, status=401)
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    with HostileServer(handler) as srv:
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+        with pytest.raises(sc.AuthenticationError) as raised:
+            frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    text = str(raised.value)
+    assert "none were sent" in text and "api_key_env='OPENAI_API_KEY'" in text
+    assert OPENAI_KEY not in text
+
+
+@pytest.mark.network
+def test_the_cli_says_the_key_was_kept_from_a_local_server(monkeypatch, tmp_path, capsys):
+    from safecons.cli import main
+
+    seen: list[str | None] = []
+
+    def handler(s):
+        from aiohttp import web
+
+        seen.append({k.lower(): v for k, v in s.headers.items()}.get("authorization"))
+        return web.json_response(completion(VERDICT if s.model == "judge" else "I can't."))
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    rows = tmp_path / "rows.parquet"
+    frame(1).write_parquet(rows)
+    with HostileServer(handler) as srv:
+        code = main(
+            [
+                "run",
+                str(rows),
+                "--output",
+                str(tmp_path / "out.parquet"),
+                "--sut-model",
+                "sut",
+                "--sut-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--judge-base-url",
+                srv.base_url,
+                "--no-progress",
+            ]
+        )
+    assert code == 0 and seen and all(auth is None for auth in seen)
+    assert "OPENAI_API_KEY goes only to OpenAI's API" in capsys.readouterr().out

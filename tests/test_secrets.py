@@ -46,9 +46,14 @@ def test_key_absent_from_frame_cache_logs_progress_reprs_and_errors(
     responder = route_by_model({"sut": sut, "judge": lambda body: verdict})
     cache = tmp_path / "calls.sqlite"
     with FakeOpenAIServer(responder=responder, api_key=KEY) as srv:
-        # The key comes from the environment here, as most users pass it.
-        client = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
-        judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
+        # The key comes from the environment here, as most users pass it (named: the default
+        # variable goes only to OpenAI's own host).
+        client = sc.OpenAICompatible(
+            model="sut", base_url=srv.base_url, api_key_env="OPENAI_API_KEY"
+        )
+        judge = sc.OpenAICompatible(
+            model="judge", base_url=srv.base_url, api_key_env="OPENAI_API_KEY"
+        )
         run = safety_consistency_run(_frame(), sut=client, judge=judge, cache=cache, progress=True)
         assert run.summary.n_rows == 3 and run.summary.n_errored >= 1
 

@@ -344,8 +344,13 @@ def _client(args: argparse.Namespace, role: str) -> Any:
         raise SafeconsError(f"{option}: {exc}") from None
     if key_env:
         key = f"key from {key_env}"
+    elif client.secrets:
+        key = "key from OPENAI_API_KEY"
+    elif os.environ.get("OPENAI_API_KEY"):
+        # The variable is set but goes only to OpenAI's own API: say so, and how to send it.
+        key = f"no key: OPENAI_API_KEY goes only to OpenAI's API; --{role}-key-env to send one"
     else:
-        key = "key from OPENAI_API_KEY" if client.secrets else "no key"
+        key = "no key"
     how = "; through the provider's Batch API" if batch else ""
     print(f"{role}: {client.base_url} model {model!r} ({source}; {key}{how})")
     return client

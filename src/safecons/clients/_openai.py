@@ -48,6 +48,9 @@ __all__ = (
 )
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_HOST = "api.openai.com"
+#: The variable an OpenAI key is read from by default, for OpenAI's host only.
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
 #: Connections one client keeps open: twice the most a run may have in flight (64), so a
 #: connection that is closing never makes an attempt wait for a socket.
 MAX_CONNECTIONS = 128
@@ -490,15 +493,26 @@ def _base_url_from(base_url: str | None) -> str:
     return OPENAI_BASE_URL
 
 
+def _sends_openai_key(base_url: str | None, resolved: str) -> bool:
+    """Whether ``OPENAI_API_KEY`` may be sent to ``resolved``: OpenAI's own host, or a root
+    that came from ``OPENAI_BASE_URL`` (``base_url=None``), which the same environment set."""
+    if base_url is None:
+        return True
+    return (httpx.URL(resolved).host or "").lower() == OPENAI_HOST
+
+
 def _key_from(
-    api_key: str | None, api_key_env: str | None, default_env: str
+    api_key: str | None, api_key_env: str | None, default_env: str | None
 ) -> tuple[str | None, str | None, bool]:
     """The key, the variable it was read from (None for a key given explicitly), and whether
-    that variable must hold a key where the client is unpickled."""
+    that variable must hold a key where the client is unpickled. ``default_env`` None: no
+    variable is read unless ``api_key_env`` names one."""
     if api_key is not None and api_key_env is not None:
         raise InputError("api_key, api_key_env: pass one (the key, or its variable's name)")
     if api_key is not None:
         return _check_key(api_key), None, False
+    if api_key_env is None and default_env is None:
+        return None, None, False
     env = check_env_name(api_key_env if api_key_env is not None else default_env)
     key, problem = key_from_env(env, required=api_key_env is not None)
     if problem is not None:
@@ -693,9 +707,20 @@ class OpenAICompatible:
         _check_model(model, _url)
         self.base_url = _base_url_from(base_url)
         self.model = model
+        # OPENAI_API_KEY goes only to OpenAI's own host, or to the base URL that came with it
+        # from OPENAI_BASE_URL: never to a local or third-party server named by base_url=.
+        default_env: str | None = _default_key_env
+        if _default_key_env == OPENAI_KEY_ENV and not _sends_openai_key(base_url, self.base_url):
+            default_env = None
+        #: The default variable left unread for this base URL (named by a 401's message).
+        self._withheld_env = (
+            _default_key_env
+            if default_env is None and api_key is None and api_key_env is None
+            else None
+        )
         # A key read from the environment never travels in a pickle: the variable's name
         # does, and the key is read again where the client is unpickled (a Ray actor).
-        key, self._key_env, self._key_required = _key_from(api_key, api_key_env, _default_key_env)
+        key, self._key_env, self._key_required = _key_from(api_key, api_key_env, default_env)
         self._key_problem: str | None = None
         self._api_key = key
         # The headers are checked before the no-key check reads them for a credential.
@@ -743,6 +768,22 @@ class OpenAICompatible:
     def secrets(self) -> Secrets:
         """What this client sends that must never come back out: the key, auth headers."""
         return self._secrets
+
+    def credentials_hint(self, message: str) -> str:
+        """What a 401/403 means for this client, and what to do, after the provider's
+        ``message``."""
+        withheld = self._withheld_env
+        if self._api_key is None and withheld is not None and os.environ.get(withheld):
+            return (
+                f"the endpoint wants credentials and none were sent ({message}). "
+                f"{withheld} is sent only to OpenAI's own API ({OPENAI_HOST}) or to the "
+                "OPENAI_BASE_URL set beside it, never to another base URL: pass api_key= or "
+                f"api_key_env='{withheld}' (CLI: --sut-key-env/--judge-key-env) to send a key here"
+            )
+        return (
+            f"the endpoint rejected the credentials ({message}). Check the API key "
+            "(argument api_key or the environment variable) and the model's access."
+        )
 
     @classmethod
     def azure(
@@ -1014,10 +1055,7 @@ class _OpenAISession:
         message, code, param = error_text(data, self._scrub)
         where = f"{c.identity}: HTTP {status}"
         if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
-            raise AuthenticationError(
-                f"{where}: the endpoint rejected the credentials ({message}). Check the API key "
-                "(argument api_key or the environment variable) and the model's access."
-            )
+            raise AuthenticationError(f"{where}: {c.credentials_hint(message)}")
         # Azure's content filter, and OpenAI's prompt filter on reasoning models
         # ("invalid_prompt": flagged as potentially violating the usage policy), are refusals.
         if status == HTTPStatus.BAD_REQUEST and code in ("content_filter", "invalid_prompt"):
