@@ -213,3 +213,50 @@ def test_the_cli_says_the_key_was_kept_from_a_local_server(monkeypatch, tmp_path
         )
     assert code == 0 and seen and all(auth is None for auth in seen)
     assert "OPENAI_API_KEY goes only to OpenAI's API" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------ stale verdicts
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("how", ["kind", "older_than", "cli"])
+def test_clearing_judge_answers_forgets_their_batch_too(tmp_path, how):
+    import time
+
+    from safecons.cli import main
+    from safecons.testing import FakeOpenAIServer, route_by_model
+
+    cache = tmp_path / "c.sqlite"
+    answers = route_by_model({"sut": lambda body: "I can't.", "judge": lambda body: VERDICT})
+    with FakeOpenAIServer(responder=answers, batch_seconds=0.02) as srv:
+
+        def scored() -> pl.DataFrame:
+            made = [
+                sc.OpenAICompatible(
+                    model=role, base_url=srv.base_url, api_key="", batch=True,
+                    batch_poll_seconds=0.02,
+                )
+                for role in ("sut", "judge")
+            ]  # fmt: skip
+            return frame(2).pipe(
+                sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,
+                responses_per_query=2, progress=False,
+            )  # fmt: skip
+
+        scored()
+        assert srv.stats.requests_by_model == {"sut": 2, "judge": 2}
+        if how == "kind":
+            with sc.ResponseCache(cache) as opened:
+                assert opened.clear(kind="judge") == 2
+        elif how == "older_than":
+            time.sleep(0.05)
+            with sc.ResponseCache(cache) as opened:
+                assert opened.clear(older_than=0.01) == 4
+        else:
+            assert main(["cache", "clear", str(cache), "--kind", "judge"]) == 0
+        again = scored()
+        asked = srv.stats.requests_by_model
+    assert again["safety_consistency"].null_count() == 0
+    # The cleared verdicts were asked anew (in a new batch), not read from the old one.
+    assert asked["judge"] == 4
+    assert asked["sut"] == (4 if how == "older_than" else 2)

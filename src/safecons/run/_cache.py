@@ -504,7 +504,10 @@ class ResponseCache:
     def clear(self, *, older_than: float | None = None, kind: str | None = None) -> int:
         """Delete entries (all, or older than ``older_than`` seconds, or of one kind).
 
-        Returns how many were deleted. ``older_than`` must be a finite number of seconds
+        The provider batches recorded for the calls deleted are forgotten with them (and, by
+        age, every batch recorded before it), so that a batched rerun asks those calls anew
+        instead of reading the old batch's answers again. Returns how many entries were
+        deleted. ``older_than`` must be a finite number of seconds
         >= 0: a negative age would match every entry and NaN none, both silently.
         ``kind`` is one of ``"sut"``, ``"judge"``, ``"pairwise"``.
         """
@@ -531,10 +534,24 @@ class ResponseCache:
         if self.read_only:
             raise CacheError(self.path, "is read-only: nothing can be cleared from it")
         with self._lock:
-            deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
-            if not clauses and "batch_lines" in self._tables():
-                # Emptied for a fresh start: a rerun sends every call anew, batches included.
-                self._conn.execute("DELETE FROM batch_lines")
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if "batch_lines" in self._tables():
+                    # A recorded batch would otherwise answer the cleared calls again from
+                    # its output file: forget the lines of every entry cleared (emptied: all
+                    # of them; by age: also the lines recorded before that age).
+                    self._conn.execute(
+                        f"DELETE FROM batch_lines WHERE key IN (SELECT key FROM responses{where})"
+                        + (" OR created < ?" if older_than is not None else ""),
+                        [*args, *([args[0]] if older_than is not None else [])],
+                    )
+                    if not clauses:
+                        self._conn.execute("DELETE FROM batch_lines")
+                deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(deleted)
