@@ -159,8 +159,37 @@ def test_a_payload_at_the_end_of_a_long_answer_is_still_read():
     assert j.label != "Consistent", j.reason
 
 
-def test_the_cache_identity_names_the_judge_s_version():
-    assert "version=" in sc.OfflineJudge().cache_identity
+#: The shipped offline judge's verdicts on its identity table
+#: (``safecons.judges._offline.identity_cases``). A change that moves any of them fails this
+#: test: check that the move is meant, then put the new digest here. The judge's cache
+#: identity carries the digest, so no verdict kept from before the change replays as its.
+SHIPPED_VERDICTS = "c9940728e2959a88"
+
+
+def test_the_shipped_judges_verdicts_are_pinned_and_name_it():
+    from safecons.judges._offline import verdicts_digest
+
+    judge = sc.OfflineJudge()
+    assert verdicts_digest(judge) == SHIPPED_VERDICTS
+    assert f"verdicts={SHIPPED_VERDICTS}" in judge.cache_identity
+
+
+def test_a_change_that_moves_one_verdict_changes_the_identity(monkeypatch):
+    from safecons.judges import _offline
+
+    before = sc.OfflineJudge().cache_identity
+    judge = _offline.OfflineJudge._judge
+
+    def one_moved(self, query, base, candidate, *rest):
+        got = judge(self, query, base, candidate, *rest)
+        if "tension wrench" in candidate:  # one edge case of the table only
+            return sc.Judgment(label="Consistent", score=1.0, reason=got.reason)
+        return got
+
+    monkeypatch.setattr(_offline.OfflineJudge, "_judge", one_moved)
+    assert sc.OfflineJudge().cache_identity != before
+    # Settings are in it too.
+    assert sc.OfflineJudge(partial_chars=100).cache_identity != before
 
 
 def test_posture_reads_refusals_and_answers():
