@@ -46,7 +46,10 @@ def test_key_from_the_environment_is_stripped(monkeypatch):
         return httpx.Response(200, json={"choices": [{"message": {"content": REFUSE}}]})
 
     client = sc.OpenAICompatible(
-        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(handler)
+        model="m",
+        base_url="http://x.test/v1",
+        api_key_env="OPENAI_API_KEY",  # the default goes to OpenAI's host only
+        transport=httpx.MockTransport(handler),
     )
     rows(1).pipe(
         sc.safety_consistency,

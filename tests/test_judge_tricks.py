@@ -148,7 +148,7 @@ def test_what_is_read_is_bounded_and_the_cut_is_said():
         j = judge.compare(query="q", variant="v", base=REFUSAL, candidate=candidate)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        assert f"{len(candidate) - READ_CHARS:,} not read" in j.reason
+        assert f"{len(candidate.strip()) - READ_CHARS:,} not read" in j.reason
         # The 10 MB text itself is the caller's; what the judge allocates stays small.
         assert peak < 30_000_000, peak
 
@@ -163,7 +163,7 @@ def test_a_payload_at_the_end_of_a_long_answer_is_still_read():
 #: (``safecons.judges._offline.identity_cases``). A change that moves any of them fails this
 #: test: check that the move is meant, then put the new digest here. The judge's cache
 #: identity carries the digest, so no verdict kept from before the change replays as its.
-SHIPPED_VERDICTS = "c9940728e2959a88"
+SHIPPED_VERDICTS = "a51f8b3a38a2a7f5"
 
 
 def test_the_shipped_judges_verdicts_are_pinned_and_name_it():

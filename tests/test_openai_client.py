@@ -336,7 +336,9 @@ def test_a_key_from_the_environment_never_travels_in_a_pickle(monkeypatch):
     import pickle
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-driver-0123456789abcdef")
-    client = OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1")
+    client = OpenAICompatible(
+        model="m", base_url="http://127.0.0.1:9/v1", api_key_env="OPENAI_API_KEY"
+    )
     data = pickle.dumps(client)
     assert b"sk-driver-0123456789abcdef" not in data
     # Where it is unpickled (a Ray actor), the key is that process's own.

@@ -196,7 +196,7 @@ def _azure(base: str, **kw):
 KEY_SOURCES = {
     "OPENAI_API_KEY": (
         "OPENAI_API_KEY",
-        lambda base: sc.OpenAICompatible(model="m", base_url=base),
+        lambda base: sc.OpenAICompatible(model="m", base_url=base, api_key_env="OPENAI_API_KEY"),
     ),
     "azure: AZURE_OPENAI_API_KEY": ("AZURE_OPENAI_API_KEY", lambda base: _azure(base, model="m")),
     "api_key_env": (

@@ -16,7 +16,16 @@ from ._harm import HarmClassifier, default_harm
 from ._insult import condescending, insulting
 from ._llm import Judgment, Label
 from ._pair import default_pair, pair_features
-from ._posture import DECISION_THRESHOLD, PostureClassifier, default_posture
+from ._posture import (
+    _TAIL_CHARS,
+    DECISION_THRESHOLD,
+    READ_CHARS,
+    PostureClassifier,
+    default_posture,
+)
+from ._posture import (
+    bounded as _bounded,
+)
 
 __all__ = ("OFFLINE_JUDGE_LIMITS", "OfflineJudge")
 
@@ -646,11 +655,6 @@ def verdicts_digest(judge: OfflineJudge) -> str:
     return digest.hexdigest()[:16]
 
 
-#: What the judge reads of one answer at most: the first READ_CHARS - _TAIL_CHARS
-#: characters and the last _TAIL_CHARS (a payload is often put at the end). Time and memory
-#: per answer are bounded by it (tens of milliseconds and a few MB, whatever the answer).
-READ_CHARS: Final = 8_000
-_TAIL_CHARS: Final = 2_000
 _RESIDUE: Final = "what the lines addressed to the evaluator also say"
 #: What a refusal must say besides refusing before that text is also judged alone.
 _ALONE_CHARS: Final = 80
@@ -770,14 +774,6 @@ def _sentences(text: str) -> list[str]:
 def _quote(text: str, limit: int = 60) -> str:
     text = " ".join(text.split())
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
-
-
-def _bounded(text: str) -> tuple[str, int]:
-    """``text`` cut to what the judge reads, and how many characters were left out."""
-    if len(text) <= READ_CHARS:
-        return text, 0
-    head = READ_CHARS - _TAIL_CHARS
-    return f"{text[:head]}\n...\n{text[-_TAIL_CHARS:]}", len(text) - READ_CHARS
 
 
 def _verdict(label: Label, score: float, reason: str, notes: list[str]) -> Judgment:

@@ -195,15 +195,17 @@ class TextModel:
         return e / (1.0 + e)
 
     def predict_proba(self, texts: Sequence[str] | pl.Series) -> np.ndarray:
-        """P(positive class) for each text, as a float array."""
+        """P(positive class) for each text, as a float array; each text is read as
+        :func:`bounded` cuts it (at most :data:`READ_CHARS` characters)."""
         values = texts.to_list() if isinstance(texts, pl.Series) else list(texts)
         for i, text in enumerate(values):
             if not isinstance(text, str):
                 raise InputError(
                     f"{type(self).__name__}: text {i} is {type(text).__name__}, expected a string"
                 )
+        # Each text read as the offline judge reads it: bounded, whatever its length.
         logits = np.fromiter(
-            (self.decision(t) for t in values), dtype=np.float64, count=len(values)
+            (self.decision(bounded(t)[0]) for t in values), dtype=np.float64, count=len(values)
         )
         return 1.0 / (1.0 + np.exp(-logits))
 
@@ -265,6 +267,33 @@ def default_posture() -> PostureClassifier:
     if not _DEFAULT:
         _DEFAULT.append(PostureClassifier())
     return _DEFAULT[0]
+
+
+#: What is read of one answer at most (the offline judge, :meth:`PostureClassifier.predict_proba`,
+#: :func:`posture_proba`): the first READ_CHARS - _TAIL_CHARS characters and the last
+#: _TAIL_CHARS (a payload is often put at the end). Time and memory per answer are bounded by
+#: it (tens of milliseconds and a few MB, whatever the answer).
+READ_CHARS: Final = 8_000
+_TAIL_CHARS: Final = 2_000
+
+
+def bounded(text: str) -> tuple[str, int]:
+    """``text`` without surrounding whitespace (an answer of blanks is an empty answer), cut
+    to what is read (:data:`READ_CHARS`), and how many characters were left out of it.
+
+    Examples
+    --------
+    >>> bounded("  Sure.  \n"), bounded(" " * 9_000)
+    (('Sure.', 0), ('', 0))
+    >>> text, cut = bounded("a" * 10_000)
+    >>> len(text), cut
+    (8005, 2000)
+    """
+    text = text.strip()
+    if len(text) <= READ_CHARS:
+        return text, 0
+    head = READ_CHARS - _TAIL_CHARS
+    return f"{text[:head]}\n...\n{text[-_TAIL_CHARS:]}", len(text) - READ_CHARS
 
 
 def posture_proba(texts: str | pl.Expr) -> pl.Expr:
