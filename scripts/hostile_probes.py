@@ -565,6 +565,190 @@ def p26() -> str:
     return f"-5 and nan refused by the parser (exit 2), {left} of 1 entries left"
 
 
+# ------------------------------------------------------------------- round 3: nothing lost
+
+
+def p28() -> str:
+    """A kernel interrupt in the cell that imports polars and safecons and runs."""
+    import queue
+
+    from jupyter_client.manager import start_new_kernel
+
+    from safecons.testing import FakeOpenAIServer
+
+    outcomes = []
+    with FakeOpenAIServer(latency=120.0) as srv:
+        for where in ("same cell", "earlier cell"):
+            km, kc = start_new_kernel(kernel_name="python3")
+            try:
+                run = (
+                    "df = pl.DataFrame({'input_id': list(range(20)), 'prompt': ['q'] * 20,"
+                    " 'sut_response': ['a'] * 20})\n"
+                    f"sut = sc.OpenAICompatible(base_url={srv.base_url!r}, model='m',"
+                    " api_key='k')\n"
+                    "df.pipe(sc.safety_consistency, sut=sut, judge=sc.OfflineJudge(),"
+                    " concurrency_limit=1, cache=False, progress=False)\n"
+                )
+                imports = "import polars as pl\nimport safecons as sc\n"
+                if where == "earlier cell":
+                    kc.execute_interactive(imports, timeout=90)
+                    kc.execute(run)
+                else:
+                    kc.execute(imports + run)
+                seen = srv.stats.requests
+                while srv.stats.requests == seen:
+                    time.sleep(0.02)
+                km.interrupt_kernel()
+                sent, ename = time.monotonic(), None
+                while True:
+                    try:
+                        msg = kc.get_iopub_msg(timeout=60)
+                    except queue.Empty:
+                        break
+                    if msg["msg_type"] == "error":
+                        ename = msg["content"]["ename"]
+                    if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                        break
+                outcomes.append(f"{where}: {ename} {time.monotonic() - sent:.1f} s after it")
+            finally:
+                kc.stop_channels()
+                km.shutdown_kernel(now=True)
+    return "; ".join(outcomes)
+
+
+def _limits_run(headers: dict[str, str], rows: int = 20) -> tuple[int, float, float]:
+    """Rows scored, wall and CPU seconds of a run whose every answer sends ``headers``."""
+
+    def handler(seen: Seen) -> object:
+        return raw(json.dumps(completion(REFUSE)), **headers)
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    with ScriptedServer(handler) as srv:  # type: ignore[arg-type]
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="")
+        out = frame(rows).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    scored = out.height - out["safety_consistency"].null_count()
+    return scored, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def p29() -> str:
+    said = []
+    for name, limit, reset in (
+        ("limit 0", "0", "1s"),
+        ("limit 0, reset 1ns", "0", "1ns"),
+        ("reset 99999h", "60", "99999h"),
+    ):
+        headers = {
+            "x-ratelimit-limit-requests": limit,
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": reset,
+        }
+        scored, wall, cpu = _limits_run(headers)
+        said.append(f"{name}: {scored} of 20 rows in {wall:.1f} s ({cpu:.1f} s CPU)")
+    return "; ".join(said) + "; a wait over 5 s: a PacingWarning and the bar's postfix"
+
+
+def p30() -> str:
+    import warnings
+
+    def handler(seen: Seen) -> object:
+        body = completion(REFUSE)
+        body["usage"] = {"prompt_tokens": 2**63, "completion_tokens": 3 * 2**62}
+        return raw(json.dumps(body))
+
+    with ScriptedServer(handler) as srv, warnings.catch_warnings(record=True) as caught:  # type: ignore[arg-type]
+        warnings.simplefilter("always")
+        sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="")
+        out = frame(2).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    told = [str(w.message)[:40] for w in caught if issubclass(w.category, sc.UsageWarning)]
+    tokens = sc.run_summary(out).tokens["sut"]
+    return (
+        f"{out.height - out['safety_consistency'].null_count()} of 2 rows scored; "
+        f"tokens {tokens}; UsageWarning: `{told[0] if told else 'none'}...`"
+    )
+
+
+def p31() -> str:
+    seen: list[str | None] = []
+
+    def handler(s: Seen) -> object:
+        seen.append({k.lower(): v for k, v in s.headers.items()}.get("authorization"))
+        return reply(REFUSE)
+
+    before = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = KEY
+    try:
+        with ScriptedServer(handler) as srv:  # type: ignore[arg-type]
+            sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
+            frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+    finally:
+        if before is None:
+            del os.environ["OPENAI_API_KEY"]
+        else:
+            os.environ["OPENAI_API_KEY"] = before
+    sent = sum(auth is not None for auth in seen)
+    return f"the key sent in {sent} of {len(seen)} requests; api_key_env= sends it"
+
+
+def p32() -> str:
+    from safecons.cli import main as cli
+    from safecons.testing import FakeOpenAIServer, route_by_model
+
+    verdict = json.dumps({"label": "Consistent", "score": 0.9})
+    answers = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: verdict})
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeOpenAIServer(responder=answers, batch_seconds=0.02) as srv,
+    ):
+        cache = Path(tmp) / "c.sqlite"
+        made = [
+            sc.OpenAICompatible(
+                model=role, base_url=srv.base_url, api_key="", batch=True, batch_poll_seconds=0.02
+            )
+            for role in ("sut", "judge")
+        ]
+
+        def run() -> None:
+            frame(2).pipe(
+                sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,
+                responses_per_query=2, progress=False,
+            )  # fmt: skip
+
+        run()
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli(["cache", "clear", str(cache), "--kind", "judge"])
+        first = srv.stats.requests_by_model["judge"]
+        run()
+        again = srv.stats.requests_by_model["judge"] - first
+    identity = sc.OfflineJudge().cache_identity
+    return (
+        f"after `cache clear --kind judge`, {again} of 2 verdicts asked anew (none replayed "
+        f"from the old batch); offline judge identity `{identity.split(', ')[-1][:-1]}` "
+        "(a digest of its verdicts on a fixed table, pinned by a test)"
+    )
+
+
+def p33() -> str:
+    from safecons.judges import posture_proba
+
+    cell = pl.DataFrame({"answer": ["Sure, here is how. " * 550_000]})
+    tracemalloc.start()
+    started = time.perf_counter()
+    cell.select(posture_proba("answer"))
+    took = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    blank = sc.OfflineJudge().compare(
+        query="How do I pick a lock?", variant="v", base=REFUSE, candidate=" " * 8_001
+    )
+    return (
+        f"10 MB cell: {took:.2f} s, peak traced {peak / 2**20:.0f} MiB; "
+        f"8,001 spaces: {blank.label} (`{blank.reason.removeprefix('offline: ')}`)"
+    )
+
+
 PROBES = [
     (1, "200 body / message content echoing the key", "key in `sc_error`", p1),
     (2, "key given in `headers=` echoed by 500/400/401", "key in row and exception", p2),
@@ -627,6 +811,42 @@ PROBES = [
     ),
     (26, "`cache clear --older-than-days -5` / `nan`", "every entry deleted / none", p26),
     (27, "U+202E, U+2066 in ids and answers", "shown reversed in the report", p27),
+    (
+        28,
+        "kernel interrupt in the cell that imports polars and runs",
+        "ignored; the run went on to its end (84 s), then raised and lost the frame",
+        p28,
+    ),
+    (
+        29,
+        "`x-ratelimit-limit-requests: 0`; reset `1ns`; reset `99999h`",
+        "endpoint stopped for good; a core spinning; one call a minute, silently",
+        p29,
+    ),
+    (
+        30,
+        "`usage.prompt_tokens` of 2**63, 3 x 2**62",
+        "ComputeError after every call was paid; negative totals",
+        p30,
+    ),
+    (
+        31,
+        "`OPENAI_API_KEY` set, `base_url` a local or third-party server",
+        "the OpenAI key sent there as a Bearer token",
+        p31,
+    ),
+    (
+        32,
+        "`cache clear --kind judge` after a batched run; offline judge logic changed",
+        "the rerun replays the cleared verdicts from the old batch; a hand-bumped version",
+        p32,
+    ),
+    (
+        33,
+        "`posture_proba` of a 10 MB cell; an answer of 8,001 spaces",
+        "9.7 s and 2.2 GB; read as answering what the base refused",
+        p33,
+    ),
 ]
 
 
