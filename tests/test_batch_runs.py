@@ -612,6 +612,7 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
 
     class API:
         identity, cancel_on_interrupt, poll_seconds = "E", False, 0.01
+        queue_key = "E#credentials"
         max_lines, max_bytes = 10, 10**6
 
         @contextlib.asynccontextmanager
@@ -624,8 +625,8 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
                 return BatchState(batch, "cancelled")
             return BatchState(batch, "completed", output_file_id="out")
 
-        async def content(self, file_id):
-            return b'{"custom_id": "k1", "response": {"status_code": 200, "body": {}}}\n'
+        async def records(self, file_id, wanted):
+            return {"k1": {"custom_id": "k1", "response": {"status_code": 200, "body": {}}}}
 
         async def submit(self, data, name):
             seen["submits"] += 1

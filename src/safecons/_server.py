@@ -582,6 +582,49 @@ class _Request:
     body: bytes = b""
 
 
+@dataclass(frozen=True)
+class BatchExchange:
+    """One request to a :class:`FakeOpenAIServer`'s Batch API and its honest answer, as a
+    ``batch_tamper`` sees it.
+
+    :attr:`kind` says which request it was: ``"upload"``, ``"create"``, ``"list"``,
+    ``"batch"`` (a look at one batch), ``"cancel"``, ``"content"`` (a file's bytes),
+    ``"file"``, or ``"other"``.
+    """
+
+    method: str
+    path: str
+    query: str
+    status: int
+    body: bytes
+    request: web.BaseRequest
+
+    @property
+    def kind(self) -> str:
+        parts = self.path.rstrip("/").split("/")
+        if "files" in parts:
+            if parts[-1] == "content":
+                return "content"
+            return "upload" if self.method == "POST" else "file"
+        if "batches" in parts:
+            if parts[-1] == "cancel":
+                return "cancel"
+            if parts[-1] == "batches":
+                return "create" if self.method == "POST" else "list"
+            return "batch"
+        return "other"
+
+    def json(self) -> Any:
+        """The honest answer's JSON."""
+        return json.loads(self.body)
+
+
+#: A hostile Batch API: an exchange in, another answer (or None: the honest one) out.
+BatchTamper = Callable[
+    [BatchExchange], "web.StreamResponse | Awaitable[web.StreamResponse | None] | None"
+]
+
+
 @dataclass(slots=True)
 class _Response:
     status: int
@@ -976,6 +1019,12 @@ class FakeOpenAIServer:
     batch_expire_after
         When set, every batch expires once it has answered that many lines (0: none); None:
         batches never expire.
+    batch_tamper
+        A hostile Batch API: called with each Batch API exchange (a :class:`BatchExchange`:
+        the request and the honest answer) after the server has handled it, it may return
+        another answer (an ``aiohttp.web.StreamResponse``, for one sent slowly or compressed),
+        or None to send the honest one. The batch itself runs as it would. The recipes of
+        :mod:`safecons.testing` (``nested_json``, ``gzip_bomb``, ``trickle``, ...) build them.
 
     Examples
     --------
@@ -1044,7 +1093,9 @@ class FakeOpenAIServer:
         batch_max_lines: int = BATCH_MAX_LINES,
         batch_max_bytes: int = BATCH_MAX_BYTES,
         batch_expire_after: int | None = None,
+        batch_tamper: BatchTamper | None = None,
     ) -> None:
+        self._batch_tamper = batch_tamper
         self._responder: Responder = echo_responder if responder is None else responder
         if not callable(self._responder):
             raise TypeError(f"responder: expected a callable, got {responder!r}")
@@ -1332,6 +1383,16 @@ class FakeOpenAIServer:
         if response is None:
             self._reset(request)
             return web.Response(status=500)  # never sent: the connection is gone
+        tamper = self._batch_tamper
+        if tamper is not None and self._batches.serves(ours.path):
+            exchange = BatchExchange(
+                ours.method, ours.path, ours.query, response.status, response.body, request
+            )
+            replaced = tamper(exchange)
+            if inspect.isawaitable(replaced):
+                replaced = await replaced
+            if replaced is not None:
+                return replaced
         return self._to_aiohttp(response)
 
     @staticmethod

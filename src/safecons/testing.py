@@ -8,13 +8,27 @@
   injection and counters, and a provider's rate limit (:class:`RateLimit`) with its headers.
 - :class:`ScriptedServer` is a loopback server whose every reply your handler writes, for
   probes no honest server would send (the hostile-inputs tests use it).
+- A hostile Batch API: ``FakeOpenAIServer(batch_tamper=...)`` with the recipes below
+  (:func:`nested_json`, :func:`batch_id`, :func:`gzip_bomb`, :func:`trickle`, ...), each
+  changing what the client is told while the batches run honestly.
 """
 
+from ._hostile_batch import batch_id as batch_id
+from ._hostile_batch import batch_status as batch_status
+from ._hostile_batch import failing as failing
+from ._hostile_batch import gzip_bomb as gzip_bomb
+from ._hostile_batch import nested_json as nested_json
+from ._hostile_batch import not_a_batch as not_a_batch
+from ._hostile_batch import string_body as string_body
+from ._hostile_batch import tampers as tampers
+from ._hostile_batch import trickle as trickle
+from ._hostile_batch import unnamed_files as unnamed_files
 from ._scripted_server import ScriptedServer as ScriptedServer
 from ._scripted_server import Seen as Seen
 from ._scripted_server import completion as completion
 from ._scripted_server import raw as raw
 from ._scripted_server import reply as reply
+from ._server import BatchExchange as BatchExchange
 from ._server import FakeOpenAIServer as FakeOpenAIServer
 from ._server import Fault as Fault
 from ._server import RateLimit as RateLimit
@@ -25,6 +39,7 @@ from ._standins import StandInSUT as StandInSUT
 from ._standins import looks_like_refusal as looks_like_refusal
 
 __all__ = (
+    "BatchExchange",
     "FakeOpenAIServer",
     "Fault",
     "RateLimit",
@@ -33,9 +48,19 @@ __all__ = (
     "Seen",
     "StandInJudge",
     "StandInSUT",
+    "batch_id",
+    "batch_status",
     "completion",
+    "failing",
+    "gzip_bomb",
     "looks_like_refusal",
+    "nested_json",
+    "not_a_batch",
     "raw",
     "reply",
     "route_by_model",
+    "string_body",
+    "tampers",
+    "trickle",
+    "unnamed_files",
 )

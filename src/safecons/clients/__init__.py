@@ -22,9 +22,13 @@ from ._base import describe as describe
 from ._batch import CURRENT_LINE as CURRENT_LINE
 from ._batch import MAX_BATCH_BYTES as MAX_BATCH_BYTES
 from ._batch import MAX_BATCH_LINES as MAX_BATCH_LINES
+from ._batch import POLL_GRACE_SECONDS as POLL_GRACE_SECONDS
+from ._batch import UNREAD as UNREAD
+from ._batch import UNSTATED_EXPIRY_SECONDS as UNSTATED_EXPIRY_SECONDS
 from ._batch import BatchAPI as BatchAPI
 from ._batch import BatchedSession as BatchedSession
 from ._batch import BatchError as BatchError
+from ._batch import BatchGone as BatchGone
 from ._batch import BatchState as BatchState
 from ._batch import Lines as Lines
 from ._batch import batch_api as batch_api
@@ -51,9 +55,13 @@ __all__ = (
     "MAX_BATCH_LINES",
     "MAX_USAGE_TOKENS",
     "OPENAI_BASE_URL",
+    "POLL_GRACE_SECONDS",
+    "UNREAD",
+    "UNSTATED_EXPIRY_SECONDS",
     "AttemptStart",
     "BatchAPI",
     "BatchError",
+    "BatchGone",
     "BatchState",
     "BatchedSession",
     "CallFailed",

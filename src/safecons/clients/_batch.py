@@ -10,8 +10,10 @@ answer comes from the batch's output line instead of a request of its own.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -33,8 +35,12 @@ __all__ = (
     "CURRENT_LINE",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_LINES",
+    "POLL_GRACE_SECONDS",
+    "UNREAD",
+    "UNSTATED_EXPIRY_SECONDS",
     "BatchAPI",
     "BatchError",
+    "BatchGone",
     "BatchState",
     "BatchedSession",
     "Lines",
@@ -57,6 +63,20 @@ API_ATTEMPTS: Final = 6
 API_FIRST_DELAY: Final = 0.5
 #: The longest wait between two tries of a Batch API request (seconds).
 API_MAX_DELAY: Final = 30.0
+#: What a provider's id (a batch's, a file's) must look like before it goes in a URL, the
+#: cache or a message: OpenAI's are ``batch_...`` and ``file-...``; Azure's the same.
+_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}")
+#: Bytes one line of an output or error file may hold beyond the answer it carries (the
+#: line's envelope: ids, status, request id).
+LINE_ENVELOPE_BYTES: Final = 64 * 2**10
+#: How long past a batch's ``expires_at`` (or, when it says none, past 25 hours from when
+#: the run first saw it) the run keeps looking at a batch that still has not ended (seconds).
+POLL_GRACE_SECONDS: Final = 3600.0
+UNSTATED_EXPIRY_SECONDS: Final = 25 * 3600.0
+#: An ``expires_at`` past this (the year 5138) is no time a provider means.
+_LATEST_EPOCH: Final = 1e11
+#: The error code of a line whose batch could not be read now (it stays recorded).
+UNREAD: Final = "batch_unreadable"
 #: Validation errors of a failed batch quoted in its lines' errors.
 _SHOWN_ERRORS: Final = 3
 _RETRYABLE: Final = frozenset(
@@ -90,6 +110,29 @@ class _Refused(BatchError):
     mend it."""
 
 
+class BatchGone(_Refused):
+    """The provider says the batch or file does not exist (404): not a passing failure."""
+
+
+def parse_json(data: bytes, what: str) -> Any:
+    """``data`` as JSON, or a :class:`BatchError` naming ``what``: malformed, nested too deep
+    for the parser (a hostile answer nested 100,000 deep), or not UTF-8."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        raise BatchError(f"{what}: the answer is not JSON safecons can read") from None
+
+
+def checked_id(value: object, what: str, scrub: Callable[[str], str]) -> str:
+    """``value`` as a provider's id, fit to go in a URL, the cache and a message, or a
+    :class:`BatchError`: a string of 1-255 letters, digits, ``_ . : -`` that holds no secret
+    of the client (a server may echo the key it was sent)."""
+    if isinstance(value, str) and _ID.fullmatch(value) and scrub(value) == value:
+        return value
+    shown = type(value).__name__ if not isinstance(value, str) else f"{len(value)} characters"
+    raise BatchError(f"{what}: the provider answered an id safecons will not use ({shown})")
+
+
 @dataclass(frozen=True, slots=True)
 class BatchState:
     """What the provider says of one batch: its status, its line counts, its files."""
@@ -102,6 +145,10 @@ class BatchState:
     output_file_id: str | None = None
     error_file_id: str | None = None
     problem: str | None = None
+    #: When the provider will end the batch if it has not (epoch seconds), when it said.
+    expires_at: float | None = None
+    #: A file id the provider named that safecons will not use (then its lines are unread).
+    bad_file: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -112,31 +159,61 @@ class BatchState:
         """Lines that have an answer or an error."""
         return self.completed + self.failed
 
+    @property
+    def readable(self) -> bool:
+        """Whether every file that should hold its lines is named (a batch may say
+        ``completed`` a moment before its output file exists)."""
+        if self.bad_file is not None:
+            return True  # named, but not to be read: waiting would not mend it
+        needs_output = self.completed > 0 and self.output_file_id is None
+        needs_errors = self.failed > 0 and self.error_file_id is None
+        return not (needs_output or needs_errors)
+
     @classmethod
     def of(cls, data: Any, scrub: Callable[[str], str]) -> BatchState:
-        if not isinstance(data, Mapping) or not isinstance(data.get("id"), str):
-            raise BatchError(f"not a batch object: {scrub(repr(data))[:200]}")
+        if not isinstance(data, Mapping):
+            raise BatchError(f"not a batch object (a JSON {type(data).__name__})")
+        ident = checked_id(data.get("id"), "a batch object", scrub)
         counts = data.get("request_counts")
         counts = counts if isinstance(counts, Mapping) else {}
 
         def count(name: str) -> int:
             value = counts.get(name)
-            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
+            return value if ok else 0  # type: ignore[return-value]
+
+        bad: list[str] = []
 
         def file(name: str) -> str | None:
             value = data.get(name)
-            return value if isinstance(value, str) and value else None
+            if value is None or value == "":
+                return None
+            try:
+                return checked_id(value, name, scrub)
+            except BatchError:
+                bad.append(name)
+                return None
 
         status = data.get("status")
+        expires = data.get("expires_at")
+        if not (
+            isinstance(expires, int | float)
+            and not isinstance(expires, bool)
+            and 0 < expires < _LATEST_EPOCH
+        ):
+            expires = None
         return cls(
-            id=data["id"],
-            status=status if isinstance(status, str) else "unknown",
+            id=ident,
+            # "Completed", " completed ": a status is read without case or blanks.
+            status=status.strip().lower() if isinstance(status, str) else "unknown",
             total=count("total"),
             completed=count("completed"),
             failed=count("failed"),
             output_file_id=file("output_file_id"),
             error_file_id=file("error_file_id"),
             problem=_problem(data.get("errors"), scrub),
+            expires_at=None if expires is None else float(expires),
+            bad_file=bad[0] if bad else None,
         )
 
 
@@ -148,10 +225,20 @@ def _problem(errors: Any, scrub: Callable[[str], str]) -> str | None:
     said = []
     for item in items[:_SHOWN_ERRORS]:
         if isinstance(item, Mapping):
-            line = f" (line {item['line']})" if item.get("line") is not None else ""
-            said.append(f"{item.get('code')}: {item.get('message')}{line}")
+            line = item.get("line")
+            at = f" (line {line})" if isinstance(line, int) else ""
+            code, message = (_short(item.get(k)) for k in ("code", "message"))
+            said.append(f"{code}: {message}{at}")
     more = f"; and {len(items) - _SHOWN_ERRORS} more" if len(items) > _SHOWN_ERRORS else ""
     return valid_unicode(scrub("; ".join(said) + more))
+
+
+def _short(value: object, limit: int = 300) -> str:
+    """A provider's text for a message: a string cut to ``limit``, anything else by type
+    (a nested object's repr could recurse, or be huge)."""
+    if isinstance(value, str):
+        return valid_unicode(value[:limit])
+    return "" if value is None else f"<{type(value).__name__}>"
 
 
 class BatchAPI:
@@ -183,6 +270,19 @@ class BatchAPI:
         self._files = f"{root}/files"
         self._batches = f"{root}/batches"
         self._http: httpx.AsyncClient | None = None
+        headers = sorted(client._request_headers().items())
+        #: Which of a run's batches this client's calls may share: the same endpoint *and*
+        #: the same credentials and headers (a judge's lines never go out under the SUT's
+        #: key or project). A digest: never the key itself.
+        self.queue_key = (
+            f"{self.identity}#"
+            + hashlib.blake2b(json.dumps(headers).encode(), digest_size=8).hexdigest()
+        )
+        #: The most bytes one line of an output or error file may hold.
+        self.max_line_bytes = client.max_response_bytes + LINE_ENVELOPE_BYTES
+        #: The longest one file's download may take (seconds): a file trickled a byte at a
+        #: time ends there, not never.
+        self.file_seconds = float(client.http_timeout)
 
     def line(self, custom_id: str, body: Mapping[str, Any]) -> bytes:
         """One line of a batch's input file (with its newline)."""
@@ -219,9 +319,9 @@ class BatchAPI:
             files={"file": (name, data, "application/jsonl")},
         )
         file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
-        if not isinstance(file_id, str):
+        if file_id is None:
             raise BatchError(f"{self.identity}: the upload answered no file id")
-        return await self._create(file_id)
+        return await self._create(checked_id(file_id, f"{self.identity}: the upload", self._scrub))
 
     async def _create(self, file_id: str) -> str:
         """Create the batch over ``file_id``, once: a creation whose answer was lost (a
@@ -246,9 +346,12 @@ class BatchAPI:
                 problem = str(exc)
             else:
                 try:
-                    return BatchState.of(response.json(), self._scrub).id
-                except ValueError:
-                    problem = "the answer is not JSON"
+                    what = f"{self.identity}: create the batch"
+                    return BatchState.of(parse_json(response.content, what), self._scrub).id
+                except BatchError as exc:
+                    # A 200 that is not a batch object may still have made one: look for it
+                    # by its file before asking again, as for an answer that was lost.
+                    problem = str(exc)
             made = await self._made_over(file_id)
             if made is not None:
                 return made
@@ -271,22 +374,86 @@ class BatchAPI:
         data = listed.get("data") if isinstance(listed, Mapping) else None
         for item in data if isinstance(data, list) else []:
             if isinstance(item, Mapping) and item.get("input_file_id") == file_id:
-                ident = item.get("id")
-                if isinstance(ident, str):
-                    return ident
+                return checked_id(item.get("id"), f"{self.identity}: a listed batch", self._scrub)
         return None
 
     async def state(self, batch: str) -> BatchState:
         """What the provider says of ``batch`` now."""
+        try:
+            batch = checked_id(batch, f"{self.identity}: a recorded batch", self._scrub)
+        except BatchError as exc:
+            raise BatchGone(str(exc)) from None  # it can never be read: as good as gone
         data = await self._json("GET", f"{self._batches}/{batch}", what=f"read batch {batch}")
         return BatchState.of(data, self._scrub)
 
-    async def content(self, file_id: str) -> bytes:
-        """The bytes of the file ``file_id`` (a batch's output or error file)."""
-        response = await self._request(
-            "GET", f"{self._files}/{file_id}/content", what=f"read file {file_id}"
-        )
-        return response.content
+    async def records(self, file_id: str, wanted: set[str]) -> dict[str, Mapping[str, Any]]:
+        """The records of ``wanted`` lines in the file ``file_id`` (a batch's output or error
+        file), by ``custom_id``, read as the file streams in.
+
+        Bounded whatever the provider sends: a line longer than :attr:`max_line_bytes` (after
+        decompression), or one that is not a JSON object, is skipped, so the lines around it
+        are still read; only the wanted records are kept; the download ends after
+        :attr:`file_seconds` (:class:`BatchError`).
+        """
+        file_id = checked_id(file_id, f"{self.identity}: a batch's file", self._scrub)
+        what = f"read file {file_id}"
+        http = self._http
+        assert http is not None, "BatchAPI.open() first"
+        url = f"{self._files}/{file_id}/content"
+        found: dict[str, Mapping[str, Any]] = {}
+        with anyio.move_on_after(self.file_seconds) as deadline:
+            delay, problem = API_FIRST_DELAY, "no try made"
+            for attempt in range(API_ATTEMPTS):
+                wait: float | None = None
+                try:
+                    async with http.stream("GET", url, params=self._query) as response:
+                        if response.status_code == HTTPStatus.OK:
+                            await self._read_lines(response, wanted, found)
+                            return found
+                        body = await _bounded_body(response)
+                        problem = self._problem(response.status_code, body, what)
+                        wait = _retry_after(response.headers)
+                except httpx.HTTPError as exc:
+                    problem = f"connection error ({type(exc).__name__})"
+                if attempt + 1 < API_ATTEMPTS:
+                    delay = await _pause(delay, wait)
+        if deadline.cancelled_caught:
+            problem = f"the download took more than {self.file_seconds:g} s (http_timeout)"
+        raise BatchError(f"{self.identity}: could not {what}: {problem}")
+
+    async def _read_lines(
+        self, response: httpx.Response, wanted: set[str], found: dict[str, Mapping[str, Any]]
+    ) -> None:
+        limit = self.max_line_bytes
+        pending = bytearray()
+        skipping = False
+        async for chunk in response.aiter_bytes():
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                if not skipping and len(pending) + end - start <= limit:
+                    pending += chunk[start:end]
+                    self._keep(bytes(pending), wanted, found)
+                pending.clear()
+                skipping = False
+                start = end + 1
+            if not skipping:
+                pending += chunk[start:]
+                if len(pending) > limit:
+                    pending.clear()
+                    skipping = True  # the rest of this line is dropped as it comes
+        if pending and not skipping:
+            self._keep(bytes(pending), wanted, found)
+
+    @staticmethod
+    def _keep(raw: bytes, wanted: set[str], found: dict[str, Mapping[str, Any]]) -> None:
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError):
+            return  # an unreadable line costs that line, never the file
+        if isinstance(record, dict):
+            custom_id = record.get("custom_id")
+            if isinstance(custom_id, str) and custom_id in wanted:
+                found.setdefault(custom_id, record)
 
     async def cancel(self, batch: str) -> None:
         """Ask the provider to cancel ``batch`` (lines it answered stay in its output)."""
@@ -294,18 +461,14 @@ class BatchAPI:
 
     async def _json(self, method: str, url: str, *, what: str, **kwargs: Any) -> Any:
         response = await self._request(method, url, what=what, **kwargs)
-        try:
-            return response.json()
-        except ValueError:
-            raise BatchError(f"{self.identity}: {what}: the answer is not JSON") from None
+        return parse_json(response.content, f"{self.identity}: {what}")
 
     async def _request(
         self, method: str, url: str, *, what: str, tries: int = API_ATTEMPTS, **kwargs: Any
     ) -> httpx.Response:
         """One request to the Batch API, tried again (up to ``tries`` in all) on a transient
-        failure (connection, 429, 5xx) with backoff honouring ``Retry-After``."""
-        from ._openai import error_text, parse_retry_after
-
+        failure (connection, 429, 5xx) with backoff honouring ``Retry-After``. Its body is
+        read up to the client's ``max_response_bytes`` (a larger one is a failed try)."""
         http = self._http
         assert http is not None, "BatchAPI.open() first"
         delay, problem = API_FIRST_DELAY, "no try made"
@@ -313,21 +476,35 @@ class BatchAPI:
         for attempt in range(tries):
             wait: float | None = None
             try:
-                response = await http.request(method, url, params=params, **kwargs)
+                request = http.build_request(method, url, params=params, **kwargs)
+                response = await http.send(request, stream=True)
+                try:
+                    body = await _bounded_body(response, self.client.max_response_bytes)
+                finally:
+                    await response.aclose()
             except httpx.HTTPError as exc:
                 problem = f"connection error ({type(exc).__name__})"
+            except _TooLarge as exc:
+                problem = str(exc)
             else:
                 status = response.status_code
                 if status == HTTPStatus.OK:
-                    return response
-                message, _, _ = error_text(response.content, self._scrub)
-                problem = f"HTTP {status}: {message}"
-                self._refuse(status, what, problem)
-                wait = parse_retry_after(response.headers)
+                    return httpx.Response(status, headers=response.headers, content=body)
+                problem = self._problem(status, body, what)
+                wait = _retry_after(response.headers)
             if attempt + 1 < tries:
                 delay = await _pause(delay, wait)
         plural = "tries" if tries > 1 else "try"
         raise BatchError(f"{self.identity}: could not {what} ({tries} {plural}): {problem}")
+
+    def _problem(self, status: int, body: bytes, what: str) -> str:
+        """What a failed answer said; raises for one another try cannot mend."""
+        from ._openai import error_text
+
+        message, _, _ = error_text(body, self._scrub)
+        problem = f"HTTP {status}: {message}"
+        self._refuse(status, what, problem)
+        return problem
 
     def _refuse(self, status: int, what: str, problem: str) -> None:
         """Raise for an answer another try cannot mend."""
@@ -345,7 +522,29 @@ class BatchAPI:
             )
         if status in _RETRYABLE or status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             return
+        if status == HTTPStatus.NOT_FOUND:
+            raise BatchGone(f"{self.identity}: could not {what}: {problem}")
         raise _Refused(f"{self.identity}: could not {what}: {problem}")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _bounded_body(response: httpx.Response, limit: int = 2**20) -> bytes:
+    """A streamed answer's body, at most ``limit`` bytes after decompression."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise _TooLarge(f"the answer is larger than {limit:,} bytes (max_response_bytes)")
+    return bytes(body)
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    from ._openai import parse_retry_after
+
+    return parse_retry_after(headers)
 
 
 async def _pause(delay: float, wait: float | None = None) -> float:
@@ -414,13 +613,25 @@ class BatchedSession:
         response, error = record.get("response"), record.get("error")
         if isinstance(response, Mapping) and isinstance(response.get("status_code"), int):
             body = response.get("body")
-            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            try:
+                # A string body may hold a lone surrogate; an object, any nesting.
+                data = (
+                    valid_unicode(body).encode()
+                    if isinstance(body, str)
+                    else json.dumps(body).encode("utf-8", "replace")
+                )
+            except (ValueError, RecursionError):
+                data = b"not JSON safecons can read"
             try:
                 return self._live.read_answer(response["status_code"], data)
             except (CallFailed, AuthenticationError) as exc:
                 raise NonRetryableCallError(f"{exc} ({again})") from None
         scrub = self._api.client.secrets.scrub
+        if isinstance(error, Mapping) and error.get("code") == UNREAD:
+            # Not failed: not readable now. The message says how a rerun picks it up.
+            said = scrub(_short(error.get("message"), 600))
+            raise NonRetryableCallError(f"{self._api.identity}: batch {batch}: {said}")
         if isinstance(error, Mapping):
-            said = scrub(f"{error.get('code')}: {error.get('message')}")[:300]
+            said = scrub(f"{_short(error.get('code'))}: {_short(error.get('message'))}")[:300]
             raise NonRetryableCallError(f"{self._api.identity}: the line failed: {said} ({again})")
         raise NonRetryableCallError(f"{self._api.identity}: {again} came back with no answer")

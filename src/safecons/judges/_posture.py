@@ -283,7 +283,7 @@ def bounded(text: str) -> tuple[str, int]:
 
     Examples
     --------
-    >>> bounded("  Sure.  \n"), bounded(" " * 9_000)
+    >>> bounded("  Sure.  \\n"), bounded(" " * 9_000)
     (('Sure.', 0), ('', 0))
     >>> text, cut = bounded("a" * 10_000)
     >>> len(text), cut

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AsyncExitStack
@@ -32,7 +32,16 @@ from typing import Any, Final
 import anyio
 import anyio.lowlevel
 
-from ..clients import BatchAPI, BatchError, BatchState, Lines
+from ..clients import (
+    POLL_GRACE_SECONDS,
+    UNREAD,
+    UNSTATED_EXPIRY_SECONDS,
+    BatchAPI,
+    BatchError,
+    BatchGone,
+    BatchState,
+    Lines,
+)
 from ._cache import ResponseCache
 from ._runner import progress_bar
 
@@ -130,13 +139,15 @@ class Batcher:
 
     @property
     def endpoints(self) -> frozenset[str]:
-        return frozenset(self._queues)
+        return frozenset(q.api.identity for q in self._queues.values())
 
     def add(self, api: BatchAPI) -> Lines:
-        """Batch the calls of ``api``'s endpoint; where its sessions hand their lines."""
-        queue = self._queues.get(api.identity)
+        """Batch the calls of ``api``'s endpoint and credentials (two clients of one endpoint
+        with other keys or headers have batches of their own); where its sessions hand their
+        lines."""
+        queue = self._queues.get(api.queue_key)
         if queue is None:
-            queue = self._queues[api.identity] = _Queue(api)
+            queue = self._queues[api.queue_key] = _Queue(api)
 
         async def lines(custom_id: str, data: bytes) -> tuple[Mapping[str, Any], str]:
             return await self._park(queue, custom_id, data)
@@ -279,13 +290,17 @@ class Batcher:
             unit="line",
         )
         seen: dict[str, int] = {}
+        statuses: dict[str, str] = {}
 
-        def advanced(batch: str, done: int) -> None:
+        def advanced(batch: str, done: int, status: str) -> None:
             if bar is not None:
                 step = min(done, len(held[batch])) - seen.get(batch, 0)
                 if step > 0:
                     seen[batch] = seen.get(batch, 0) + step
                     bar.update(step)
+                if statuses.get(batch) != status:
+                    statuses[batch] = status  # what the provider says, shown as it says it
+                    bar.set_postfix_str(", ".join(sorted(set(statuses.values()))))
 
         try:
             async with anyio.create_task_group() as tg:
@@ -340,7 +355,7 @@ class Batcher:
         keys: list[str],
         lines: dict[str, _Line],
         resumed: bool,
-        advanced: Callable[[str, int], None],
+        advanced: Callable[[str, int, str], None],
         ended: set[str],
     ) -> None:
         """Wait for ``batch`` to end and answer its lines (or send them anew)."""
@@ -348,23 +363,29 @@ class Batcher:
         try:
             state = await self._poll(api, batch, advanced)
             ended.add(batch)
-            records = await self._records(api, state)
-        except BatchError as exc:
+        except BatchGone:
             if resumed:
-                # A recorded batch the provider cannot show (another key, or gone): anew.
+                # The provider says the recorded batch does not exist (for this key): anew.
                 self._forget(batch, keys)
                 self._requeue(queue, keys, lines)
                 return
-            for key in keys:
-                lines[key].answer(
-                    _failure(
-                        "batch_unreadable",
-                        f"{exc}; the batch may still be running: run again with the same "
-                        "cache to pick it up",
-                    ),
-                    batch,
-                )
+            raise
+        except BatchError as exc:
+            # Not readable now (5xx, a cut connection, a status that never ends): the batch
+            # may still run and be billed, so its record stays for a rerun; nothing is sent
+            # anew.
+            self._unread(batch, keys, lines, str(exc))
             return
+        records, unread = await self._records(api, state, set(keys))
+        if unread is None and state.status == "completed" and len(records) < len(keys):
+            # The batch ran every line, yet its files lack some: what the provider sent was
+            # not what it ran (junk, a line too large). Left recorded, not bought again.
+            unread = f"batch {batch} completed, but its files hold no readable line for this call"
+        if unread is not None:
+            # A file could not be read: keep what the other gave, leave the rest recorded.
+            lost = [key for key in keys if key not in records]
+            self._unread(batch, lost, lines, unread)
+            keys = [key for key in keys if key in records]
         missing = [key for key in keys if not _ran(records.get(key))]
         if resumed and missing:
             # It ended without them before this run: they go in a new batch, not in errors.
@@ -380,39 +401,86 @@ class Batcher:
             lines[key].answer(record, batch)
         self._forget(batch, failed)
 
+    def _unread(self, batch: str, keys: list[str], lines: dict[str, _Line], why: str) -> None:
+        """``keys`` of ``batch`` could not be read now: each fails, its record kept."""
+        resume = (
+            "run again with the same cache to pick the batch up (no new charge)"
+            if self._cache is not None and not self._cache.read_only
+            else "no writable cache records it: look for it in the provider's console"
+        )
+        for key in keys:
+            lines[key].answer(_failure(UNREAD, f"{why}; {resume}"), batch)
+
     async def _poll(
-        self, api: BatchAPI, batch: str, advanced: Callable[[str, int], None]
+        self, api: BatchAPI, batch: str, advanced: Callable[[str, int, str], None]
     ) -> BatchState:
-        failures, n = 0, 0
+        """Look at ``batch`` until it has ended and its files are named.
+
+        Bounded: a batch that still has not ended :data:`POLL_GRACE_SECONDS` past its
+        ``expires_at`` (25 hours from the first look when it names none), or that ended with
+        its files unnamed for :data:`POLL_FAILURES` looks, is a :class:`BatchError` (its
+        lines fail, its record stays for a rerun); so are that many failed looks in a row.
+        """
+        failures, unnamed, n = 0, 0, 0
+        first = time.time()
         while True:
             try:
                 state = await api.state(batch)
+            except BatchGone:
+                raise
             except BatchError:
                 failures += 1
                 if failures >= POLL_FAILURES:
                     raise
             else:
                 failures = 0
-                advanced(batch, state.done)
+                advanced(batch, state.done, state.status)
                 if state.terminal:
-                    return state
+                    if state.readable:
+                        return state
+                    unnamed += 1
+                    if unnamed >= POLL_FAILURES:
+                        raise BatchError(
+                            f"{api.identity}: batch {batch} says {state.status!r} but names no "
+                            "file for its lines"
+                        )
+                expires = state.expires_at if state.expires_at is not None else None
+                deadline = (
+                    expires + POLL_GRACE_SECONDS
+                    if expires is not None
+                    else first + UNSTATED_EXPIRY_SECONDS
+                )
+                if not state.terminal and time.time() > deadline:
+                    raise BatchError(
+                        f"{api.identity}: batch {batch} still says {state.status!r} past its "
+                        "expiry (and an hour's grace)"
+                    )
             await anyio.sleep(min(api.poll_seconds, FIRST_POLL_SECONDS * 2**n))
             n = min(n + 1, 30)
 
-    async def _records(self, api: BatchAPI, state: BatchState) -> dict[str, Mapping[str, Any]]:
-        """The output and error files' records of an ended batch, by custom_id."""
+    async def _records(
+        self, api: BatchAPI, state: BatchState, wanted: set[str]
+    ) -> tuple[dict[str, Mapping[str, Any]], str | None]:
+        """The ``wanted`` records of an ended batch's output and error files, by custom_id,
+        and why a file could not be read (None: both were). Each file is read on its own:
+        an unreadable error file costs the lines it holds, not the answers of the output."""
         records: dict[str, Mapping[str, Any]] = {}
+        unread: list[str] = []
+        if state.bad_file is not None:
+            unread.append(f"the provider named a {state.bad_file} safecons will not use")
         for file_id in (state.output_file_id, state.error_file_id):
             if file_id is None:
                 continue
-            for raw in (await api.content(file_id)).splitlines():
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("custom_id"), str):
-                    records.setdefault(record["custom_id"], record)
-        return records
+            try:
+                got = await api.records(file_id, wanted - set(records))
+            except BatchGone as exc:
+                unread.append(str(exc))
+            except BatchError as exc:
+                unread.append(str(exc))
+            else:
+                for key, record in got.items():
+                    records.setdefault(key, record)
+        return records, "; ".join(unread) or None
 
     def _requeue(self, queue: _Queue, keys: Iterable[str], lines: dict[str, _Line]) -> None:
         for key in keys:
@@ -492,9 +560,9 @@ class Batcher:
         resume = (
             f"run the same call again with the same cache ({self._cache.path}) to pick it up "
             "instead of paying twice"
-            if self._cache is not None
-            else "no cache records it, so a rerun cannot pick it up: cancel it in the "
-            "provider's console if its answers are not wanted"
+            if self._cache is not None and not self._cache.read_only
+            else "no writable cache records it, so a rerun cannot pick it up: cancel it in "
+            "the provider's console if its answers are not wanted"
         )
         warnings.warn(
             f"batch {batch} of {api.identity} is still running at the provider: {resume}. "

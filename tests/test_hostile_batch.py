@@ -1,0 +1,303 @@
+"""A hostile Batch API (``FakeOpenAIServer(batch_tamper=...)`` and the recipes of
+``safecons.testing``): no answer of the provider's crashes a run that paid, poisons its cache,
+makes it pay twice or keeps it polling for ever.
+
+The batches run honestly; only what the client is told changes. Each test is a finding of the
+red team's, and fails on the code before its fix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tracemalloc
+import warnings
+
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.clients import _batch
+from safecons.testing import (
+    FakeOpenAIServer,
+    batch_id,
+    batch_status,
+    failing,
+    gzip_bomb,
+    nested_json,
+    not_a_batch,
+    route_by_model,
+    string_body,
+    trickle,
+    unnamed_files,
+)
+
+pytestmark = pytest.mark.network
+
+REFUSE = "I'm sorry, but I can't help with that."
+VERDICT = json.dumps({"label": "Consistent", "score": 0.9, "reason": "both refuse"})
+KEY = "sk-proj-BATCHKEY-0123456789abcdefghij"
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch):
+    """Batch API retries without their real waits (the logic, not the clock, is tested)."""
+    monkeypatch.setattr(_batch, "API_FIRST_DELAY", 0.001)
+    monkeypatch.setattr(_batch, "API_MAX_DELAY", 0.002)
+
+
+def rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": [f"r{i}" for i in range(n)],
+            "prompt": [f"question number {i}" for i in range(n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+def server(tamper=None, **kw) -> FakeOpenAIServer:
+    answers = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: VERDICT})
+    return FakeOpenAIServer(responder=answers, batch_seconds=0.02, batch_tamper=tamper, **kw)
+
+
+def run(srv: FakeOpenAIServer, cache, n: int = 2, *, key: str = "", **client) -> pl.DataFrame:
+    made = [
+        sc.OpenAICompatible(
+            model=role,
+            base_url=srv.base_url,
+            api_key=key,
+            batch=True,
+            batch_poll_seconds=0.02,
+            **client,
+        )
+        for role in ("sut", "judge")
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return rows(n).pipe(
+            sc.safety_consistency,
+            sut=made[0],
+            judge=made[1],
+            cache=cache,
+            responses_per_query=2,
+            progress=False,
+        )
+
+
+def recorded_batches(cache) -> list[str]:
+    with sqlite3.connect(cache) as db:
+        try:
+            return [r[0] for r in db.execute("SELECT DISTINCT batch FROM batch_lines")]
+        except sqlite3.OperationalError:
+            return []
+
+
+def scored(out: pl.DataFrame) -> int:
+    return out.height - out["safety_consistency"].null_count()
+
+
+# --------------------------------------------------------------------- answers nested deep
+
+
+def test_a_creation_answered_nested_deep_is_looked_up_not_paid_twice(tmp_path):
+    with server(nested_json("create")) as srv:
+        out = run(srv, tmp_path / "c.sqlite")
+        made = srv.stats.batch.batches
+    assert scored(out) == 2
+    assert made == 2  # one batch per stage, found among the provider's batches
+
+
+def test_looks_answered_nested_deep_fail_the_lines_and_the_rerun_picks_the_batch_up(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    with server(nested_json("batch", times=10)) as srv:
+        first = run(srv, cache)
+        assert scored(first) == 0
+        assert "batch_unreadable" in first["sc_error"][0] or "pick" in first["sc_error"][0]
+        again = run(srv, cache)  # the looks are honest again
+        made = srv.stats.batch.batches
+    assert scored(again) == 2
+    assert made == 2  # the SUT's batch picked up, then the judge's: none bought twice
+
+
+def test_an_output_line_nested_deep_costs_that_line_only(tmp_path):
+    with server(nested_json("content")) as srv:
+        out = run(srv, tmp_path / "c.sqlite")
+    assert scored(out) == 2
+
+
+# ---------------------------------------------------------------------------- hostile ids
+
+
+@pytest.mark.parametrize(
+    "bad", ["batch_\nx", "batch_\x00x", "b" * 70_000, f"batch_{KEY}", "../../files"]
+)
+def test_a_batch_id_no_url_or_cache_should_hold_is_never_used(tmp_path, bad):
+    cache = tmp_path / "c.sqlite"
+    with (
+        server(batch_id(bad)) as srv,
+        warnings.catch_warnings(record=True) as said,
+    ):
+        warnings.simplefilter("always")
+        out = run(srv, cache, key=KEY)
+        made = srv.stats.batch.batches
+    assert scored(out) == 2 and made == 2  # the real batch found by its file
+    assert all(_batch._ID.fullmatch(b) for b in recorded_batches(cache))
+    assert not any(KEY in str(w.message) for w in said)
+    assert KEY not in out.write_ndjson()
+
+
+def test_a_string_body_with_a_lone_surrogate_is_a_row_error_not_a_crash(tmp_path):
+    with server(string_body()) as srv:
+        out = run(srv, tmp_path / "c.sqlite")
+    assert out.height == 2  # the frame came back
+    assert out["sc_error"].null_count() < 2  # an unusable answer is a row's error
+
+
+# ------------------------------------------------------------------------ bounded reads
+
+
+def test_a_gzip_bomb_output_file_is_read_bounded(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    tracemalloc.start()
+    try:
+        with server(gzip_bomb(512 * 2**20)) as srv:
+            out = run(srv, cache, max_response_bytes=2**20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.height == 2 and scored(out) == 0
+    # Nothing read of the bomb is kept: a bounded few MB (a 512 MiB file, inflated).
+    assert peak < 200 * 2**20, peak
+    assert recorded_batches(cache)  # the batch stays recorded for a rerun
+
+
+def test_a_trickled_output_file_ends_at_the_clients_http_timeout(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    with server(trickle(bytes_per_second=50)) as srv:
+        out = run(srv, cache, http_timeout=1.0)
+    assert out.height == 2 and scored(out) == 0
+    assert "more than 1 s" in out["sc_error"][0]
+
+
+# ---------------------------------------------------------------------- status and files
+
+
+def test_a_status_in_another_case_reads_as_that_status(tmp_path):
+    with server(batch_status("Completed", when="completed")) as srv:
+        out = run(srv, tmp_path / "c.sqlite")
+    assert scored(out) == 2
+
+
+@pytest.mark.parametrize("status", [None, "in_progress"])
+def test_a_batch_past_its_expiry_is_not_polled_for_ever(tmp_path, status):
+    import time
+
+    cache = tmp_path / "c.sqlite"
+    long_ago = time.time() - 3 * 3600
+    with server(batch_status(status, expires_at=long_ago)) as srv:
+        out = run(srv, cache)
+    assert scored(out) == 0
+    assert "past its expiry" in out["sc_error"][0]
+    assert recorded_batches(cache)  # kept: a rerun looks again
+
+
+def test_a_batch_completed_before_its_output_file_is_named_is_waited_for(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    with server(unnamed_files(times=3)) as srv:
+        out = run(srv, cache)
+        made = srv.stats.batch.batches
+    assert scored(out) == 2 and made == 2
+
+
+def test_a_creation_answered_with_no_batch_object_is_looked_up(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    with server(not_a_batch()) as srv:
+        out = run(srv, cache)
+        again = run(srv, cache)
+        made = srv.stats.batch.batches
+    assert scored(out) == 2 and scored(again) == 2
+    assert made == 2
+
+
+def test_an_unreadable_error_file_costs_its_lines_not_the_outputs_answers(tmp_path):
+    cache = tmp_path / "c.sqlite"
+
+    def script(i, body):
+        from safecons.testing import Fault
+
+        return Fault.bad_request("no") if "number 1" in json.dumps(body) else None
+
+    bad_files: list[str] = []
+
+    def errors_fail(exchange):
+        # Every read of an error file answers 503.
+        if exchange.kind == "batch" and exchange.status == 200:
+            error_file = exchange.json().get("error_file_id")
+            if error_file:
+                bad_files.append(error_file)
+        if exchange.kind == "content" and any(f in exchange.path for f in bad_files):
+            return failing("content")(exchange)
+        return None
+
+    with server(errors_fail, faults=script) as srv:
+        out = run(srv, cache, n=3)
+        made = srv.stats.batch.batches
+    # The rows whose lines were in the output file are scored; row 1's failed lines were
+    # in the unreadable error file: not sent anew, left recorded.
+    assert out["sc_error"].to_list()[0] is None and out["sc_error"].to_list()[2] is None
+    assert "batch_unreadable" in out["sc_error"][1] or "pick the batch up" in out["sc_error"][1]
+    assert made == 2
+
+
+def test_a_resumed_batch_the_provider_cannot_show_for_a_while_is_not_bought_again(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    busy = [False]
+    unavailable = failing("batch")
+
+    def sometimes(exchange):
+        return unavailable(exchange) if busy[0] else None
+
+    with server(sometimes) as srv:
+        run(srv, cache)
+        assert srv.stats.batch.batches == 2
+        # Forget the stored answers (not the batches), then look at the batches through 503s.
+        with sqlite3.connect(cache) as db:
+            db.execute("DELETE FROM responses")
+        busy[0] = True
+        out = run(srv, cache)
+        assert srv.stats.batch.batches == 2  # nothing bought again while the old is unknown
+        error = out["sc_error"][0]
+        assert "pick the batch up" in error and "sends it anew" not in error
+        busy[0] = False
+        again = run(srv, cache)
+        made = srv.stats.batch.batches
+    assert scored(again) == 2 and made == 2  # picked up: no batch bought twice
+
+
+# -------------------------------------------------------------------------- credentials
+
+
+def test_clients_of_one_endpoint_with_other_keys_batch_apart(tmp_path):
+    seen: list[str | None] = []
+
+    def keys(exchange):
+        if exchange.kind == "create":
+            seen.append(exchange.request.headers.get("Authorization"))
+        return None
+
+    answers = route_by_model({"m": lambda body: REFUSE if "label" not in str(body) else VERDICT})
+    with FakeOpenAIServer(responder=answers, batch_seconds=0.02, batch_tamper=keys) as srv:
+        sut, judge = (
+            sc.OpenAICompatible(
+                model="m", base_url=srv.base_url, api_key=key, batch=True, batch_poll_seconds=0.02
+            )
+            for key in ("sk-sut-0123456789abcdef", "sk-judge-0123456789abcdef")
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            rows(2).pipe(
+                sc.safety_consistency, sut=sut, judge=judge, cache=tmp_path / "c.sqlite",
+                responses_per_query=2, progress=False,
+            )  # fmt: skip
+    assert seen == ["Bearer sk-sut-0123456789abcdef", "Bearer sk-judge-0123456789abcdef"]
