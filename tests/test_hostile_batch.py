@@ -301,3 +301,39 @@ def test_clients_of_one_endpoint_with_other_keys_batch_apart(tmp_path):
                 responses_per_query=2, progress=False,
             )  # fmt: skip
     assert seen == ["Bearer sk-sut-0123456789abcdef", "Bearer sk-judge-0123456789abcdef"]
+
+
+# ---------------------------------------------------------------- the cache's batch table
+
+
+def test_batch_lines_answered_and_stored_are_pruned_and_lookups_ask_only_their_keys(tmp_path):
+    from safecons.run import ResponseCache
+
+    path = tmp_path / "c.sqlite"
+    with ResponseCache(path) as cache:
+        cache.record_batch("batch_a", endpoint="E", keys=[f"k{i}" for i in range(2_000)])
+        cache.record_batch("batch_b", endpoint="E", keys=["k1", "z"])
+        for i in range(1_000):
+            cache.put(f"k{i}", kind="sut", endpoint="E", value="stored")
+        assert cache.batches_holding("E", ["k1", "k1999", "z", "nope"]) == {
+            "batch_b": ["k1", "z"],  # the newest batch holding a key wins
+            "batch_a": ["k1999"],
+        }
+        assert cache.batches_holding("other", ["k1999"]) == {}
+        assert cache.prune_batch_lines() == 1_001  # k0-k999 in batch_a, k1 in batch_b
+        assert cache.batches_holding("E", [f"k{i}" for i in range(2_000)]) == {
+            "batch_a": [f"k{i}" for i in range(1_000, 2_000)]
+        }
+
+
+def test_a_batched_rerun_prunes_the_lines_it_no_longer_needs(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    with server() as srv:
+        run(srv, cache)
+        assert len(recorded_batches(cache)) == 2
+        run(srv, cache, n=3)  # one more row: a third and fourth batch for it alone
+        made = srv.stats.batch.batches
+    assert made == 4
+    with sqlite3.connect(cache) as db:
+        left = db.execute("SELECT COUNT(*) FROM batch_lines").fetchone()[0]
+    assert left <= 2  # at most the newest round's lines, whose answers came after its prune

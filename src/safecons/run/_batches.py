@@ -136,6 +136,7 @@ class Batcher:
         # Recorded batches this run gave up on for a call: never picked up again for it, even
         # where the cache could not be told (read-only, a failed write).
         self._given_up: set[tuple[str, str]] = set()
+        self._pruned = False
 
     @property
     def endpoints(self) -> frozenset[str]:
@@ -491,6 +492,10 @@ class Batcher:
         if self._cache is None:
             return {}
         try:
+            if not self._pruned:
+                # The lines of calls whose answers are stored are never needed again.
+                self._pruned = True
+                self._cache.prune_batch_lines()
             held = self._cache.batches_holding(endpoint, lines)
         except Exception as exc:
             self._warn("read", f"could not read its recorded batches ({type(exc).__name__}: {exc})")

@@ -83,6 +83,8 @@ _TABLES = {
 #: safecons, which reads these).
 _TABLES_BEFORE_BATCHES = {name: _TABLES[name] for name in ("meta", "responses")}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Keys asked of the batch table at once (below SQLite's bound on a statement's variables).
+_LOOKUP_CHUNK = 500
 
 
 def cache_key(**parts: Any) -> str:
@@ -441,22 +443,45 @@ class ResponseCache:
     def batches_holding(self, endpoint: str, keys: Iterable[str]) -> dict[str, list[str]]:
         """The recorded batches of ``endpoint`` that hold any of ``keys``: batch id -> the
         keys among ``keys`` it holds (a key in several batches goes to the newest)."""
-        wanted = set(keys)
+        wanted = sorted(set(keys))
         if not wanted:
             return {}
+        rows: list[tuple[str, str, float]] = []
         with self._lock:
             try:
-                rows = self._conn.execute(
-                    "SELECT key, batch FROM batch_lines WHERE endpoint=? ORDER BY created",
-                    (endpoint,),
-                ).fetchall()
+                # Only the keys asked for, by the table's key index: a lookup costs what it
+                # asks, not the size of every batch ever recorded.
+                for at in range(0, len(wanted), _LOOKUP_CHUNK):
+                    chunk = wanted[at : at + _LOOKUP_CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    rows += self._conn.execute(
+                        f"SELECT key, batch, created FROM batch_lines "
+                        f"WHERE key IN ({marks}) AND endpoint=?",
+                        (*chunk, endpoint),
+                    ).fetchall()
             except sqlite3.OperationalError:
                 return {}  # a cache from before batches, opened read-only: none recorded
-        newest = {str(key): str(batch) for key, batch in rows if key in wanted}
+        rows.sort(key=lambda row: row[2])
+        newest = {str(key): str(batch) for key, batch, _ in rows}
         held: dict[str, list[str]] = {}
         for key, batch in newest.items():
             held.setdefault(batch, []).append(key)
         return held
+
+    def prune_batch_lines(self) -> int:
+        """Forget the recorded batch lines whose answers are stored (a rerun replays those
+        from the cache and never needs their batch again); how many were forgotten."""
+        if self.read_only:
+            return 0
+        with self._lock:
+            try:
+                return int(
+                    self._conn.execute(
+                        "DELETE FROM batch_lines WHERE key IN (SELECT key FROM responses)"
+                    ).rowcount
+                )
+            except sqlite3.OperationalError:
+                return 0  # no batch was ever recorded here
 
     def forget_batch_lines(self, batch: str, keys: Iterable[str]) -> None:
         """Forget that ``batch`` answers ``keys`` (they failed, or it ended without them): a
