@@ -31,6 +31,7 @@ from ._base import (
     RateLimits,
     RetryableCallError,
 )
+from ._proxy import environment_proxy
 from ._secrets import (
     Secrets,
     check_base_url,
@@ -452,9 +453,9 @@ def _on_asyncio() -> bool:
     return True
 
 
-def _make_transport(name: TransportName) -> httpx.AsyncBaseTransport | None:
+def _make_transport(name: TransportName, url: str) -> httpx.AsyncBaseTransport | None:
     if name == "httpx":
-        return None
+        return None  # httpx's own transport: it reads the proxies from the environment
     if name == "auto" and not _on_asyncio():
         # aiohttp runs on asyncio only; under trio the default httpx transport still works.
         return None
@@ -466,11 +467,14 @@ def _make_transport(name: TransportName) -> httpx.AsyncBaseTransport | None:
                 "transport='aiohttp' needs the httpx-aiohttp package: pip install httpx-aiohttp"
             ) from None
         return None
+    # A transport given to httpx gets no proxy from the environment: it is given here.
+    proxy = environment_proxy(url)
     transport: httpx.AsyncBaseTransport = AiohttpTransport(
         limits=httpx.Limits(
             max_connections=MAX_CONNECTIONS,
             max_keepalive_connections=MAX_CONNECTIONS,
-        )
+        ),
+        proxy=None if proxy is None else httpx.Proxy(proxy),
     )
     return transport
 
@@ -634,9 +638,10 @@ class OpenAICompatible:
         ``"auto"`` (default): ``"direct"`` on asyncio, ``"httpx"`` elsewhere (trio).
         ``"direct"`` posts over one aiohttp session with no httpx models on the hot path (the
         fastest, measured in ``docs/performance.md``); ``"aiohttp"`` is httpx with the
-        ``httpx-aiohttp`` transport; ``"httpx"`` is httpx's own transport (it honours
-        ``HTTP(S)_PROXY``); or pass any ``httpx`` async transport object (e.g.
-        ``httpx.MockTransport`` in tests, a proxy transport).
+        ``httpx-aiohttp`` transport; ``"httpx"`` is httpx's own transport. Every one of them
+        honours ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` as httpx
+        reads them. Or pass any ``httpx`` async transport object (e.g.
+        ``httpx.MockTransport`` in tests, a proxy transport): it is used as it is.
     http_timeout
         Socket-level timeout in seconds. The per-call deadline of a run is the config's
         ``timeout_seconds``, enforced by the runner on top of this.
@@ -895,7 +900,7 @@ class OpenAICompatible:
         transport = (
             self.transport
             if isinstance(self.transport, httpx.AsyncBaseTransport)
-            else _make_transport(self.transport)
+            else _make_transport(self.transport, self._url)
         )
         limits = httpx.Limits(
             max_connections=MAX_CONNECTIONS,
@@ -1277,6 +1282,8 @@ async def _direct_post(client: OpenAICompatible) -> AsyncIterator[_Post]:
     timeout = _aiohttp.ClientTimeout(total=client.http_timeout)
     url, query = client._url, client._query or None
     limit, scrub = client.max_response_bytes, client.secrets.scrub
+    # HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY, read as httpx reads them.
+    proxy = environment_proxy(url)
     async with _aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
@@ -1289,7 +1296,7 @@ async def _direct_post(client: OpenAICompatible) -> AsyncIterator[_Post]:
             data = json.dumps(body).encode()
             try:
                 async with session.post(
-                    url, data=data, params=query, allow_redirects=False
+                    url, data=data, params=query, allow_redirects=False, proxy=proxy
                 ) as response:
                     read = await _read_chunks(
                         response.headers.get("content-encoding", ""),

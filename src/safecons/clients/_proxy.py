@@ -1,0 +1,45 @@
+"""Which proxy a request to a URL goes through, read from the environment as httpx reads it.
+
+Every path a client posts by (the default aiohttp path, httpx with the aiohttp transport,
+httpx's own, the Batch API's) must honour ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and
+``NO_PROXY`` alike: behind a company proxy a path that went direct would fail, or leak past
+the proxy. httpx applies them only when it makes its own transport, so the others ask here.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+__all__ = ("environment_proxy",)
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy URL the environment names for requests to ``url``, or None (none set, or
+    ``NO_PROXY`` exempts its host).
+
+    The rules are httpx's own (``trust_env``): ``HTTPS_PROXY``/``HTTP_PROXY`` by the URL's
+    scheme, else ``ALL_PROXY``; ``NO_PROXY`` by host, domain suffix, IP address or ``*``, as
+    curl reads it.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["HTTPS_PROXY"] = "http://proxy.corp:3128"
+    >>> os.environ["NO_PROXY"] = "localhost,.internal"
+    >>> environment_proxy("https://api.openai.com/v1/chat/completions")
+    'http://proxy.corp:3128'
+    >>> environment_proxy("https://llm.internal/v1"), environment_proxy("http://localhost:8000/v1")
+    (None, None)
+    >>> del os.environ["HTTPS_PROXY"], os.environ["NO_PROXY"]
+    """
+    # httpx's own reading of the environment, so that every path agrees with it.
+    from httpx._utils import URLPattern, get_environment_proxies
+
+    target = httpx.URL(url)
+    mounts = sorted(
+        (URLPattern(pattern), proxy) for pattern, proxy in get_environment_proxies().items()
+    )
+    for pattern, proxy in mounts:
+        if pattern.matches(target):
+            return proxy
+    return None

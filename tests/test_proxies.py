@@ -1,0 +1,69 @@
+"""Every path a client posts by honours HTTP(S)_PROXY, ALL_PROXY and NO_PROXY as httpx does:
+behind a company proxy, live calls must not try to go direct (they did on the default path)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import safecons as sc
+from safecons.testing import ScriptedServer, StandInJudge, reply
+
+pytestmark = pytest.mark.network
+
+TRANSPORTS = ["auto", "direct", "aiohttp", "httpx"]
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in PROXY_VARS:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
+def one_row(sut) -> pl.DataFrame:
+    df = pl.DataFrame({"input_id": [1], "prompt": ["q"], "sut_response": ["I can't."]})
+    return df.pipe(
+        sc.safety_consistency,
+        sut=sut,
+        judge=StandInJudge(),
+        responses_per_query=2,
+        n_sut_retries=0,
+        cache=False,
+        progress=False,
+    )
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_calls_go_through_the_proxy_the_environment_names(clean_env, transport):
+    with ScriptedServer(lambda seen: reply("I can't help.")) as proxy:
+        clean_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        # A host no resolver knows: only a proxy can reach it.
+        sut = sc.OpenAICompatible(
+            model="m", base_url="http://model.invalid:9/v1", api_key="", transport=transport
+        )
+        out = one_row(sut)
+        hosts = [
+            {k.lower(): v for k, v in seen.headers.items()}.get("host") for seen in proxy.requests
+        ]
+    assert out["sc_error"].to_list() == [None]
+    assert hosts == ["model.invalid:9"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_no_proxy_sends_its_hosts_direct(clean_env, transport):
+    with (
+        ScriptedServer(lambda seen: reply("from the proxy")) as proxy,
+        ScriptedServer(lambda seen: reply("I can't help.")) as server,
+    ):
+        clean_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        clean_env.setenv("NO_PROXY", "127.0.0.1")
+        sut = sc.OpenAICompatible(
+            model="m", base_url=server.base_url, api_key="", transport=transport
+        )
+        out = one_row(sut)
+        through_proxy, direct = len(proxy.requests), len(server.requests)
+    assert out["sc_error"].to_list() == [None]
+    assert (through_proxy, direct) == (0, 1)
