@@ -194,3 +194,31 @@ def test_headers_that_are_not_a_mapping_of_strings_are_named(where, headers, mon
             )
         else:
             sc.OpenAICompatible(model="m", headers=headers, **where)
+
+
+def test_every_bad_argument_is_a_safecons_error_naming_it():
+    cases = [
+        (lambda: sc.OpenAICompatible(model=None, base_url="http://x.test/v1"), "model"),
+        (lambda: sc.OpenAICompatible(model="", base_url="http://x.test/v1"), "model"),
+        (
+            lambda: sc.OpenAICompatible(
+                model="m", base_url="http://x.test/v1", params={"model": "x"}
+            ),
+            "params",
+        ),
+        (
+            lambda: sc.OpenAICompatible(model="m", base_url="http://x.test/v1", headers=[1]),
+            "headers",
+        ),
+        (
+            lambda: sc.OpenAICompatible(
+                model="m", base_url="http://x.test/v1", max_response_bytes=10
+            ),
+            "max_response_bytes",
+        ),
+        (lambda: sc.CallableClient(42), "fn"),  # type: ignore[arg-type]
+    ]
+    for make, name in cases:
+        with pytest.raises(sc.SafeconsError, match=f"^{name}") as info:
+            make()
+        assert isinstance(info.value, ValueError | TypeError)  # what generic code catches

@@ -280,6 +280,10 @@ class _CallableSession:
         return _to_completion(value, self._who)
 
 
+class NotCallableError(InputError, TypeError):
+    """What was given as a client's function cannot be called (also a ``TypeError``)."""
+
+
 class CallableClient:
     """Adapt a callable ``fn(messages, *, temperature) -> str`` into a chat client.
 
@@ -348,7 +352,7 @@ class CallableClient:
         self, fn: Callable[..., Any], *, name: str | None = None, version: str | None = None
     ) -> None:
         if not callable(fn):
-            raise TypeError(f"expected a callable, got {type(fn).__name__}")
+            raise NotCallableError(f"fn: expected a callable, got {type(fn).__name__}")
         for parameter, value in (("name", name), ("version", version)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise InputError(f"{parameter}: expected a non-empty string, got {value!r}")

@@ -483,9 +483,9 @@ def _check_model(model: str | None, url: str | None) -> None:
     """A model name is required, and must be a non-empty string, unless the client posts to
     a URL of its own (an Azure deployment's, which names the model)."""
     if model is None and url is None:
-        raise ValueError("model: required (every OpenAI-compatible server but Azure needs it)")
+        raise InputError("model: required (every OpenAI-compatible server but Azure needs it)")
     if model is not None and (not isinstance(model, str) or not model):
-        raise ValueError(f"model: expected a non-empty string, got {model!r}")
+        raise InputError(f"model: expected a non-empty string, got {model!r}")
 
 
 def _base_url_from(base_url: str | None) -> str:
@@ -546,7 +546,7 @@ def _check_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """The extra request-body fields, none of them one safecons sets itself."""
     reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
     if reserved:
-        raise ValueError(f"params: {sorted(reserved)} are set by safecons, not in params")
+        raise InputError(f"params: {sorted(reserved)} are set by safecons, not in params")
     return dict(params or {})
 
 
@@ -557,7 +557,7 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
         isinstance(headers, Mapping)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
     ):
-        raise ValueError("headers: expected a mapping of header names to string values")
+        raise InputError("headers: expected a mapping of header names to string values")
     for name, value in (headers or {}).items():
         _check_header(name, value)
     return dict(headers or {})
@@ -589,7 +589,7 @@ def _check_max_response_bytes(max_response_bytes: int) -> int:
         or not isinstance(max_response_bytes, int)
         or max_response_bytes < _MIN_RESPONSE_BYTES
     ):
-        raise ValueError(
+        raise InputError(
             f"max_response_bytes: expected a whole number of bytes >= {_MIN_RESPONSE_BYTES}, "
             f"got {max_response_bytes!r}"
         )
