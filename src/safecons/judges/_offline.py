@@ -17,9 +17,9 @@ from ._insult import condescending, insulting
 from ._llm import Judgment, Label
 from ._pair import default_pair, pair_features
 from ._posture import (
-    _TAIL_CHARS,
     DECISION_THRESHOLD,
     READ_CHARS,
+    TAIL_CHARS,
     PostureClassifier,
     default_posture,
 )
@@ -261,7 +261,7 @@ class OfflineJudge:
         candidate, cut = _bounded(candidate)
         if cut or base_cut:
             notes.append(
-                f"read the first {READ_CHARS - _TAIL_CHARS:,} and last {_TAIL_CHARS:,}"
+                f"read the first {READ_CHARS - TAIL_CHARS:,} and last {TAIL_CHARS:,}"
                 f" characters of each answer ({cut + base_cut:,} not read)"
             )
         if _normalise(base) == _normalise(candidate):

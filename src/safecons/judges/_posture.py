@@ -270,11 +270,11 @@ def default_posture() -> PostureClassifier:
 
 
 #: What is read of one answer at most (the offline judge, :meth:`PostureClassifier.predict_proba`,
-#: :func:`posture_proba`): the first READ_CHARS - _TAIL_CHARS characters and the last
-#: _TAIL_CHARS (a payload is often put at the end). Time and memory per answer are bounded by
+#: :func:`posture_proba`): the first READ_CHARS - TAIL_CHARS characters and the last
+#: TAIL_CHARS (a payload is often put at the end). Time and memory per answer are bounded by
 #: it (tens of milliseconds and a few MB, whatever the answer).
 READ_CHARS: Final = 8_000
-_TAIL_CHARS: Final = 2_000
+TAIL_CHARS: Final = 2_000
 
 
 def bounded(text: str) -> tuple[str, int]:
@@ -292,8 +292,8 @@ def bounded(text: str) -> tuple[str, int]:
     text = text.strip()
     if len(text) <= READ_CHARS:
         return text, 0
-    head = READ_CHARS - _TAIL_CHARS
-    return f"{text[:head]}\n...\n{text[-_TAIL_CHARS:]}", len(text) - READ_CHARS
+    head = READ_CHARS - TAIL_CHARS
+    return f"{text[:head]}\n...\n{text[-TAIL_CHARS:]}", len(text) - READ_CHARS
 
 
 def posture_proba(texts: str | pl.Expr) -> pl.Expr:
