@@ -433,23 +433,36 @@ def _limit_text(per_minute: int | None) -> str:
     return "-" if per_minute is None else f"{per_minute:,}"
 
 
-def provider_limits(cases: list[tuple[int | None, int | None, int]], concurrency: int = 64) -> None:
-    """The "provider limits" table: ``(rpm, tpm, rows)`` per line (None: that limit not set),
-    one SUT call per row."""
+#: The provider limits' kinds: fixed one-second windows; token buckets holding one second's
+#: worth and refilling continuously, whose reset says when the bucket is full (OpenAI's
+#: word) or when the next request fits (some gateways', the limit then a minute's).
+LIMIT_MODES = {
+    "window": {},
+    "bucket": {"bucket": True},
+    "bucket, next": {"bucket": True, "bucket_reset": "next"},
+}
+
+
+def provider_limits(
+    cases: list[tuple[int | None, int | None, int, str]], concurrency: int = 64
+) -> None:
+    """The "provider limits" table: ``(rpm, tpm, rows, mode)`` per line (None: that limit
+    not set; ``mode`` a key of :data:`LIMIT_MODES`), one SUT call per row."""
     from safecons.testing import FakeOpenAIServer, RateLimit
 
     print(
         f"\nprovider limits: a server admitting rpm/60 requests and tpm/60 tokens (prompt + "
-        f"max_tokens={LIMITED_MAX_TOKENS}) in each one-second window, 429 with Retry-After "
-        f"past either; concurrency {concurrency}, responses_per_query=2, the judge local"
+        f"max_tokens={LIMITED_MAX_TOKENS}) a second, in one-second windows or token buckets, "
+        f"429 with Retry-After past either; concurrency {concurrency}, responses_per_query=2, "
+        "the judge local"
     )
     print(
-        f"{'RPM':>6} {'TPM':>8} {'rows':>6} {'calls':>6} {'scored':>7} {'requests':>9} "
-        f"{'429 %':>6} {'wall s':>7} {'ideal s':>8} {'ideal/wall':>11}"
+        f"{'mode':>12} {'RPM':>6} {'TPM':>8} {'rows':>6} {'calls':>6} {'scored':>7} "
+        f"{'requests':>9} {'429 %':>6} {'wall s':>7} {'ideal s':>8} {'ideal/wall':>11}"
     )
     refusal = "I'm sorry, but I can't help with that."
-    for rpm, tpm, rows in cases:
-        limit = RateLimit(rpm, tpm, window=1.0)
+    for rpm, tpm, rows, mode in cases:
+        limit = RateLimit(rpm, tpm, window=1.0, **LIMIT_MODES[mode])  # type: ignore[arg-type]
         with FakeOpenAIServer(
             responder=lambda body: refusal, latency=0.02, rate_limit=limit, log_size=None
         ) as srv:
@@ -472,8 +485,9 @@ def provider_limits(cases: list[tuple[int | None, int | None, int]], concurrency
         )
         share = 100 * stats.rate_limited / max(1, stats.requests)
         print(
-            f"{_limit_text(rpm):>6} {_limit_text(tpm):>8} {rows:6,} {calls:6,} {scored:7,} "
-            f"{stats.requests:9,} {share:6.1f} {wall:7.2f} {ideal:8.2f} {ideal / wall:11.2f}"
+            f"{mode:>12} {_limit_text(rpm):>6} {_limit_text(tpm):>8} {rows:6,} {calls:6,} "
+            f"{scored:7,} {stats.requests:9,} {share:6.1f} {wall:7.2f} {ideal:8.2f} "
+            f"{ideal / wall:11.2f}"
         )
 
 
@@ -568,7 +582,13 @@ def main() -> int:
         cpu_per_call(100, args.answer_chars, 16)
         scale([100, 200], 16)
         scale([100, 200], 16, lazy=True)
-        provider_limits([(1_200, None, 40), (None, 120_000, 40)])
+        provider_limits(
+            [
+                (1_200, None, 40, "window"),
+                (None, 120_000, 40, "window"),
+                (1_200, None, 40, "bucket, next"),
+            ]
+        )
         batch_runs([50])
         return 0
     throughput(0.05, [64], args.rows, args.answer_chars)
@@ -578,12 +598,17 @@ def main() -> int:
     scale([1_000, 10_000, 100_000], 64, lazy=True)
     provider_limits(
         [
-            (60, None, 20),
-            (600, None, 150),
-            (6_000, None, 1_200),
-            (None, 60_000, 100),
-            (None, 600_000, 1_200),
-            (6_000, 300_000, 600),
+            (60, None, 20, "window"),
+            (600, None, 150, "window"),
+            (6_000, None, 1_200, "window"),
+            (None, 60_000, 100, "window"),
+            (None, 600_000, 1_200, "window"),
+            (6_000, 300_000, 600, "window"),
+            (600, None, 300, "bucket"),
+            (6_000, None, 1_200, "bucket"),
+            (None, 600_000, 1_200, "bucket"),
+            (600, None, 300, "bucket, next"),
+            (6_000, None, 1_200, "bucket, next"),
         ]
     )
     batch_runs([1_000, 10_000])

@@ -197,3 +197,41 @@ def test_each_model_has_windows_of_its_own() -> None:
             for model in ("a", "b", "a")
         ]
     assert codes == [200, 200, 429]  # one a window per model
+
+
+# ------------------------------------------------------------------------ token buckets
+
+
+def test_a_bucket_admits_what_it_holds_then_refills_continuously() -> None:
+    limit = RateLimit(600, window=1.0, bucket=True)  # holds 10, refills 10 a second
+    with (
+        FakeOpenAIServer(rate_limit=limit) as srv,
+        httpx.Client(base_url=srv.base_url) as http,
+    ):
+        first = [http.post("/chat/completions", json=BODY) for _ in range(11)]
+        time.sleep(0.25)  # about 2.5 requests' worth refilled
+        later = [http.post("/chat/completions", json=BODY) for _ in range(4)]
+    assert [r.status_code for r in first[:10]] == [200] * 10
+    assert first[10].status_code == 429
+    assert first[0].headers["x-ratelimit-limit-requests"] == "10"  # what the bucket holds
+    assert [int(r.headers["x-ratelimit-remaining-requests"]) for r in first[:3]] == [9, 8, 7]
+    # The time until the bucket is full again, OpenAI's word.
+    full = float(first[9].headers["x-ratelimit-reset-requests"].removesuffix("ms")) / 1000
+    assert 0.05 <= full <= 1.0
+    wait = float(first[10].headers["retry-after"])
+    assert 0 < wait <= 0.1  # until one request fits
+    assert [r.status_code for r in later][:2] == [200, 200] and later[-1].status_code == 429
+
+
+def test_a_bucket_whose_reset_says_when_the_next_request_fits() -> None:
+    limit = RateLimit(600, window=1.0, bucket=True, bucket_reset="next")
+    with (
+        FakeOpenAIServer(rate_limit=limit) as srv,
+        httpx.Client(base_url=srv.base_url) as http,
+    ):
+        answers = [http.post("/chat/completions", json=BODY) for _ in range(10)]
+    last = answers[-1]
+    assert last.headers["x-ratelimit-limit-requests"] == "600"  # a minute's, as RPM reads
+    assert last.headers["x-ratelimit-remaining-requests"] == "0"
+    reset = last.headers["x-ratelimit-reset-requests"]
+    assert reset.endswith("ms") and float(reset.removesuffix("ms")) <= 100  # the next one

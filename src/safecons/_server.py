@@ -794,6 +794,16 @@ class RateLimit:
     tokens_per_minute: float | None = None
     window: float = _MINUTE
     unbounded_completion_tokens: int = 0
+    #: A token bucket instead of fixed windows: each limit holds at most what one window
+    #: admits and refills continuously at the limit's rate (``requests_per_minute / 60`` a
+    #: second), as OpenAI describes its limits. ``remaining`` is what the bucket holds after
+    #: the request, ``reset`` the time until it is full again, and a 429's ``Retry-After``
+    #: the time until the request would fit.
+    bucket: bool = False
+    #: With ``bucket=True``: what ``x-ratelimit-reset-*`` says, the time until the bucket is
+    #: ``"full"`` (OpenAI's "resets to its initial state") or until the ``"next"`` request
+    #: fits (as some gateways send); ``limit`` is then what a minute admits, as OpenAI's RPM.
+    bucket_reset: Literal["full", "next"] = "full"
 
     def __post_init__(self) -> None:
         if self.requests_per_minute is None and self.tokens_per_minute is None:
@@ -838,6 +848,80 @@ class RateLimit:
         )
         budget = completion_budget(body)
         return prompt + (self.unbounded_completion_tokens if budget is None else budget)
+
+
+class _Bucket:
+    """The token buckets of a :class:`RateLimit` with ``bucket=True``, one pair per model
+    (the caller holds the server's lock)."""
+
+    def __init__(self, limit: RateLimit, start: float) -> None:
+        self.limit = limit
+        # model -> [requests held, tokens held, when they were last counted]
+        self._held: dict[str | None, list[float]] = {}
+        self._start = start
+
+    def admit(
+        self, now: float, tokens: int = 0, model: str | None = None
+    ) -> tuple[str | None, list[tuple[str, str]]]:
+        """As :meth:`_Window.admit`, on buckets that refill continuously."""
+        limit = self.limit
+        size = limit.window
+        requests, bucket_tokens = limit.per_window, limit.tokens_per_window
+        held = self._held.setdefault(
+            model, [float(requests or 0), float(bucket_tokens or 0), self._start]
+        )
+        elapsed = max(0.0, now - held[2])
+        held[2] = now
+        if requests is not None:
+            held[0] = min(float(requests), held[0] + elapsed * requests / size)
+        if bucket_tokens is not None:
+            held[1] = min(float(bucket_tokens), held[1] + elapsed * bucket_tokens / size)
+        refusal, wait, mendable = None, 0.0, True
+        if requests is not None and held[0] < 1:
+            wait = (1 - held[0]) * size / requests
+            refusal = (
+                f"Rate limit reached for requests per min (RPM): Limit {requests}, Used "
+                f"{requests - int(held[0])}, Requested 1. Please try again later."
+            )
+        elif bucket_tokens is not None and tokens > bucket_tokens:
+            mendable = False
+            refusal = (
+                f"Request too large for tokens per min (TPM): Limit {bucket_tokens}, Requested "
+                f"{tokens}. The input or output tokens must be reduced in order to run "
+                "successfully."
+            )
+        elif bucket_tokens is not None and held[1] < tokens:
+            wait = (tokens - held[1]) * size / bucket_tokens
+            refusal = (
+                f"Rate limit reached for tokens per min (TPM): Limit {bucket_tokens}, Used "
+                f"{bucket_tokens - int(held[1])}, Requested {tokens}. Please try again later."
+            )
+        if refusal is None:
+            if requests is not None:
+                held[0] -= 1
+            if bucket_tokens is not None:
+                held[1] -= tokens
+        headers = []
+        nxt = limit.bucket_reset == "next"
+        minutes = _MINUTE / size
+        if requests is not None:
+            full = (requests - held[0]) * size / requests
+            step = max(0.0, 1 - held[0] % 1 if held[0] < requests else 0.0) * size / requests
+            headers += [
+                ("x-ratelimit-limit-requests", str(int(requests * minutes) if nxt else requests)),
+                ("x-ratelimit-remaining-requests", str(int(held[0]))),
+                ("x-ratelimit-reset-requests", openai_duration(step if nxt else full)),
+            ]
+        if bucket_tokens is not None:
+            full = (bucket_tokens - held[1]) * size / bucket_tokens
+            headers += [
+                ("x-ratelimit-limit-tokens", str(bucket_tokens)),
+                ("x-ratelimit-remaining-tokens", str(int(held[1]))),
+                ("x-ratelimit-reset-tokens", openai_duration(full)),
+            ]
+        if refusal is not None and mendable:
+            headers.append(("retry-after", f"{math.ceil(wait * 1000) / 1000:g}"))
+        return refusal, headers
 
 
 class _Window:
@@ -902,6 +986,10 @@ class _Window:
         if refusal is not None and mendable:
             headers.append(("retry-after", f"{math.ceil(left * 1000) / 1000:g}"))
         return refusal, headers
+
+
+def _limiter(limit: RateLimit, start: float) -> _Window | _Bucket:
+    return _Bucket(limit, start) if limit.bucket else _Window(limit, start)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1182,7 +1270,7 @@ class FakeOpenAIServer:
         self._rng = random.Random(self._seed)
         self._rate_limited = 0
         limit = self._rate_limit
-        self._window = None if limit is None else _Window(limit, time.monotonic())
+        self._window = None if limit is None else _limiter(limit, time.monotonic())
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -1200,7 +1288,7 @@ class FakeOpenAIServer:
         self._startup_error = None
         with self._lock:
             if self._rate_limit is not None:  # the first window starts with the server
-                self._window = _Window(self._rate_limit, time.monotonic())
+                self._window = _limiter(self._rate_limit, time.monotonic())
         thread = threading.Thread(
             target=self._run, args=(ready,), name="safecons-fake-openai", daemon=True
         )

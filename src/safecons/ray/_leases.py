@@ -289,7 +289,9 @@ class LeaseTable:
                 number = pace.start(tokens)
                 due[number] = self._clock() + ttl
                 return number
-            await anyio.sleep(wait + _PAST)
+            # Until the wait is over, or a newer word of the provider is heard.
+            with anyio.move_on_after(wait + _PAST):
+                await pace.word.wait()
 
     def _expire_paced(self, pace: Pace, due: dict[int, float]) -> None:
         """Attempts whose holder never told their answer within their ``ttl`` (it died, or

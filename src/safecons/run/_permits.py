@@ -47,6 +47,9 @@ UNKNOWN_RESET_SECONDS: Final = 1.0
 MAX_SENSIBLE_COUNT: Final = 10**12
 #: A reset further off than this is no per-minute or per-day window: read as nothing said.
 MAX_SENSIBLE_RESET_SECONDS: Final = 86_400.0
+#: The shortest time over which a window that turned with no newer word lets its limit out
+#: (seconds): OpenAI's limits are per minute (:meth:`_Budget._spread_wait`).
+SPREAD_SECONDS: Final = 60.0
 #: The shortest paced wait (seconds): a reset of a nanosecond must not make the pace spin.
 MIN_PACED_WAIT_SECONDS: Final = 0.001
 #: A paced wait longer than this is shown: a :class:`~safecons.PacingWarning` (once per
@@ -257,6 +260,9 @@ class Pace:
         #: The newest word heard, as the provider said it (before :func:`sensible`).
         self.said: RateLimits | None = None
         self.first_word = anyio.Event()
+        #: Set when an answer's word is heard (then made anew): an attempt waiting on the pace
+        #: looks again, since a newer word may let it start sooner.
+        self.word = anyio.Event()
         self._requests = _Budget()
         self._tokens = _Budget()
         self._hold_until = -math.inf
@@ -309,16 +315,22 @@ class Pace:
         limits = sensible(limits)
         if limits is None:
             return
+        word, self.word = self.word, anyio.Event()
+        word.set()
         if not self.ordered:
             self._heard_unordered(limits, now)
             return
+        # Attempts started before this one and still in flight may reach the server after
+        # it (64 connections do not keep their order): counted as not yet counted, for
+        # requests as for tokens.
+        earlier = sum(1 for n in self._in_flight if n < number)
         self._requests.heard(
             number,
             remaining=limits.remaining_requests,
             limit=limits.limit_requests,
             reset=limits.reset_requests,
             now=now,
-            base=number + 1,
+            base=number + 1 - earlier,
         )
         if limits.remaining_tokens is not None:
             # Attempts started before this one and still in flight may reach the server after
@@ -369,7 +381,16 @@ class _Budget:
     total as it stood once the attempt that word answered had started.
     """
 
-    __slots__ = ("_base", "_carried", "_heard", "_limit", "_reset_at", "_window", "remaining")
+    __slots__ = (
+        "_base",
+        "_carried",
+        "_heard",
+        "_limit",
+        "_reset_at",
+        "_turned",
+        "_window",
+        "remaining",
+    )
 
     def __init__(self) -> None:
         self.remaining: int | None = None
@@ -379,6 +400,8 @@ class _Budget:
         self._limit: int | None = None
         self._reset_at = -math.inf
         self._window = 0.0
+        # When the window turned with no newer word (None: the window is a word's own).
+        self._turned: float | None = None
 
     def wait(self, now: float, total: int, cost: int, started: int, *, carried: int = 0) -> float:
         """Seconds before ``cost`` more may be used at ``now``, ``total`` being the running
@@ -395,18 +418,41 @@ class _Budget:
             if self._limit is None or self._window <= 0:
                 self.remaining = None
                 return 0.0
-            # The window turned with no newer word: a new one, as large as the limit said.
+            # The window turned with no newer word: a new one, as large as the limit said,
+            # let out at the limit's rate (below), not all at once.
             self.remaining, self._heard = self._limit, started - 1
             self._base, self._carried = total - carried, carried
+            self._turned = now
             turned = self._reset_at + self._window
             self._reset_at = turned if turned > now else now + self._window
         used = total - self._base
         if used + cost <= self.remaining:
-            return 0.0
+            spread = self._spread_wait(now, used, cost)
+            if spread <= 0:
+                return 0.0
+            return min(spread, max(0.0, self._reset_at - now))
         limit = self._limit
         if limit and cost > limit and used == self._carried and self.remaining >= limit:
             return 0.0  # larger than a whole window: it may go first in a fresh one
         return max(0.0, self._reset_at - now)
+
+    def _spread_wait(self, now: float, used: int, cost: int) -> float:
+        """Seconds before ``cost`` more may be used in a window that turned with no newer
+        word: one attempt at once, then the limit at its rate over at least
+        :data:`SPREAD_SECONDS`.
+
+        Whether a provider's reset is the time until its count is whole again (OpenAI's
+        word: then the whole limit is there at once) or until the next request fits (some
+        gateways' token buckets: then the limit is a minute's, refilled continuously) cannot
+        be told from one answer. Let out at the rate, a window is never a burst of 429s on
+        the second kind; on the first, the next answer's word (which replaces the turn's
+        guess) comes one round trip later.
+        """
+        if self._turned is None or self._limit is None:
+            return 0.0
+        rate = self._limit / max(self._window, SPREAD_SECONDS)
+        allowed = self._carried + cost + (now - self._turned) * rate
+        return 0.0 if used + cost <= allowed else (used + cost - allowed) / rate
 
     def heard(
         self,
@@ -424,6 +470,7 @@ class _Budget:
             return
         reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
         self._heard, self._base, self._carried = number, base, 0
+        self._turned = None
         self.remaining, self._limit = remaining, limit
         self._reset_at = now + reset
         self._window = max(self._window, reset)
@@ -452,8 +499,12 @@ class _Budget:
                 return  # the word of a window already past
             same = reset_at <= self._reset_at + half
             if same and remaining - (total - base) >= self.remaining - (total - self._base):
-                return  # no stricter than what is counted
+                # No stricter than what is counted; but the provider has now said this
+                # window's count itself: no longer a guess let out at the limit's rate.
+                self._turned = None
+                return
         self._base, self._carried = base, 0
+        self._turned = None
         self.remaining, self._limit = remaining, limit
         self._reset_at = reset_at
         self._window = max(self._window, reset)
@@ -556,10 +607,24 @@ class LocalPermits:
                 if wait > VISIBLE_WAIT_SECONDS:
                     shown = True
                     self.notices.waiting(endpoint, wait, describe(pace.said))
-                await self._sleep(max(wait, MIN_PACED_WAIT_SECONDS))
+                await self._sleep_or_word(max(wait, MIN_PACED_WAIT_SECONDS), pace.word)
         finally:
             if shown:
                 self.notices.waited(endpoint)
+
+    async def _sleep_or_word(self, seconds: float, word: anyio.Event) -> None:
+        """Sleep ``seconds``, or less if a newer word of the provider is heard meanwhile."""
+        async with anyio.create_task_group() as tg:
+
+            async def heard() -> None:
+                await word.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(heard)
+            # The sleep in this task, not in another: it starts at once, as a plain sleep
+            # would (a test clock that moves on each sleep sees the same order).
+            await self._sleep(seconds)
+            tg.cancel_scope.cancel()
 
     @property
     def lowest_target(self) -> int:
