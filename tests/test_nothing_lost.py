@@ -105,15 +105,21 @@ def test_the_summary_sums_tokens_without_wrapping():
 OPENAI_KEY = "sk-proj-OPENAI-ONLY-0123456789abcdefghij"
 
 
-def _auth_seen(monkeypatch, **client) -> tuple[list[str | None], pl.DataFrame | Exception]:
-    seen: list[str | None] = []
+def recording_auth(seen: list[str | None]):
+    """A server handler that records each request's Authorization header (None: none sent)
+    and answers a refusal, or a verdict to the model named "judge"."""
+    from aiohttp import web
 
     def handler(s):
-        from aiohttp import web
-
         seen.append({k.lower(): v for k, v in s.headers.items()}.get("authorization"))
-        return web.json_response(completion("I can't help with that."))
+        return web.json_response(completion(VERDICT if s.model == "judge" else "I can't."))
 
+    return handler
+
+
+def _auth_seen(monkeypatch, **client) -> tuple[list[str | None], pl.DataFrame | Exception]:
+    seen: list[str | None] = []
+    handler = recording_auth(seen)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     with HostileServer(handler) as srv:
         sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, **client)
@@ -136,15 +142,8 @@ def test_openai_api_key_goes_where_it_is_asked_to(monkeypatch):
 @pytest.mark.network
 def test_openai_api_key_goes_to_the_base_url_set_beside_it(monkeypatch):
     seen: list[str | None] = []
-
-    def handler(s):
-        from aiohttp import web
-
-        seen.append({k.lower(): v for k, v in s.headers.items()}.get("authorization"))
-        return web.json_response(completion("no"))
-
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    with HostileServer(handler) as srv:
+    with HostileServer(recording_auth(seen)) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         sut = sc.OpenAICompatible(model="sut")
         frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
@@ -183,17 +182,10 @@ def test_the_cli_says_the_key_was_kept_from_a_local_server(monkeypatch, tmp_path
     from safecons.cli import main
 
     seen: list[str | None] = []
-
-    def handler(s):
-        from aiohttp import web
-
-        seen.append({k.lower(): v for k, v in s.headers.items()}.get("authorization"))
-        return web.json_response(completion(VERDICT if s.model == "judge" else "I can't."))
-
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     rows = tmp_path / "rows.parquet"
     frame(1).write_parquet(rows)
-    with HostileServer(handler) as srv:
+    with HostileServer(recording_auth(seen)) as srv:
         code = main(
             [
                 "run",
