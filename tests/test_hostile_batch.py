@@ -337,3 +337,22 @@ def test_a_batched_rerun_prunes_the_lines_it_no_longer_needs(tmp_path):
     with sqlite3.connect(cache) as db:
         left = db.execute("SELECT COUNT(*) FROM batch_lines").fetchone()[0]
     assert left <= 2  # at most the newest round's lines, whose answers came after its prune
+
+
+def test_answers_compressed_as_real_providers_send_them_are_read(tmp_path):
+    import gzip
+
+    from aiohttp import web
+
+    def gzipped(exchange):
+        if exchange.status != 200:
+            return None
+        return web.Response(
+            body=gzip.compress(exchange.body),
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+        )
+
+    with server(gzipped) as srv:
+        out = run(srv, tmp_path / "c.sqlite")
+        made = srv.stats.batch.batches
+    assert scored(out) == 2 and made == 2

@@ -337,7 +337,7 @@ class BatchAPI:
         delay, problem = API_FIRST_DELAY, "no try made"
         for attempt in range(API_ATTEMPTS):
             try:
-                response = await self._request(
+                answer = await self._request(
                     "POST", self._batches, what="create the batch", json=body, tries=1
                 )
             except _Refused:
@@ -347,7 +347,7 @@ class BatchAPI:
             else:
                 try:
                     what = f"{self.identity}: create the batch"
-                    return BatchState.of(parse_json(response.content, what), self._scrub).id
+                    return BatchState.of(parse_json(answer, what), self._scrub).id
                 except BatchError as exc:
                     # A 200 that is not a batch object may still have made one: look for it
                     # by its file before asking again, as for an answer that was lost.
@@ -460,15 +460,15 @@ class BatchAPI:
         await self._json("POST", f"{self._batches}/{batch}/cancel", what=f"cancel batch {batch}")
 
     async def _json(self, method: str, url: str, *, what: str, **kwargs: Any) -> Any:
-        response = await self._request(method, url, what=what, **kwargs)
-        return parse_json(response.content, f"{self.identity}: {what}")
+        body = await self._request(method, url, what=what, **kwargs)
+        return parse_json(body, f"{self.identity}: {what}")
 
     async def _request(
         self, method: str, url: str, *, what: str, tries: int = API_ATTEMPTS, **kwargs: Any
-    ) -> httpx.Response:
-        """One request to the Batch API, tried again (up to ``tries`` in all) on a transient
-        failure (connection, 429, 5xx) with backoff honouring ``Retry-After``. Its body is
-        read up to the client's ``max_response_bytes`` (a larger one is a failed try)."""
+    ) -> bytes:
+        """The body of one request to the Batch API, tried again (up to ``tries`` in all) on a
+        transient failure (connection, 429, 5xx) with backoff honouring ``Retry-After``. The
+        body is read up to the client's ``max_response_bytes`` (a larger one is a failed try)."""
         http = self._http
         assert http is not None, "BatchAPI.open() first"
         delay, problem = API_FIRST_DELAY, "no try made"
@@ -489,7 +489,7 @@ class BatchAPI:
             else:
                 status = response.status_code
                 if status == HTTPStatus.OK:
-                    return httpx.Response(status, headers=response.headers, content=body)
+                    return body  # decoded already (gzip, deflate, as the answer said)
                 problem = self._problem(status, body, what)
                 wait = _retry_after(response.headers)
             if attempt + 1 < tries:
