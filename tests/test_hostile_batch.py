@@ -356,3 +356,79 @@ def test_answers_compressed_as_real_providers_send_them_are_read(tmp_path):
         out = run(srv, tmp_path / "c.sqlite")
         made = srv.stats.batch.batches
     assert scored(out) == 2 and made == 2
+
+
+# ------------------------------------------------------ found by review: never the run
+
+
+def test_a_huge_error_answer_to_a_files_read_costs_its_lines_not_the_run(tmp_path):
+    from aiohttp import web
+
+    def huge(exchange):
+        if exchange.kind == "content":
+            return web.Response(status=503, body=b"x" * (2 * 2**20))
+        return None
+
+    with server(huge) as srv:
+        out = run(srv, tmp_path / "c.sqlite")
+    assert out.height == 2 and scored(out) == 0
+    assert "pick the batch up" in out["sc_error"][0]
+
+
+def test_a_batch_of_this_run_the_provider_says_is_gone_fails_its_lines_not_the_run(tmp_path):
+    from aiohttp import web
+
+    def gone(exchange):
+        if exchange.kind == "batch":
+            return web.json_response({"error": {"message": "No batch found"}}, status=404)
+        return None
+
+    cache = tmp_path / "c.sqlite"
+    with server(gone) as srv:
+        out = run(srv, cache)
+    assert out.height == 2 and scored(out) == 0
+    assert "running again sends it anew" in out["sc_error"][0]
+    assert recorded_batches(cache) == []  # forgotten: a rerun sends anew
+
+
+def test_a_batch_whose_files_stay_garbled_is_read_once_more_then_bought_anew(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    garbled = [True]
+    bomb = gzip_bomb(64 * 2**20)
+
+    def sometimes(exchange):
+        return bomb(exchange) if garbled[0] else None
+
+    with server(sometimes) as srv:
+        first = run(srv, cache, max_response_bytes=2**20)
+        assert scored(first) == 0 and "reads the batch's files once more" in first["sc_error"][0]
+        second = run(srv, cache, max_response_bytes=2**20)  # read again: still garbled
+        made = srv.stats.batch.batches
+        assert made == 2  # the first run's SUT batch, and the second run's new one
+        garbled[0] = False
+        third = run(srv, cache, max_response_bytes=2**20)
+    assert scored(second) == 0
+    assert scored(third) == 2
+
+
+def test_a_status_that_is_no_status_word_reads_as_unknown():
+    from safecons.clients._batch import BatchState
+
+    for said in ("\x1b[31mcompleted", "x" * 1_000_000, 42, None, "in progress!"):
+        state = BatchState.of({"id": "batch_1", "status": said}, str)
+        assert state.status == "unknown" and not state.terminal
+
+
+def test_clearing_by_age_keeps_a_batch_whose_answers_are_not_stored(tmp_path):
+    from safecons.run import ResponseCache
+
+    path = tmp_path / "c.sqlite"
+    with ResponseCache(path) as cache:
+        cache.record_batch("batch_running", endpoint="E", keys=["k1", "k2"])
+        cache.put("k1", kind="sut", endpoint="E", value="stored")
+        import time
+
+        time.sleep(0.02)
+        assert cache.clear(older_than=0.01) == 1
+        # k1's answer was cleared: its line goes; k2 has no answer yet, its batch may run.
+        assert cache.batches_holding("E", ["k1", "k2"]) == {"batch_running": ["k2"]}

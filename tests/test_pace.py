@@ -389,7 +389,7 @@ def test_a_nonsense_word_holds_nothing(kind, limit, remaining, reset) -> None:
     for t in (0.0, 0.5, 2.0, 61.0, 3600.0):
         pace.start(100)
         assert pace.wait(t, 100) == 0.0, t
-    assert pace.said == word  # kept as said, for the warning
+    assert pace.said is None  # a word read as nothing said is named by no wait
 
 
 def test_a_limit_of_zero_never_stops_the_permits_nor_spins() -> None:
@@ -503,8 +503,7 @@ def test_a_window_turned_with_no_newer_word_lets_one_out_then_the_limit_at_its_r
     assert pace.wait(0.1) == pytest.approx(0.1)
     assert pace.wait(0.2) == 0.0
     # A newer word replaces the guess: all it says remains may go at once.
-    for n in (1, 2):  # the two started since the turn are answered
-        pace.heard(n, None, now=0.21)
+    pace.heard(1, None, now=0.21)  # the one started at the turn is answered
     pace.heard(pace.start(), said(remaining=5, reset=0.5, limit=600), now=0.21)
     for _ in range(5):
         assert pace.wait(0.21) == 0.0
@@ -540,3 +539,26 @@ def test_a_waiter_looks_again_when_a_newer_word_is_heard() -> None:
     with pytest.warns(PacingWarning, match="reset in 30 s"):  # a long wait is shown
         anyio.run(main)
     assert woke == [0.0]
+
+
+def test_the_bar_notice_stays_while_any_attempt_still_waits() -> None:
+    from safecons.run._permits import PaceNotices
+
+    notices = PaceNotices()
+    shown: list[str] = []
+
+    class Bar:
+        def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+            shown.append(s)
+
+    notices.bar = Bar()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        notices.waiting("e", 20.0, "0 of 10 requests left")
+        notices.waiting("e", 20.0, "0 of 10 requests left")
+    notices.waited("e")
+    assert shown[-1].startswith("waiting 20 s for e")  # one still waits
+    notices.waited("e")
+    assert shown[-1] == ""

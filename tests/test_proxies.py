@@ -67,3 +67,11 @@ def test_no_proxy_sends_its_hosts_direct(clean_env, transport):
         through_proxy, direct = len(proxy.requests), len(server.requests)
     assert out["sc_error"].to_list() == [None]
     assert (through_proxy, direct) == (0, 1)
+
+
+def test_a_socks_proxy_the_aiohttp_paths_cannot_use_is_warned_and_skipped(clean_env):
+    from safecons.clients._proxy import environment_proxy
+
+    clean_env.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.warns(RuntimeWarning, match="socks5 proxy"):
+        assert environment_proxy("http://example.test/v1") is None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -67,7 +68,7 @@ def tampers(*recipes: BatchTamper) -> Callable[[BatchExchange], Awaitable[Any]]:
     async def tamper(exchange: BatchExchange) -> Any:
         for recipe in recipes:
             answer = recipe(exchange)
-            if asyncio.iscoroutine(answer):
+            if inspect.isawaitable(answer):
                 answer = await answer
             if answer is not None:
                 return answer

@@ -906,7 +906,7 @@ class _Bucket:
         minutes = _MINUTE / size
         if requests is not None:
             full = (requests - held[0]) * size / requests
-            step = max(0.0, 1 - held[0] % 1 if held[0] < requests else 0.0) * size / requests
+            step = (0.0 if held[0] >= 1 else 1 - held[0]) * size / requests
             headers += [
                 ("x-ratelimit-limit-requests", str(int(requests * minutes) if nxt else requests)),
                 ("x-ratelimit-remaining-requests", str(int(held[0]))),

@@ -204,8 +204,9 @@ class BatchState:
             expires = None
         return cls(
             id=ident,
-            # "Completed", " completed ": a status is read without case or blanks.
-            status=status.strip().lower() if isinstance(status, str) else "unknown",
+            # "Completed", " completed ": a status is read without case or blanks; anything
+            # that is no status word (megabytes, control characters) is "unknown".
+            status=_status(status),
             total=count("total"),
             completed=count("completed"),
             failed=count("failed"),
@@ -231,6 +232,17 @@ def _problem(errors: Any, scrub: Callable[[str], str]) -> str | None:
             said.append(f"{code}: {message}{at}")
     more = f"; and {len(items) - _SHOWN_ERRORS} more" if len(items) > _SHOWN_ERRORS else ""
     return valid_unicode(scrub("; ".join(said) + more))
+
+
+_STATUS: Final = re.compile(r"[a-z_]{1,32}")
+
+
+def _status(value: object) -> str:
+    if isinstance(value, str) and len(value) <= 64:  # noqa: PLR2004
+        word = value.strip().lower()
+        if _STATUS.fullmatch(word):
+            return word
+    return "unknown"
 
 
 def _short(value: object, limit: int = 300) -> str:
@@ -374,7 +386,15 @@ class BatchAPI:
         data = listed.get("data") if isinstance(listed, Mapping) else None
         for item in data if isinstance(data, list) else []:
             if isinstance(item, Mapping) and item.get("input_file_id") == file_id:
-                return checked_id(item.get("id"), f"{self.identity}: a listed batch", self._scrub)
+                try:
+                    return checked_id(
+                        item.get("id"), f"{self.identity}: a listed batch", self._scrub
+                    )
+                except BatchError as exc:
+                    raise BatchError(
+                        f"{exc}; a batch over file {file_id} was made: look for it in the "
+                        "provider's console before running again"
+                    ) from None
         return None
 
     async def state(self, batch: str) -> BatchState:
@@ -415,6 +435,8 @@ class BatchAPI:
                         wait = _retry_after(response.headers)
                 except httpx.HTTPError as exc:
                     problem = f"connection error ({type(exc).__name__})"
+                except _TooLarge as exc:
+                    problem = str(exc)
                 if attempt + 1 < API_ATTEMPTS:
                     delay = await _pause(delay, wait)
         if deadline.cancelled_caught:
@@ -527,8 +549,8 @@ class BatchAPI:
         raise _Refused(f"{self.identity}: could not {what}: {problem}")
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(BatchError):
+    """An answer larger than the client reads (``max_response_bytes``)."""
 
 
 async def _bounded_body(response: httpx.Response, limit: int = 2**20) -> bytes:

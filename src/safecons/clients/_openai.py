@@ -527,12 +527,22 @@ def _key_from(
 
 
 def _check_key_needed(
-    key: str | None, variable: str, headers: Mapping[str, str] | None, base_url: str
+    key: str | None,
+    variable: str,
+    headers: Mapping[str, str] | None,
+    base_url: str,
+    withheld: str | None = None,
 ) -> None:
     """Refuse a client with no key, in the key or in a credential header, for an API that
-    answers nothing without one; ``variable`` is the one the message says to set."""
+    answers nothing without one; ``variable`` is the one the message says to set
+    (``withheld``: the default one, not read for this base URL)."""
     if key is None and not _has_credential(headers):
         hosted = _hosted_api(base_url)
+        if hosted is not None and withheld is not None and os.environ.get(withheld):
+            raise InputError(
+                f"OpenAICompatible: no key for {hosted} ({base_url}): {withheld} is sent only "
+                f"to OpenAI's own API; pass api_key= or api_key_env= to send a key here"
+            )
         if hosted is not None:
             # OpenAI's and Azure's APIs answer nothing without a key: say so now, not as
             # a 401 (or, offline, a DNS failure) on every row.
@@ -730,7 +740,9 @@ class OpenAICompatible:
         self._api_key = key
         # The headers are checked before the no-key check reads them for a credential.
         self.headers = _check_headers(headers)
-        _check_key_needed(key, self._key_env or _default_key_env, self.headers, self.base_url)
+        _check_key_needed(
+            key, self._key_env or _default_key_env, self.headers, self.base_url, self._withheld_env
+        )
         self.params = _check_params(params)
         self.send_temperature = send_temperature
         self.send_seed = send_seed

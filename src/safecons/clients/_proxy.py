@@ -8,6 +8,8 @@ the proxy. httpx applies them only when it makes its own transport, so the other
 
 from __future__ import annotations
 
+import warnings
+
 import httpx
 
 __all__ = ("environment_proxy",)
@@ -32,14 +34,45 @@ def environment_proxy(url: str) -> str | None:
     (None, None)
     >>> del os.environ["HTTPS_PROXY"], os.environ["NO_PROXY"]
     """
-    # httpx's own reading of the environment, so that every path agrees with it.
-    from httpx._utils import URLPattern, get_environment_proxies
-
     target = httpx.URL(url)
+    try:
+        # httpx's own reading of the environment, so that every path agrees with it.
+        from httpx._utils import URLPattern, get_environment_proxies
+    except ImportError:  # pragma: no cover - an httpx that moved them: urllib's reading
+        return _urllib_proxy(target)
     mounts = sorted(
-        (URLPattern(pattern), proxy) for pattern, proxy in get_environment_proxies().items()
+        ((URLPattern(pattern), proxy) for pattern, proxy in get_environment_proxies().items()),
+        key=lambda mount: mount[0],  # most specific first, as httpx orders its mounts
     )
     for pattern, proxy in mounts:
         if pattern.matches(target):
-            return proxy
+            return _http_proxy(proxy)
     return None
+
+
+def _http_proxy(proxy: str | None) -> str | None:
+    """``proxy`` when the aiohttp paths can use it (``http://``, ``https://``); a SOCKS proxy
+    (``ALL_PROXY=socks5://...``) they cannot, and go direct, once warned."""
+    if proxy is None or httpx.URL(proxy).scheme in ("http", "https"):
+        return proxy
+    if proxy not in _WARNED:
+        _WARNED.add(proxy)
+        warnings.warn(
+            f"a {httpx.URL(proxy).scheme} proxy is set in the environment; safecons' aiohttp "
+            "paths cannot use it and go direct (transport='httpx' with httpx[socks] can)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return None
+
+
+def _urllib_proxy(target: httpx.URL) -> str | None:
+    import urllib.request
+
+    proxies = urllib.request.getproxies_environment()
+    if urllib.request.proxy_bypass_environment(target.host, proxies):  # type: ignore[attr-defined]
+        return None
+    return _http_proxy(proxies.get(target.scheme) or proxies.get("all"))
+
+
+_WARNED: set[str] = set()

@@ -232,8 +232,9 @@ class OfflineJudge:
         """What identifies this judge wherever its verdicts may be kept: its settings and
         :func:`verdicts_digest`, the digest of its own verdicts on a fixed table of cases.
         A change to its logic (or to a classifier it was given) that moves any of those
-        verdicts changes it, with no version to bump by hand. Worked out on first use
-        (about 0.3 s), then kept."""
+        verdicts changes it, with no version to bump by hand. Worked out on first use (about
+        0.3 s with the shipped classifiers; a classifier of your own is asked about every case
+        of the table), then kept."""
         if self._identity is None:
             self._identity = (
                 f"OfflineJudge(same_content={self.same_content!r}, "

@@ -364,28 +364,42 @@ class Batcher:
         try:
             state = await self._poll(api, batch, advanced)
             ended.add(batch)
-        except BatchGone:
+        except BatchGone as exc:
+            # The provider says the batch does not exist (for this key).
+            self._forget(batch, keys)
             if resumed:
-                # The provider says the recorded batch does not exist (for this key): anew.
-                self._forget(batch, keys)
-                self._requeue(queue, keys, lines)
+                self._requeue(queue, keys, lines)  # a recorded one: its calls go anew
                 return
-            raise
+            for key in keys:
+                lines[key].answer(
+                    _failure("batch_gone", f"{exc}; running again sends it anew"), batch
+                )
+            return
         except BatchError as exc:
             # Not readable now (5xx, a cut connection, a status that never ends): the batch
             # may still run and be billed, so its record stays for a rerun; nothing is sent
             # anew.
             self._unread(batch, keys, lines, str(exc))
             return
-        records, unread = await self._records(api, state, set(keys))
+        records, unread, garbled = await self._records(api, state, set(keys))
         if unread is None and state.status == "completed" and len(records) < len(keys):
             # The batch ran every line, yet its files lack some: what the provider sent was
-            # not what it ran (junk, a line too large). Left recorded, not bought again.
+            # not what it ran (junk, a line too large).
             unread = f"batch {batch} completed, but its files hold no readable line for this call"
+            garbled = True
         if unread is not None:
-            # A file could not be read: keep what the other gave, leave the rest recorded.
             lost = [key for key in keys if key not in records]
-            self._unread(batch, lost, lines, unread)
+            if garbled and resumed:
+                # Read twice, garbled twice: no rerun will read it. Bought anew, once.
+                self._forget(batch, lost)
+                self._requeue(queue, lost, lines)
+            elif garbled:
+                # Left recorded: a rerun reads the files once more, then sends them anew.
+                self._unread(batch, lost, lines, unread, again=True)
+            else:
+                # A file could not be fetched now: what the other gave is kept, the rest
+                # stays recorded for a rerun.
+                self._unread(batch, lost, lines, unread)
             keys = [key for key in keys if key in records]
         missing = [key for key in keys if not _ran(records.get(key))]
         if resumed and missing:
@@ -402,13 +416,21 @@ class Batcher:
             lines[key].answer(record, batch)
         self._forget(batch, failed)
 
-    def _unread(self, batch: str, keys: list[str], lines: dict[str, _Line], why: str) -> None:
-        """``keys`` of ``batch`` could not be read now: each fails, its record kept."""
-        resume = (
-            "run again with the same cache to pick the batch up (no new charge)"
-            if self._cache is not None and not self._cache.read_only
-            else "no writable cache records it: look for it in the provider's console"
-        )
+    def _unread(
+        self, batch: str, keys: list[str], lines: dict[str, _Line], why: str, *, again: bool = False
+    ) -> None:
+        """``keys`` of ``batch`` could not be read now: each fails, its record kept
+        (``again``: what was read is garbled; a rerun reads it once more, then sends anew)."""
+        writable = self._cache is not None and not self._cache.read_only
+        if not writable:
+            resume = "no writable cache records it: look for it in the provider's console"
+        elif again:
+            resume = (
+                "a rerun with the same cache reads the batch's files once more (no new "
+                "charge), then sends what it still cannot read anew"
+            )
+        else:
+            resume = "run again with the same cache to pick the batch up (no new charge)"
         for key in keys:
             lines[key].answer(_failure(UNREAD, f"{why}; {resume}"), batch)
 
@@ -461,13 +483,16 @@ class Batcher:
 
     async def _records(
         self, api: BatchAPI, state: BatchState, wanted: set[str]
-    ) -> tuple[dict[str, Mapping[str, Any]], str | None]:
-        """The ``wanted`` records of an ended batch's output and error files, by custom_id,
-        and why a file could not be read (None: both were). Each file is read on its own:
-        an unreadable error file costs the lines it holds, not the answers of the output."""
+    ) -> tuple[dict[str, Mapping[str, Any]], str | None, bool]:
+        """The ``wanted`` records of an ended batch's output and error files, by custom_id;
+        why a file could not be read (None: both were); and whether that is the provider's
+        answer itself (a file id safecons will not use), not a passing failure. Each file is
+        read on its own: an unreadable error file costs the lines it holds, not the answers
+        of the output."""
         records: dict[str, Mapping[str, Any]] = {}
         unread: list[str] = []
-        if state.bad_file is not None:
+        garbled = state.bad_file is not None
+        if garbled:
             unread.append(f"the provider named a {state.bad_file} safecons will not use")
         for file_id in (state.output_file_id, state.error_file_id):
             if file_id is None:
@@ -481,7 +506,7 @@ class Batcher:
             else:
                 for key, record in got.items():
                     records.setdefault(key, record)
-        return records, "; ".join(unread) or None
+        return records, "; ".join(unread) or None, garbled
 
     def _requeue(self, queue: _Queue, keys: Iterable[str], lines: dict[str, _Line]) -> None:
         for key in keys:

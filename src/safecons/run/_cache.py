@@ -529,11 +529,11 @@ class ResponseCache:
     def clear(self, *, older_than: float | None = None, kind: str | None = None) -> int:
         """Delete entries (all, or older than ``older_than`` seconds, or of one kind).
 
-        The provider batches recorded for the calls deleted are forgotten with them (and, by
-        age, every batch recorded before it), so that a batched rerun asks those calls anew
-        instead of reading the old batch's answers again. Returns how many entries were
-        deleted. ``older_than`` must be a finite number of seconds
-        >= 0: a negative age would match every entry and NaN none, both silently.
+        The provider batches recorded for the calls deleted are forgotten with them, so that
+        a batched rerun asks those calls anew instead of reading the old batch's answers
+        again (a batch whose answers are not stored yet stays recorded: it may still run).
+        Returns how many entries were deleted. ``older_than`` must be a finite number of
+        seconds >= 0: a negative age would match every entry and NaN none, both silently.
         ``kind`` is one of ``"sut"``, ``"judge"``, ``"pairwise"``.
         """
         # Typed float, but a user may pass anything: numpy numbers are Reals; bools are not.
@@ -564,11 +564,11 @@ class ResponseCache:
                 if "batch_lines" in self._tables():
                     # A recorded batch would otherwise answer the cleared calls again from
                     # its output file: forget the lines of every entry cleared (emptied: all
-                    # of them; by age: also the lines recorded before that age).
+                    # of them). A batch whose answers are not stored yet is left recorded,
+                    # however old: it may still run, and a rerun picks it up.
                     self._conn.execute(
-                        f"DELETE FROM batch_lines WHERE key IN (SELECT key FROM responses{where})"
-                        + (" OR created < ?" if older_than is not None else ""),
-                        [*args, *([args[0]] if older_than is not None else [])],
+                        f"DELETE FROM batch_lines WHERE key IN (SELECT key FROM responses{where})",
+                        args,
                     )
                     if not clauses:
                         self._conn.execute("DELETE FROM batch_lines")

@@ -134,11 +134,16 @@ def describe(limits: RateLimits | None) -> str:
             continue
         left = "?" if remaining is None else f"{remaining:,}"
         of = "" if limit is None else f" of {limit:,}"
-        when = "" if reset is None else f", reset in {reset:,.3g} s"
+        when = "" if reset is None else f", reset in {_seconds(reset)} s"
         parts.append(f"{left}{of} {name} left{when}")
     if limits.retry_after is not None:
-        parts.append(f"Retry-After {limits.retry_after:,.3g} s")
+        parts.append(f"Retry-After {_seconds(limits.retry_after)} s")
     return "; ".join(parts) or "nothing of its limits"
+
+
+def _seconds(value: float) -> str:
+    """``42``, ``0.35``, ``3,600``: seconds as a person reads them."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"  # noqa: PLR2004
 
 
 class PostfixBar(Protocol):
@@ -156,9 +161,12 @@ class PaceNotices:
         self.bar: PostfixBar | None = None
         self._warned: set[str] = set()
         self._waiting: dict[str, str] = {}
+        self._waiters: dict[str, int] = {}
 
     def waiting(self, endpoint: str, seconds: float, said: str) -> None:
-        """An attempt to ``endpoint`` waits ``seconds`` because its provider said ``said``."""
+        """An attempt to ``endpoint`` waits ``seconds`` because its provider said ``said``
+        (each call is matched by one :meth:`waited`)."""
+        self._waiters[endpoint] = self._waiters.get(endpoint, 0) + 1
         text = f"waiting {seconds:,.0f} s for {endpoint} ({said})"
         if endpoint not in self._warned:
             self._warned.add(endpoint)
@@ -173,6 +181,12 @@ class PaceNotices:
         self._show()
 
     def waited(self, endpoint: str) -> None:
+        """One attempt's wait for ``endpoint`` is over: the notice goes with the last one."""
+        left = self._waiters.get(endpoint, 0) - 1
+        if left > 0:
+            self._waiters[endpoint] = left
+            return
+        self._waiters.pop(endpoint, None)
         if self._waiting.pop(endpoint, None) is not None:
             self._show()
 
@@ -310,11 +324,11 @@ class Pace:
         self.first_word.set()
         through, tokens = self._in_flight.pop(number, (self._spent, 0))
         self._in_flight_tokens -= tokens
-        if limits is not None:
-            self.said = limits
-        limits = sensible(limits)
-        if limits is None:
+        checked = sensible(limits)
+        if checked is None:
             return
+        self.said = limits  # as the provider said it: what a long wait names
+        limits = checked
         word, self.word = self.word, anyio.Event()
         word.set()
         if not self.ordered:
@@ -604,7 +618,7 @@ class LocalPermits:
         shown = False
         try:
             while (wait := pace.wait(self._clock(), tokens)) > 0:
-                if wait > VISIBLE_WAIT_SECONDS:
+                if wait > VISIBLE_WAIT_SECONDS and not shown:
                     shown = True
                     self.notices.waiting(endpoint, wait, describe(pace.said))
                 await self._sleep_or_word(max(wait, MIN_PACED_WAIT_SECONDS), pace.word)

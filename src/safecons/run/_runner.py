@@ -664,7 +664,10 @@ def portal_call(
     ``portal.call``'s, would hear of it only when the whole run had ended, and then throw the
     finished frame away. A timed wait returns to the interpreter every
     :data:`PORTAL_POLL_SECONDS`, which runs the pending handler. On an interrupt the task is
-    cancelled (the run keeps what it finished) and the interrupt propagates.
+    cancelled (the run keeps what it finished) and the interrupt propagates. The cancelled
+    run's clean-up (closing connections; cancelling provider batches with
+    ``cancel_on_interrupt=True``, at most 15 s) is waited for untimed as the portal closes: a
+    second interrupt meanwhile is heard once it ends.
     """
     future = portal.start_task_soon(fn, *args)
     try:
