@@ -562,3 +562,22 @@ def test_the_bar_notice_stays_while_any_attempt_still_waits() -> None:
     assert shown[-1].startswith("waiting 20 s for e")  # one still waits
     notices.waited("e")
     assert shown[-1] == ""
+
+
+@pytest.mark.parametrize("make", [new_pace, new_unordered_pace])
+def test_a_reset_of_now_lets_the_remaining_out_then_the_limit_at_its_rate(make) -> None:
+    # A gateway's token bucket says how long until the next request fits: 0 while any do,
+    # with a minute's limit. Read as a window already over, it let every attempt out at once
+    # (39 of 99 requests answered 429 in the fake server's "next" bucket).
+    pace = anyio.run(make)
+    pace.heard(pace.start(), said(remaining=3, reset=0.0, limit=600), now=0.0)
+    for _ in range(3):
+        assert pace.wait(0.0) == 0.0
+        pace.start()
+    assert pace.wait(0.0) == pytest.approx(0.1)  # then 600 a minute: one a tenth of a second
+    assert pace.wait(0.1) == 0.0
+    pace.start()
+    assert pace.wait(0.1) == pytest.approx(0.1)
+    # A newer word replaces it, in either order of answers.
+    pace.heard(pace.start(), said(remaining=0, reset=0.25, limit=600), now=0.15)
+    assert pace.wait(0.15) == pytest.approx(0.25)

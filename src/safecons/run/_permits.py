@@ -247,6 +247,8 @@ class Pace:
       the endpoint until the reset. When the reset passes with no newer word, a new window is
       taken to allow ``limit`` attempts (when the provider said its limit) until one window
       later, its length being the longest reset heard; with no limit said, the hold just ends.
+      A reset of nothing (a token bucket's "the next fits now") lets ``remaining`` out at
+      once and the rest at the limit's rate (:meth:`_Budget._take`).
     - the **remaining tokens**: the same, counted in tokens (``x-ratelimit-remaining-tokens``
       and ``-reset-tokens``): an attempt starts only if its estimate (``tokens`` of
       :meth:`wait` and :meth:`start`: the prompt's estimate plus the request's ``max_tokens``,
@@ -396,6 +398,7 @@ class _Budget:
     """
 
     __slots__ = (
+        "_allowance",
         "_base",
         "_carried",
         "_heard",
@@ -416,6 +419,8 @@ class _Budget:
         self._window = 0.0
         # When the window turned with no newer word (None: the window is a word's own).
         self._turned: float | None = None
+        # What a turned window lets out at once (0: one attempt): a word whose reset is now.
+        self._allowance = 0
 
     def wait(self, now: float, total: int, cost: int, started: int, *, carried: int = 0) -> float:
         """Seconds before ``cost`` more may be used at ``now``, ``total`` being the running
@@ -436,7 +441,7 @@ class _Budget:
             # let out at the limit's rate (below), not all at once.
             self.remaining, self._heard = self._limit, started - 1
             self._base, self._carried = total - carried, carried
-            self._turned = now
+            self._turned, self._allowance = now, 0
             turned = self._reset_at + self._window
             self._reset_at = turned if turned > now else now + self._window
         used = total - self._base
@@ -465,7 +470,7 @@ class _Budget:
         if self._turned is None or self._limit is None:
             return 0.0
         rate = self._limit / max(self._window, SPREAD_SECONDS)
-        allowed = self._carried + cost + (now - self._turned) * rate
+        allowed = self._carried + max(cost, self._allowance) + (now - self._turned) * rate
         return 0.0 if used + cost <= allowed else (used + cost - allowed) / rate
 
     def heard(
@@ -484,10 +489,25 @@ class _Budget:
             return
         reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
         self._heard, self._base, self._carried = number, base, 0
-        self._turned = None
+        self._take(remaining, limit, reset, now)
+
+    def _take(self, remaining: int, limit: int | None, reset: float, now: float) -> None:
+        """The newest word: ``remaining`` of ``limit`` left until ``reset`` seconds from ``now``.
+
+        A reset of (next to) nothing is a token bucket's "the next request fits now" (some
+        gateways send the time until one more fits, 0 while any do, with a minute's limit):
+        ``remaining`` may start at once and the rest at the limit's rate, as in a window that
+        turned (:meth:`_spread_wait`). Read as a window that is already over, it would let
+        every attempt out at once, and most would be answered 429.
+        """
+        self._turned, self._allowance = None, 0
         self.remaining, self._limit = remaining, limit
         self._reset_at = now + reset
         self._window = max(self._window, reset)
+        if reset < MIN_PACED_WAIT_SECONDS and limit is not None:
+            self.remaining = max(limit, remaining)
+            self._turned, self._allowance = now, max(remaining, 1)
+            self._reset_at = now + max(self._window, SPREAD_SECONDS)
 
     def heard_unordered(
         self,
@@ -508,7 +528,9 @@ class _Budget:
         reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
         reset_at = now + reset
         half = self._window / 2
-        if self.remaining is not None and math.isfinite(self._reset_at):
+        # A bucket's "the next fits now" belongs to no window: newer replaces older.
+        bucket = limit is not None and (reset < MIN_PACED_WAIT_SECONDS or self._allowance > 0)
+        if self.remaining is not None and math.isfinite(self._reset_at) and not bucket:
             if reset_at < self._reset_at - half:
                 return  # the word of a window already past
             same = reset_at <= self._reset_at + half
@@ -518,10 +540,7 @@ class _Budget:
                 self._turned = None
                 return
         self._base, self._carried = base, 0
-        self._turned = None
-        self.remaining, self._limit = remaining, limit
-        self._reset_at = reset_at
-        self._window = max(self._window, reset)
+        self._take(remaining, limit, reset, now)
 
 
 @dataclass(slots=True)
