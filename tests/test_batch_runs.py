@@ -628,7 +628,7 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
         async def records(self, file_id, wanted):
             return {"k1": {"custom_id": "k1", "response": {"status_code": 200, "body": {}}}}
 
-        async def submit(self, data, name):
+        async def submit(self, data, name, tag=None):
             seen["submits"] += 1
             return "b_new"
 

@@ -432,3 +432,109 @@ def test_clearing_by_age_keeps_a_batch_whose_answers_are_not_stored(tmp_path):
         assert cache.clear(older_than=0.01) == 1
         # k1's answer was cleared: its line goes; k2 has no answer yet, its batch may run.
         assert cache.batches_holding("E", ["k1", "k2"]) == {"batch_running": ["k2"]}
+
+
+# ------------------------------------------------------- two runs on one cache, one batch
+
+TWO_RUNS = """
+import sys, warnings
+import polars as pl
+import safecons as sc
+base_url, cache = sys.argv[1], sys.argv[2]
+rows = pl.DataFrame({{
+    "input_id": [f"r{{i}}" for i in range(3)],
+    "prompt": [f"question number {{i}}" for i in range(3)],
+    "sut_response": [{refuse!r}] * 3,
+}})
+made = [sc.OpenAICompatible(model=role, base_url=base_url, api_key="", batch=True,
+                            batch_poll_seconds=0.02) for role in ("sut", "judge")]
+warnings.simplefilter("ignore", RuntimeWarning)
+out = rows.pipe(sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,
+                responses_per_query=2, progress=False)
+print(out.height - out["safety_consistency"].null_count())
+"""
+
+
+def test_two_processes_on_one_cache_make_one_batch_of_the_same_calls(tmp_path):
+    # While the first uploads its file (slowly), the second starts: it used to find nothing
+    # recorded and make a batch of its own, paying for every call twice.
+    import subprocess
+    import sys
+
+    from safecons.testing import slow
+
+    script = TWO_RUNS.format(refuse=REFUSE)
+    cache = tmp_path / "shared.sqlite"
+    with server(slow("upload", 2.0)) as srv:
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, srv.base_url, str(cache)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        outs = [r.communicate(timeout=120) for r in runs]
+        made = srv.stats.batch.batches
+    for r, (out, err) in zip(runs, outs, strict=True):
+        assert r.returncode == 0, err
+        assert out.strip() == "3"
+    assert made == 2  # one SUT batch and one judge batch, shared by the two runs
+
+
+def test_a_batch_made_by_a_run_that_died_before_recording_it_is_found_not_bought_again(
+    tmp_path, monkeypatch
+):
+    # A run that dies between the provider's creation answer and its record leaves a claim
+    # behind; the rerun takes the stale claim over and finds the batch by its metadata tag.
+    from safecons.run import _batches
+
+    cache = tmp_path / "c.sqlite"
+
+    def died(self, api, batch, keys, *, claim=None):
+        raise RuntimeError("the process died here")
+
+    with server() as srv:
+        with monkeypatch.context() as m:
+            m.setattr(_batches.Batcher, "_record", died)
+            with pytest.raises(RuntimeError, match="died"):
+                run(srv, cache)
+        assert srv.stats.batch.batches == 1
+        monkeypatch.setattr(_batches, "CLAIM_STALE_SECONDS", 0.0)
+        again = run(srv, cache)
+        made = srv.stats.batch.batches
+    assert scored(again) == 2
+    assert made == 2  # the dead run's SUT batch picked up; then the judge's
+
+
+def test_a_claim_is_taken_over_when_its_process_is_gone_and_kept_while_it_runs(tmp_path):
+    import subprocess
+    import sys
+
+    from safecons.run import ResponseCache
+    from safecons.run._cache import new_claim
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        mine = new_claim()
+        dead = new_claim().rsplit(":", 1)[0] + f":{gone}@" + mine.rsplit("@", 1)[1]
+        first = cache.claim_batch_lines(mine, endpoint="E", keys=["a", "b"], stale_after=60)
+        assert first.ours == ["a", "b"]
+        other = cache.claim_batch_lines(new_claim(), endpoint="E", keys=["a", "c"], stale_after=60)
+        assert other.theirs == {mine: ["a"]} and other.ours == ["c"]
+        # A claim of a process of this machine that has ended is stale at once.
+        with sqlite3.connect(tmp_path / "c.sqlite") as db:
+            db.execute("UPDATE batch_lines SET batch=? WHERE batch=?", (dead, mine))
+        took = cache.claim_batch_lines(new_claim(), endpoint="E", keys=["a"], stale_after=60)
+        assert took.ours == ["a"] and took.stale == {dead: ["a"]}
+        # A recorded batch is held, never claimed; claims are never read as batches.
+        cache.record_batch("batch_1", endpoint="E", keys=["b"], claim=None)
+        assert cache.batches_holding("E", ["a", "b", "c"]) == {"batch_1": ["b"]}
+        later = cache.claim_batch_lines(new_claim(), endpoint="E", keys=["b"], stale_after=60)
+        assert later.held == {"batch_1": ["b"]} and later.ours == []

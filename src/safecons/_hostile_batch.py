@@ -47,6 +47,7 @@ __all__ = (
     "gzip_bomb",
     "nested_json",
     "not_a_batch",
+    "slow",
     "string_body",
     "tampers",
     "trickle",
@@ -159,6 +160,17 @@ def gzip_bomb(size: int = 4 * 2**30) -> BatchTamper:
         whole, rest = divmod(size, 2**24)
         body = block * whole + (gzip.compress(b" " * rest) if rest else b"")
         return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+
+    return tamper
+
+
+def slow(kind: str, seconds: float) -> BatchTamper:
+    """Answer exchanges of ``kind`` honestly, ``seconds`` late (an upload that takes its
+    time: a second run may start meanwhile)."""
+
+    async def tamper(exchange: BatchExchange) -> None:
+        if exchange.kind == kind:
+            await asyncio.sleep(seconds)
 
     return tamper
 

@@ -19,6 +19,7 @@ from ._hostile_batch import failing as failing
 from ._hostile_batch import gzip_bomb as gzip_bomb
 from ._hostile_batch import nested_json as nested_json
 from ._hostile_batch import not_a_batch as not_a_batch
+from ._hostile_batch import slow as slow
 from ._hostile_batch import string_body as string_body
 from ._hostile_batch import tampers as tampers
 from ._hostile_batch import trickle as trickle
@@ -59,6 +60,7 @@ __all__ = (
     "raw",
     "reply",
     "route_by_model",
+    "slow",
     "string_body",
     "tampers",
     "trickle",

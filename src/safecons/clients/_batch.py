@@ -57,6 +57,8 @@ COMPLETION_WINDOW: Final = "24h"
 TERMINAL: Final = frozenset({"completed", "failed", "expired", "cancelled"})
 #: The newest batches searched for one whose creation's answer was lost.
 LISTED: Final = 100
+#: The metadata key a batch's claim tag travels under (:meth:`BatchAPI.made_for`).
+CLAIM_METADATA: Final = "safecons_claim"
 #: Tries of one request to the Batch API (an upload, a look at progress) before it fails.
 API_ATTEMPTS: Final = 6
 #: The first wait before trying a Batch API request again (seconds; doubling, with jitter).
@@ -321,8 +323,10 @@ class BatchAPI:
             finally:
                 self._http = None
 
-    async def submit(self, data: bytes, *, name: str) -> str:
-        """Upload ``data`` (a JSONL file of lines) and create a batch over it; its id."""
+    async def submit(self, data: bytes, *, name: str, tag: str | None = None) -> str:
+        """Upload ``data`` (a JSONL file of lines) and create a batch over it; its id.
+
+        ``tag`` goes in the batch's metadata (``safecons_claim``), for :meth:`made_for`."""
         uploaded = await self._json(
             "POST",
             self._files,
@@ -333,9 +337,10 @@ class BatchAPI:
         file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
         if file_id is None:
             raise BatchError(f"{self.identity}: the upload answered no file id")
-        return await self._create(checked_id(file_id, f"{self.identity}: the upload", self._scrub))
+        file_id = checked_id(file_id, f"{self.identity}: the upload", self._scrub)
+        return await self._create(file_id, tag)
 
-    async def _create(self, file_id: str) -> str:
+    async def _create(self, file_id: str, tag: str | None = None) -> str:
         """Create the batch over ``file_id``, once: a creation whose answer was lost (a
         connection cut, a timeout, a 5xx) may have made the batch, so before asking again the
         provider's batches are searched for one over this file (each upload has its own id),
@@ -344,7 +349,7 @@ class BatchAPI:
             "input_file_id": file_id,
             "endpoint": self.line_url,
             "completion_window": COMPLETION_WINDOW,
-            "metadata": {"made_by": "safecons"},
+            "metadata": {"made_by": "safecons"} | ({} if tag is None else {CLAIM_METADATA: tag}),
         }
         delay, problem = API_FIRST_DELAY, "no try made"
         for attempt in range(API_ATTEMPTS):
@@ -373,6 +378,23 @@ class BatchAPI:
 
     async def _made_over(self, file_id: str) -> str | None:
         """The batch over ``file_id`` among the provider's newest, if one was made."""
+        return await self._listed(
+            lambda item: item.get("input_file_id") == file_id, f"a batch over file {file_id}"
+        )
+
+    async def made_for(self, tag: str) -> str | None:
+        """The batch created with ``tag`` (:meth:`submit`'s) among the provider's newest
+        :data:`LISTED`, if one was made: a run that died between creating a batch and
+        recording it leaves it to be found so, not bought again."""
+        return await self._listed(
+            lambda item: (
+                isinstance(meta := item.get("metadata"), Mapping)
+                and meta.get(CLAIM_METADATA) == tag
+            ),
+            f"a batch tagged {tag}",
+        )
+
+    async def _listed(self, match: Callable[[Mapping[str, Any]], bool], what: str) -> str | None:
         try:
             listed = await self._json(
                 "GET", self._batches, what="list the batches", params={"limit": LISTED}
@@ -380,20 +402,20 @@ class BatchAPI:
         except BatchError as exc:
             # Not knowing whether the batch exists, asking again could pay for it twice.
             raise BatchError(
-                f"{exc}; a batch over file {file_id} may have been made: look for it in the "
-                "provider's console before running again"
+                f"{exc}; {what} may have been made: look for it in the provider's console "
+                "before running again"
             ) from None
         data = listed.get("data") if isinstance(listed, Mapping) else None
         for item in data if isinstance(data, list) else []:
-            if isinstance(item, Mapping) and item.get("input_file_id") == file_id:
+            if isinstance(item, Mapping) and match(item):
                 try:
                     return checked_id(
                         item.get("id"), f"{self.identity}: a listed batch", self._scrub
                     )
                 except BatchError as exc:
                     raise BatchError(
-                        f"{exc}; a batch over file {file_id} was made: look for it in the "
-                        "provider's console before running again"
+                        f"{exc}; {what} was made: look for it in the provider's console "
+                        "before running again"
                     ) from None
         return None
 

@@ -19,6 +19,7 @@ runner under the calls' own keys, which live calls share.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import time
@@ -42,7 +43,7 @@ from ..clients import (
     BatchState,
     Lines,
 )
-from ._cache import ResponseCache
+from ._cache import BatchClaims, ResponseCache, claim_tag, new_claim
 from ._runner import progress_bar
 
 __all__ = ("Batcher",)
@@ -53,6 +54,12 @@ FIRST_POLL_SECONDS: Final = 1.0
 #: Looks at a batch in a row that may fail (each after its own tries) before the run gives up
 #: on it: its lines fail, and its record stays so that a rerun picks it up.
 POLL_FAILURES: Final = 10
+#: How often a run waiting for another run's batch looks at the cache again (seconds).
+CLAIM_POLL_SECONDS: Final = 1.0
+#: How often a run uploading a batch file says it is still at work (seconds), and how long
+#: a claim not so refreshed is believed (a run on another machine that died uploading).
+CLAIM_REFRESH_SECONDS: Final = 30.0
+CLAIM_STALE_SECONDS: Final = 120.0
 #: The longest a run waits for the provider to take a cancel, when interrupted (seconds).
 CANCEL_SECONDS: Final = 15.0
 
@@ -239,7 +246,7 @@ class Batcher:
         held = self._recorded(api.identity, [k for k in lines if k not in self._delivered])
         resumed, ended = set(held), set[str]()
         try:
-            await self._create(api, lines, held)
+            await self._create(api, lines, held, resumed)
             await self._wait_all(queue, lines, held, resumed=resumed, ended=ended)
         except BaseException:
             # Interrupted, or ended by an error (a key the Batch API no longer takes): name
@@ -251,26 +258,132 @@ class Batcher:
             raise
 
     async def _create(
-        self, api: BatchAPI, lines: dict[str, _Line], held: dict[str, list[str]]
+        self,
+        api: BatchAPI,
+        lines: dict[str, _Line],
+        held: dict[str, list[str]],
+        resumed: set[str],
     ) -> None:
-        """A batch for each file of the ``lines`` no recorded batch holds, added to ``held``."""
+        """A batch for each file of the ``lines`` no recorded batch holds, added to ``held``.
+
+        Each file's calls are claimed in the cache before it is uploaded
+        (:meth:`~safecons.run._cache.ResponseCache.claim_batch_lines`): another run on the
+        same cache (a second process started meanwhile) waits for this one's batch and picks
+        it up rather than making its own; this one does the same for calls another run has
+        claimed. Batches picked up so go in ``resumed``.
+        """
         taken = {key for keys in held.values() for key in keys}
-        fresh = [key for key in lines if key not in taken]
-        for chunk in self._chunks(api, fresh, lines):
-            # Shielded: a batch the provider made must be recorded (an interrupt waits for
-            # the answer), or it would run and be paid for with no one to pick it up.
-            with anyio.CancelScope(shield=True):
-                try:
-                    data = b"".join(lines[k].data for k in chunk)
-                    batch = await api.submit(data, name=_name(chunk))
-                except BatchError as exc:
-                    for key in chunk:
-                        lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
-                    continue
-                self._record(api, batch, chunk)
-                held[batch] = chunk
-            # Unshielded: an interrupt that came meanwhile stops here, before the next file.
-            await anyio.lowlevel.checkpoint()
+        todo = [key for key in lines if key not in taken]
+        waited = 0.0
+        while todo:
+            theirs: list[str] = []
+            for chunk in self._chunks(api, todo, lines):
+                theirs += await self._make(api, chunk, lines, held, resumed)
+                # Unshielded: an interrupt that came meanwhile stops here, before the next file.
+                await anyio.lowlevel.checkpoint()
+            todo = [key for key in theirs if key in lines and not lines[key].done.is_set()]
+            if todo:
+                if waited == 0.0:
+                    self._warn(
+                        "claimed",
+                        f"{len(todo):,} of this run's calls to {api.identity} are being put in "
+                        "a batch by another run on the same cache: waiting to pick its batch up "
+                        "rather than paying for them twice",
+                    )
+                await anyio.sleep(CLAIM_POLL_SECONDS)
+                waited += CLAIM_POLL_SECONDS
+
+    async def _make(
+        self,
+        api: BatchAPI,
+        chunk: list[str],
+        lines: dict[str, _Line],
+        held: dict[str, list[str]],
+        resumed: set[str],
+    ) -> list[str]:
+        """Claim ``chunk``'s calls and make a batch of those claimed; the calls another run
+        has claimed (to wait for)."""
+        claim = new_claim()
+        claims = self._claim(api, claim, chunk)
+        for batch, keys in claims.held.items():  # recorded by another run since
+            held.setdefault(batch, []).extend(keys)
+            resumed.add(batch)
+        ours = claims.ours
+        # Shielded: a batch the provider made must be recorded (an interrupt waits for the
+        # answer), or it would run and be paid for with no one to pick it up.
+        with anyio.CancelScope(shield=True):
+            try:
+                for old, keys in claims.stale.items():
+                    # Its maker died claiming them: it may have made the batch first.
+                    found = await api.made_for(claim_tag(old))
+                    if found is not None:
+                        self._record(api, found, keys, claim=None)
+                        held.setdefault(found, []).extend(keys)
+                        resumed.add(found)
+                        ours = [key for key in ours if key not in set(keys)]
+                if ours:
+                    data = b"".join(lines[k].data for k in ours)
+                    batch = await self._submitting(api, data, ours, claim)
+            except BatchError as exc:
+                self._release(claim)
+                for key in ours:
+                    lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
+                return [k for keys in claims.theirs.values() for k in keys]
+            except BaseException:
+                self._release(claim)
+                raise
+            if ours:
+                self._record(api, batch, ours, claim=claim)
+                held[batch] = ours
+            elif claims.stale:
+                self._release(claim)
+        return [k for keys in claims.theirs.values() for k in keys]
+
+    async def _submitting(self, api: BatchAPI, data: bytes, keys: list[str], claim: str) -> str:
+        """``api.submit``, the claim kept fresh while the file uploads."""
+        async with anyio.create_task_group() as tg:
+
+            async def refresh() -> None:
+                while True:
+                    await anyio.sleep(CLAIM_REFRESH_SECONDS)
+                    if self._cache is not None:
+                        # A claim that cannot be refreshed goes stale, and is taken over.
+                        with contextlib.suppress(Exception):
+                            self._cache.refresh_batch_claim(claim)
+
+            tg.start_soon(refresh)
+            try:
+                batch = await api.submit(data, name=_name(keys), tag=claim_tag(claim))
+            finally:
+                tg.cancel_scope.cancel()
+        return batch
+
+    def _claim(self, api: BatchAPI, claim: str, keys: list[str]) -> BatchClaims:
+        """Claim ``keys`` in the cache; with no cache to claim in, they are all this run's."""
+        if self._cache is not None and not self._cache.read_only:
+            try:
+                # A call answered in this run, or whose batch this run gave up on, is asked
+                # again: its recorded batch would only say the same.
+                given_up = {key for _, key in self._given_up}
+                return self._cache.claim_batch_lines(
+                    claim,
+                    endpoint=api.identity,
+                    keys=keys,
+                    stale_after=CLAIM_STALE_SECONDS,
+                    anew={k for k in keys if k in self._delivered or k in given_up},
+                )
+            except Exception as exc:
+                self._warn(
+                    "write",
+                    f"could not claim calls for a batch ({type(exc).__name__}: {exc}); another "
+                    "run on this cache may make a batch of them too",
+                )
+        return BatchClaims(ours=list(keys))
+
+    def _release(self, claim: str) -> None:
+        if self._cache is not None:
+            with contextlib.suppress(Exception):  # a claim left behind goes stale
+                self._cache.release_batch_claim(claim)
 
     async def _wait_all(
         self,
@@ -531,7 +644,9 @@ class Batcher:
         }
         return {batch: keys for batch, keys in kept.items() if keys}
 
-    def _record(self, api: BatchAPI, batch: str, keys: list[str]) -> None:
+    def _record(
+        self, api: BatchAPI, batch: str, keys: list[str], *, claim: str | None = None
+    ) -> None:
         if self._cache is None:
             self._warn(
                 "none",
@@ -541,7 +656,7 @@ class Batcher:
             )
             return
         try:
-            self._cache.record_batch(batch, endpoint=api.identity, keys=keys)
+            self._cache.record_batch(batch, endpoint=api.identity, keys=keys, claim=claim)
         except Exception as exc:
             self._warn(
                 "write",

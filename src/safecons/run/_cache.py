@@ -23,15 +23,17 @@ import json
 import math
 import numbers
 import os
+import secrets
+import socket
 import sqlite3
 import stat
 import threading
 import time
 import urllib.parse
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,56 @@ _TABLES_BEFORE_BATCHES = {name: _TABLES[name] for name in ("meta", "responses")}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Keys asked of the batch table at once (below SQLite's bound on a statement's variables).
 _LOOKUP_CHUNK = 500
+
+
+#: What begins a claim's id in the batch table's ``batch`` column (no provider's batch id).
+CLAIM_PREFIX = "claim:"
+
+
+def new_claim() -> str:
+    """A claim id for :meth:`ResponseCache.claim_batch_lines`: ``claim:<tag>:<pid>@<host>``,
+    the tag (:func:`claim_tag`) also sent in the batch's metadata, so that a run taking over a
+    stale claim can find a batch its maker created but did not live to record."""
+    return f"{CLAIM_PREFIX}{secrets.token_hex(12)}:{os.getpid()}@{socket.gethostname()}"
+
+
+def claim_tag(claim: str) -> str:
+    """The part of ``claim`` a batch carries in its metadata (no host, no process)."""
+    return claim.removeprefix(CLAIM_PREFIX).split(":", 1)[0]
+
+
+def _is_claim(batch: str) -> bool:
+    return batch.startswith(CLAIM_PREFIX)
+
+
+def _claimant_alive(claim: str) -> bool:
+    """Whether the process that made ``claim`` may still be running (a process of another
+    machine is taken to be until its claim goes stale)."""
+    pid, _, host = claim.rsplit(":", 1)[-1].partition("@")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # there, under another user
+    return True
+
+
+@dataclass
+class BatchClaims:
+    """What :meth:`ResponseCache.claim_batch_lines` found of each key asked for."""
+
+    #: Claimed now: the caller makes their batch.
+    ours: list[str] = field(default_factory=list)
+    #: Held by a recorded batch (batch id -> keys): picked up, not made again.
+    held: dict[str, list[str]] = field(default_factory=dict)
+    #: Claimed by another run still at work (claim -> keys): wait for its record.
+    theirs: dict[str, list[str]] = field(default_factory=dict)
+    #: Taken over from a stale claim (claim -> keys; they are in :attr:`ours` too): its
+    #: maker may have made the batch before it died, tagged :func:`claim_tag`.
+    stale: dict[str, list[str]] = field(default_factory=dict)
 
 
 def cache_key(**parts: Any) -> str:
@@ -417,11 +469,14 @@ class ResponseCache:
             row = self._conn.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
         return value if row is None else str(row[0])
 
-    def record_batch(self, batch: str, *, endpoint: str, keys: Iterable[str]) -> None:
+    def record_batch(
+        self, batch: str, *, endpoint: str, keys: Iterable[str], claim: str | None = None
+    ) -> None:
         """Record that the provider's batch ``batch`` answers the calls ``keys`` of
         ``endpoint`` (committed at once, as soon as the batch is created): a rerun picks the
-        batch up instead of paying for its calls again. A read-only cache raises
-        :class:`CacheError`."""
+        batch up instead of paying for its calls again. ``claim``, the claim the batch was
+        made under (:meth:`claim_batch_lines`), is replaced by the record. A read-only cache
+        raises :class:`CacheError`."""
         if self.read_only:
             raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
         now = time.time()
@@ -430,6 +485,8 @@ class ResponseCache:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.execute(_BATCH_TABLE)
+                if claim is not None:
+                    self._conn.execute("DELETE FROM batch_lines WHERE batch=?", (claim,))
                 self._conn.executemany(
                     "INSERT OR IGNORE INTO batch_lines (key, batch, endpoint, created) "
                     "VALUES (?, ?, ?, ?)",
@@ -456,8 +513,8 @@ class ResponseCache:
                     marks = ",".join("?" * len(chunk))
                     rows += self._conn.execute(
                         f"SELECT key, batch, created FROM batch_lines "
-                        f"WHERE key IN ({marks}) AND endpoint=?",
-                        (*chunk, endpoint),
+                        f"WHERE key IN ({marks}) AND endpoint=? AND batch NOT LIKE ?",
+                        (*chunk, endpoint, f"{CLAIM_PREFIX}%"),
                     ).fetchall()
             except sqlite3.OperationalError:
                 return {}  # a cache from before batches, opened read-only: none recorded
@@ -495,6 +552,96 @@ class ResponseCache:
                 )
             except sqlite3.OperationalError:
                 return  # no batch was ever recorded here: nothing to forget
+
+    def claim_batch_lines(
+        self,
+        claim: str,
+        *,
+        endpoint: str,
+        keys: Iterable[str],
+        stale_after: float,
+        anew: Collection[str] = (),
+    ) -> BatchClaims:
+        """Claim the calls ``keys`` of ``endpoint`` for a batch about to be made, so that no
+        other run on this cache (another process, or another thread) makes a second batch of
+        them meanwhile (committed at once, in one transaction).
+
+        ``claim`` is a :func:`new_claim` of the caller's. A key no recorded batch or live
+        claim holds is claimed; so is one whose claim is stale: not refreshed
+        (:meth:`refresh_batch_claim`) for ``stale_after`` seconds, or made by a process of
+        this machine that is no longer running. A key of ``anew`` (its recorded batch's answer
+        would not do) is claimed whatever batch holds it. :meth:`record_batch` with ``claim``
+        turns the claim into the batch's record; :meth:`release_batch_claim` gives it up. A
+        read-only cache raises :class:`CacheError`.
+        """
+        if self.read_only:
+            raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
+        wanted = sorted(set(keys))
+        now = time.time()
+        claims = BatchClaims()
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute(_BATCH_TABLE)
+                rows: list[tuple[str, str, float]] = []
+                for at in range(0, len(wanted), _LOOKUP_CHUNK):
+                    chunk = wanted[at : at + _LOOKUP_CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    rows += self._conn.execute(
+                        f"SELECT key, batch, created FROM batch_lines "
+                        f"WHERE key IN ({marks}) AND endpoint=?",
+                        (*chunk, endpoint),
+                    ).fetchall()
+                batches: dict[str, tuple[str, float]] = {}
+                claimed: dict[str, tuple[str, float]] = {}
+                for key, batch, created in rows:
+                    into = claimed if _is_claim(batch) else batches
+                    if key not in into or created > into[key][1]:
+                        into[key] = (str(batch), float(created))
+                taken_over: list[tuple[str, str]] = []
+                for key in wanted:
+                    if key in batches and key not in anew:
+                        claims.held.setdefault(batches[key][0], []).append(key)
+                    elif key in claimed and claimed[key][0] != claim:
+                        other, when = claimed[key]
+                        if now - when < stale_after and _claimant_alive(other):
+                            claims.theirs.setdefault(other, []).append(key)
+                        else:
+                            claims.stale.setdefault(other, []).append(key)
+                            claims.ours.append(key)
+                            taken_over.append((key, other))
+                    else:
+                        claims.ours.append(key)
+                self._conn.executemany(
+                    "DELETE FROM batch_lines WHERE key=? AND batch=?", taken_over
+                )
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO batch_lines (key, batch, endpoint, created) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(key, claim, endpoint, now) for key in claims.ours],
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        return claims
+
+    def refresh_batch_claim(self, claim: str) -> None:
+        """Say that ``claim``'s maker is still at work (its batch file still uploading)."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE batch_lines SET created=? WHERE batch=?", (time.time(), claim)
+            )
+
+    def release_batch_claim(self, claim: str) -> None:
+        """Give ``claim`` up: no batch was made of its calls (another run may claim them)."""
+        if self.read_only:
+            return
+        with self._lock:
+            try:
+                self._conn.execute("DELETE FROM batch_lines WHERE batch=?", (claim,))
+            except sqlite3.OperationalError:
+                return  # no batch was ever recorded here
 
     def _tables(self) -> set[str]:
         """The tables the file holds now (the caller holds the lock)."""
