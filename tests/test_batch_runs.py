@@ -601,7 +601,7 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
 ) -> None:
     # The batch recorded for a call ended without it; the cache cannot be told to forget it
     # (read-only): the run must send the call in a new batch once, not poll the old for ever.
-    from safecons.clients import BatchState
+    from safecons.clients._house import BatchState
     from safecons.run import ResponseCache
     from safecons.run._batches import Batcher
 

@@ -9,15 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from safecons.clients import (
-    CURRENT_ATTEMPT,
-    AttemptStart,
     Completion,
     OpenAICompatible,
     RateLimits,
     RetryableCallError,
-    parse_duration,
     parse_rate_limits,
 )
+from safecons.clients._house import CURRENT_ATTEMPT, AttemptStart, parse_duration
 from safecons.testing import FakeOpenAIServer, RateLimit
 
 

@@ -308,7 +308,8 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _client(args: argparse.Namespace, role: str) -> Any:
-    from .clients import OPENAI_BASE_URL, OpenAICompatible
+    from .clients import OpenAICompatible
+    from .clients._house import OPENAI_BASE_URL
 
     model = getattr(args, f"{role}_model")
     base_url = getattr(args, f"{role}_base_url")

@@ -15,7 +15,8 @@ from typing import Final, Unpack, get_args
 
 import polars as pl
 
-from .clients import ChatSession, RetryableCallError, as_chat_client
+from .clients import ChatSession, RetryableCallError
+from .clients._house import as_chat_client
 from .errors import InputError
 from .reliability import (
     LETTER_XY,

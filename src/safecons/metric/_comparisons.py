@@ -18,7 +18,8 @@ from typing import Any
 import polars as pl
 
 from .._record import Sample, assemble, column_names
-from ..clients import MAX_USAGE_TOKENS, ChatSession, Completion, as_chat_client
+from ..clients import MAX_USAGE_TOKENS, ChatSession, Completion
+from ..clients._house import as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import UsageWarning
 from ..run import (

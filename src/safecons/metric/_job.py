@@ -16,7 +16,7 @@ from typing import Any, Literal
 import polars as pl
 
 from .._record import DEFAULT_PREFIX, column_names, output_schema
-from ..clients import as_chat_client
+from ..clients._house import as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache, portal_call

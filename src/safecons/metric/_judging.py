@@ -14,17 +14,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..clients import (
-    ChatClient,
-    ChatSession,
-    NonRetryableCallError,
-    RetryableCallError,
-    UserCode,
-    as_chat_client,
-    check_signature,
-    describe,
-    open_session,
-)
+from ..clients import ChatClient, ChatSession, NonRetryableCallError, RetryableCallError
+from ..clients._house import UserCode, as_chat_client, check_signature, describe, open_session
 from ..judges import (
     JUDGE_RESPONSE_FORMAT,
     MAX_JUDGE_OUTPUT_CHARS,

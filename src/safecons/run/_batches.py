@@ -33,12 +33,12 @@ from typing import Any, Final
 import anyio
 import anyio.lowlevel
 
-from ..clients import (
+from ..clients import BatchError
+from ..clients._house import (
     POLL_GRACE_SECONDS,
     UNREAD,
     UNSTATED_EXPIRY_SECONDS,
     BatchAPI,
-    BatchError,
     BatchGone,
     BatchState,
     Lines,

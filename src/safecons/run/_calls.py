@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._ids import id_key
-from ..clients import ChatClient, Completion, request_fingerprint
+from ..clients import ChatClient, Completion
+from ..clients._house import request_fingerprint
 from ._cache import cache_key
 
 __all__ = (

@@ -20,15 +20,8 @@ import anyio
 import anyio.abc
 
 from .._tokens import request_tokens
-from ..clients import (
-    CURRENT_LINE,
-    MAX_BATCH_LINES,
-    BatchedSession,
-    ChatClient,
-    ChatSession,
-    batch_api,
-    open_session,
-)
+from ..clients import MAX_BATCH_LINES, ChatClient, ChatSession
+from ..clients._house import CURRENT_LINE, BatchedSession, batch_api, open_session
 from ._batches import Batcher
 from ._cache import opened_cache
 from ._calls import CallKind, ModelCall

@@ -26,16 +26,8 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from .._text import valid_unicode
-from ..clients import (
-    CURRENT_ATTEMPT,
-    AttemptStart,
-    CallFailed,
-    NonRetryableCallError,
-    RetryableCallError,
-    Secrets,
-    secrets_of,
-    warn_if_guessed,
-)
+from ..clients import CallFailed, NonRetryableCallError, RetryableCallError
+from ..clients._house import CURRENT_ATTEMPT, AttemptStart, Secrets, secrets_of, warn_if_guessed
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 

@@ -1,0 +1,58 @@
+"""What the rest of safecons shares with :mod:`safecons.clients`, beside what its users meet
+(the package's ``__init__``): turning what a user passed into a client and a session, the
+attempt a client reports on, the Batch API's machinery, the identity of a callable, the
+secrets every error is scrubbed of. A door of the house (the house-rules test names it), not
+of the package's users: nothing here is promised to stay.
+"""
+
+from ._base import CURRENT_ATTEMPT as CURRENT_ATTEMPT
+from ._base import AttemptStart as AttemptStart
+from ._base import describe as describe
+from ._batch import CURRENT_LINE as CURRENT_LINE
+from ._batch import POLL_GRACE_SECONDS as POLL_GRACE_SECONDS
+from ._batch import UNREAD as UNREAD
+from ._batch import UNSTATED_EXPIRY_SECONDS as UNSTATED_EXPIRY_SECONDS
+from ._batch import BatchAPI as BatchAPI
+from ._batch import BatchedSession as BatchedSession
+from ._batch import BatchGone as BatchGone
+from ._batch import BatchState as BatchState
+from ._batch import Lines as Lines
+from ._batch import batch_api as batch_api
+from ._callable import UserCode as UserCode
+from ._callable import callable_fingerprint as callable_fingerprint
+from ._callable import check_signature as check_signature
+from ._callable import warn_if_guessed as warn_if_guessed
+from ._open import as_chat_client as as_chat_client
+from ._open import open_session as open_session
+from ._open import request_fingerprint as request_fingerprint
+from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
+from ._openai import parse_duration as parse_duration
+from ._secrets import Secrets as Secrets
+from ._secrets import secrets_of as secrets_of
+
+__all__ = (
+    "CURRENT_ATTEMPT",
+    "CURRENT_LINE",
+    "OPENAI_BASE_URL",
+    "POLL_GRACE_SECONDS",
+    "UNREAD",
+    "UNSTATED_EXPIRY_SECONDS",
+    "AttemptStart",
+    "BatchAPI",
+    "BatchGone",
+    "BatchState",
+    "BatchedSession",
+    "Lines",
+    "Secrets",
+    "UserCode",
+    "as_chat_client",
+    "batch_api",
+    "callable_fingerprint",
+    "check_signature",
+    "describe",
+    "open_session",
+    "parse_duration",
+    "request_fingerprint",
+    "secrets_of",
+    "warn_if_guessed",
+)
