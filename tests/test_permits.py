@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from safecons.run import LocalPermits, RetryPolicy, Runner
+from safecons.run._house import LocalPermits, RetryPolicy, Runner
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ import pytest
 
 from safecons.clients import NonRetryableCallError, RetryableCallError
 from safecons.errors import AuthenticationError
-from safecons.run import RetryPolicy, Runner, run_sync
+from safecons.run._house import RetryPolicy, Runner, run_sync
 
 pytestmark = pytest.mark.anyio
 

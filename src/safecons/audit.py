@@ -44,7 +44,7 @@ from .reliability import (
     position_bias,
     repetition_stability,
 )
-from .run import CallOptions, RunOptions, engine, run_sync, slot
+from .run._house import CallOptions, RunOptions, engine, run_sync, slot
 
 __all__ = (
     "DEFAULT_REPEATS",

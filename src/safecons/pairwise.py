@@ -37,7 +37,7 @@ from .reliability import (
     position_class,
     winner_from_letter,
 )
-from .run import (
+from .run._house import (
     CallOptions,
     Endpoint,
     Engine,

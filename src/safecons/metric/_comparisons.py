@@ -22,7 +22,7 @@ from ..clients import MAX_USAGE_TOKENS, ChatSession, Completion
 from ..clients._house import as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import UsageWarning
-from ..run import (
+from ..run._house import (
     Endpoint,
     Engine,
     ModelCall,

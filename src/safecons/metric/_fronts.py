@@ -19,7 +19,7 @@ import polars as pl
 from .._prices import Prices, as_prices
 from .._record import output_schema
 from ..errors import InputError
-from ..run import run_sync
+from ..run._house import run_sync
 from ._inputs import check_stage_frame
 from ._job import Job, MetricOptions, SafetyConsistencyRun, run_batches
 from ._lazy import lazy_metric

@@ -19,7 +19,8 @@ from .._record import DEFAULT_PREFIX, column_names, output_schema
 from ..clients._house import as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
-from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache, portal_call
+from ..run import CacheArg
+from ..run._house import CallOptions, Runner, RunOptions, opened_cache, portal_call
 from ..summary import RunSummary, run_summary
 from ..templates import Template
 from ..variants import build_variants, check_unique_ids

@@ -28,7 +28,7 @@ from ..judges import (
     judgment_from,
     parse_judgment,
 )
-from ..run import Endpoint, ModelCall
+from ..run._house import Endpoint, ModelCall
 
 __all__ = (
     "ChatJudge",

@@ -23,7 +23,8 @@ from .._prices import KINDS, PARTS, Prices, costs, money_text
 from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient
 from ..clients._house import as_chat_client, secrets_of, warn_if_guessed
-from ..run import Endpoint, ResponseCache, decode_completion, opened_cache, replay, slot
+from ..run import ResponseCache
+from ..run._house import Endpoint, decode_completion, opened_cache, replay, slot
 from ..summary import token_frame
 from ..variants import query_of
 from ._comparisons import sut_call

@@ -27,7 +27,8 @@ import anyio
 
 from .._tasks import background_tasks
 from ..clients import RateLimits
-from ..run import MAX_PACED_WAIT_SECONDS, MAX_RETRY_AFTER_SECONDS, Pace, Pressure, Slot, Tokens
+from ..run import MAX_RETRY_AFTER_SECONDS
+from ..run._house import MAX_PACED_WAIT_SECONDS, Pace, Pressure, Slot, Tokens
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 
