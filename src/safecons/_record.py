@@ -8,8 +8,8 @@ still tell what was spent.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Protocol
 
 import polars as pl
 
@@ -20,7 +20,10 @@ __all__ = (
     "DEFAULT_PREFIX",
     "SPEND_DTYPE",
     "SPEND_FIELDS",
+    "SPEND_KINDS",
+    "SPEND_MEASURES",
     "Sample",
+    "Spend",
     "assemble",
     "column_names",
     "output_schema",
@@ -28,23 +31,91 @@ __all__ = (
 
 _STR_LIST: Final = pl.List(pl.String)
 
-#: What one row spent, per kind of call: attempts made (retries included), calls replayed
-#: from the cache, calls a spent ``max_calls`` budget cut off (before or between attempts),
-#: tokens the server reported (null where it reported none), the 429 answers among the
-#: attempts, and the calls a provider's batch answered (``batch=True``: their tokens are billed
-#: at the batch price).
+
+class _Outcome(Protocol):
+    """What :meth:`Spend.add` reads of a call's outcome (the engine's ``CallOutcome``)."""
+
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def cached(self) -> bool: ...
+    @property
+    def skipped(self) -> bool: ...
+    @property
+    def rate_limited(self) -> int: ...
+    @property
+    def batched(self) -> bool: ...
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    # Tokens are null where no server reported any, not 0: the sum keeps the two apart.
+    return a if b is None else b if a is None else a + b
+
+
+@dataclass(slots=True)
+class Spend:
+    """What one kind of call (the SUT's or the judge's) of a comparison spent.
+
+    Attempts made (retries included), calls replayed from the cache, calls a spent
+    ``max_calls`` budget cut off (before or between attempts), tokens the server reported
+    (None where it reported none), the 429 answers among the attempts, and the calls a
+    provider's batch answered (``batch=True``: their tokens are billed at the batch price).
+    Its fields, prefixed by the kind, are the fields of the frame's spend column
+    (:data:`SPEND_FIELDS`): a new measure is one field here.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Got
+    >>> spend = Spend()
+    >>> spend.add(Got(attempts=2, cached=False, skipped=False, rate_limited=1, batched=False),
+    ...           prompt_tokens=120, completion_tokens=30)
+    >>> spend.add(Got(attempts=0, cached=True, skipped=False, rate_limited=0, batched=False),
+    ...           prompt_tokens=120, completion_tokens=30)
+    >>> spend.attempts, spend.cache_hits, spend.prompt_tokens, spend.rate_limited
+    (2, 1, 120, 1)
+    """
+
+    attempts: int = 0
+    cache_hits: int = 0
+    skipped: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    rate_limited: int = 0
+    batched: int = 0
+
+    def add(
+        self,
+        got: _Outcome,
+        *,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+    ) -> None:
+        """Count one call's outcome, with the tokens its server reported (a replayed call's
+        tokens were spent by the run that stored them, and are not counted again)."""
+        self.attempts += got.attempts
+        self.cache_hits += got.cached
+        self.skipped += got.skipped
+        self.rate_limited += got.rate_limited
+        self.batched += got.batched
+        if not got.cached:
+            self.prompt_tokens = _plus(self.prompt_tokens, prompt_tokens)
+            self.completion_tokens = _plus(self.completion_tokens, completion_tokens)
+
+    def __iadd__(self, other: Spend) -> Spend:
+        for name in SPEND_MEASURES:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            setattr(self, name, _plus(mine, theirs) if name.endswith("_tokens") else mine + theirs)
+        return self
+
+
+#: The measures of a :class:`Spend`, in the order of its fields.
+SPEND_MEASURES: Final[tuple[str, ...]] = tuple(f.name for f in fields(Spend))
+#: The kinds of call a row spends on.
+SPEND_KINDS: Final[tuple[str, ...]] = ("sut", "judge")
+#: What one row spent (the fields of the frame's spend column): each kind's :class:`Spend`,
+#: its measures prefixed by the kind.
 SPEND_FIELDS: Final[tuple[str, ...]] = tuple(
-    f"{kind}_{what}"
-    for kind in ("sut", "judge")
-    for what in (
-        "attempts",
-        "cache_hits",
-        "skipped",
-        "prompt_tokens",
-        "completion_tokens",
-        "rate_limited",
-        "batched",
-    )
+    f"{kind}_{what}" for kind in SPEND_KINDS for what in SPEND_MEASURES
 )
 SPEND_DTYPE: Final = pl.Struct({name: pl.Int64() for name in SPEND_FIELDS})
 
@@ -61,24 +132,12 @@ class Sample:
     judge_error: str | None = None
     judge_raw: str | None = None
     judge_input_cut: bool | None = None
-    sut_attempts: int = 0
-    sut_cache_hits: int = 0
-    sut_prompt_tokens: int | None = None
-    sut_completion_tokens: int | None = None
-    judge_attempts: int = 0
-    judge_cache_hits: int = 0
-    judge_prompt_tokens: int | None = None
-    judge_completion_tokens: int | None = None
-    sut_skipped: int = 0
-    judge_skipped: int = 0
-    sut_rate_limited: int = 0
-    judge_rate_limited: int = 0
-    sut_batched: int = 0
-    judge_batched: int = 0
+    sut: Spend = field(default_factory=Spend)
+    judge: Spend = field(default_factory=Spend)
 
     @property
     def skipped(self) -> bool:
-        return bool(self.sut_skipped or self.judge_skipped)
+        return bool(self.sut.skipped or self.judge.skipped)
 
 
 def column_names(prefix: str, metric_name: str) -> dict[str, str]:
@@ -140,16 +199,13 @@ def _valid(text: str | None) -> str | None:
     return None if text is None else valid_unicode(text)
 
 
-def _total(values: Sequence[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def _spend(row: Sequence[Sample]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
-    for name in SPEND_FIELDS:
-        values = [getattr(s, name) for s in row]
-        out[name] = _total(values) if name.endswith("_tokens") else sum(values)
+    for kind in SPEND_KINDS:
+        total = Spend()
+        for sample in row:
+            total += getattr(sample, kind)
+        out.update({f"{kind}_{what}": getattr(total, what) for what in SPEND_MEASURES})
     return out
 
 

@@ -398,8 +398,8 @@ def _calls_frame(golden: pl.DataFrame, calls: Sequence[_Call]) -> pl.DataFrame:
             "score": [c.sample.score for c in calls],
             "error": [c.sample.judge_error for c in calls],
             "raw": [c.sample.judge_raw for c in calls],
-            "attempts": [c.sample.judge_attempts for c in calls],
-            "cache_hits": [c.sample.judge_cache_hits for c in calls],
+            "attempts": [c.sample.judge.attempts for c in calls],
+            "cache_hits": [c.sample.judge.cache_hits for c in calls],
         },
         schema={
             "input_id": pl.String,

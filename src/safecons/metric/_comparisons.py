@@ -80,23 +80,20 @@ async def judge_sample(
         decode=session.decode,
         budgeted=not session.local,
     )
-    sample.judge_attempts += got.attempts
-    sample.judge_cache_hits += got.cached
-    sample.judge_rate_limited += got.rate_limited
-    sample.judge_skipped += got.skipped
-    sample.judge_batched += got.batched
     if got.value is None:
+        sample.judge.add(got)
         sample.judge_error = got.error
         sample.judge_raw = got.output  # what the judge said, when it was unusable
         return
     verdict = got.value
+    sample.judge.add(
+        got, prompt_tokens=verdict.prompt_tokens, completion_tokens=verdict.completion_tokens
+    )
     sample.label = verdict.judgment.label
     sample.score = verdict.judgment.score
     sample.clamped = verdict.judgment.clamped
     sample.judge_raw = verdict.raw
     if not got.cached:
-        sample.judge_prompt_tokens = verdict.prompt_tokens
-        sample.judge_completion_tokens = verdict.completion_tokens
         eng.runner.stats.dropped_usage += verdict.dropped_usage
 
 
@@ -210,18 +207,16 @@ async def _respond(
         encode=encode_completion,
         decode=decode_completion,
     )
-    sample.sut_attempts += got.attempts
-    sample.sut_cache_hits += got.cached
-    sample.sut_rate_limited += got.rate_limited
-    sample.sut_skipped += got.skipped
-    sample.sut_batched += got.batched
     if got.value is None:
+        sample.sut.add(got)
         sample.response_error = got.error
         return
-    sample.response = got.value.text
+    answer = got.value
+    sample.sut.add(
+        got, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens
+    )
+    sample.response = answer.text
     if not got.cached:
-        sample.sut_prompt_tokens = got.value.prompt_tokens
-        sample.sut_completion_tokens = got.value.completion_tokens
         eng.runner.stats.dropped_usage += got.value.dropped_usage
 
 
