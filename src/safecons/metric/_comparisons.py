@@ -4,7 +4,7 @@ Every network front of the metric (``safety_consistency`` and its async and run 
 ``respond``, ``judge_responses``, the Ray actors) comes to :func:`score_frame`. A *unit* is one
 comparison: one SUT sample (or a stored answer), then its judge call, which starts as soon as
 the answer arrives; units start in row order through the engine's gate
-(:class:`~safecons.run.Engine`).
+(:class:`~safecons.run._house.Engine`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two kinds: a chat model behind safecons' judge prompt and parser (:class:`ChatJudge`: a chat
 client, a callable, or an :class:`~safecons.LLMJudge` around one), and a local judge object
 with a ``compare`` method (:class:`ObjectJudge`, e.g. an offline classifier). Both prepare a
-:class:`Comparison` once (its prompt, its :class:`~safecons.run.ModelCall`, whether a
+:class:`Comparison` once (its prompt, its :class:`~safecons.run._house.ModelCall`, whether a
 text was cut) and then judge it; the run, the dry run and the cache all read that one value.
 """
 

@@ -93,7 +93,7 @@ class LeaseTable:
       ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
     - **Pace.** What the provider says of its limits (the rate-limit headers' remaining
       requests and tokens, and their reset times) paces the attempts of every holder to its
-      endpoint, as one process's are paced (:class:`~safecons.run.Pace`): a holder asks
+      endpoint, as one process's are paced (:class:`~safecons.run._house.Pace`): a holder asks
       :meth:`pace` before each attempt and tells :meth:`heard` what its answer said. An
       endpoint whose first answer says nothing of limits is not paced: :meth:`pace` says so,
       and holders stop asking until an answer of theirs carries limits.
@@ -268,7 +268,7 @@ class LeaseTable:
         provider said nothing of its limits), and the holder need not ask again.
 
         Until the endpoint's first answer is heard, one attempt goes at a time (the others
-        wait for that answer, at most :data:`~safecons.run.MAX_PACED_WAIT_SECONDS`: a holder
+        wait for that answer, at most :data:`~safecons.run._house.MAX_PACED_WAIT_SECONDS`: a holder
         that died before telling it does not hold the endpoint for ever).
         """
         if not self._pacing:
