@@ -43,6 +43,7 @@ from .errors import InputError as InputError
 from .errors import PacingWarning as PacingWarning
 from .errors import SafeconsError as SafeconsError
 from .errors import SafeconsWarning as SafeconsWarning
+from .errors import UnscoredRowsWarning as UnscoredRowsWarning
 from .errors import UsageWarning as UsageWarning
 from .golden import golden_set as golden_set
 from .judges import Judgment as Judgment
@@ -91,6 +92,7 @@ __all__ = (
     "SafeconsError",
     "SafeconsWarning",
     "SafetyConsistencyConfig",
+    "UnscoredRowsWarning",
     "UsageWarning",
     "__version__",
     "audit_judge",

@@ -7,29 +7,37 @@ still tell what was spent.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Protocol
 
 import polars as pl
 
-from ._text import valid_unicode
+from ._text import middle_cut, valid_unicode
 from .config import DEFAULT_PREFIX
+from .errors import UnscoredRowsWarning
 
 __all__ = (
     "DEFAULT_PREFIX",
+    "NOT_FINISHED",
     "SPEND_DTYPE",
     "SPEND_FIELDS",
     "SPEND_KINDS",
     "SPEND_MEASURES",
     "Sample",
     "Spend",
+    "Unscored",
     "assemble",
     "column_names",
     "output_schema",
 )
 
 _STR_LIST: Final = pl.List(pl.String)
+
+#: How a row's error begins when the run's ``max_calls`` budget ran out before its calls.
+NOT_FINISHED: Final = "not finished"
 
 
 class _Outcome(Protocol):
@@ -215,7 +223,7 @@ def _row_error(row: Sequence[Sample]) -> tuple[str | None, float | None]:
     if any(s.skipped for s in row):
         # A row cut short by the budget must not be scored on fewer comparisons.
         return (
-            "not finished: the run's max_calls budget was spent before this row's calls were "
+            f"{NOT_FINISHED}: the run's max_calls budget was spent before this row's calls were "
             "made; rerun with the same cache to continue",
             None,
         )
@@ -290,3 +298,72 @@ def assemble(
     if judged and names["spend"] in df.columns:
         df = df.drop(names["spend"])  # completed above, and written again in its place
     return df.with_columns(added)
+
+
+@dataclass(slots=True)
+class Unscored:
+    """The rows of a run that have no score, counted over its frames (a lazy run has several),
+    and the warning that says so.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> unscored = Unscored()
+    >>> unscored.count(pl.DataFrame({"sc_error": [None, "not finished: ...", "SUT call failed"]}),
+    ...                "sc_error")
+    >>> unscored.rows, unscored.not_finished, unscored.failed, unscored.example
+    (3, 1, 1, 'SUT call failed')
+    """
+
+    rows: int = 0
+    not_finished: int = 0
+    failed: int = 0
+    #: The most common reason a row failed, in the first frame that had failed rows.
+    example: str | None = None
+
+    def count(self, frame: pl.DataFrame, error: str) -> None:
+        """Count the rows of ``frame`` and those whose ``error`` column holds a reason."""
+        self.rows += frame.height
+        errors = frame.get_column(error).drop_nulls()
+        unfinished = errors.str.starts_with(NOT_FINISHED)
+        self.not_finished += int(unfinished.sum())
+        failed = errors.filter(~unfinished)
+        self.failed += failed.len()
+        if self.example is None and failed.len():
+            self.example = str(failed.value_counts(sort=True).row(0)[0])
+
+    def warn(self, *, metric: str, error: str) -> None:
+        """Give an :class:`~safecons.UnscoredRowsWarning` if any row has no score, pointing
+        at the user's line (past safecons' frames and Polars', which ``df.pipe`` adds)."""
+        unscored = self.not_finished + self.failed
+        if not unscored:
+            return
+        parts = []
+        if self.not_finished:
+            parts.append(
+                f"{self.not_finished:,} not finished (the max_calls budget was spent before "
+                "their calls: rerun with the same cache to continue)"
+            )
+        if self.failed:
+            parts.append(
+                f"{self.failed:,} failed (most often: {middle_cut(self.example or '', 240)})"
+            )
+        warnings.warn(
+            f"{metric}: {unscored:,} of {self.rows:,} row(s) have no score: "
+            f"{'; '.join(parts)}. Each row's reason is in {error!r}; a plain mean of "
+            f"{metric!r} averages the {self.rows - unscored:,} scored row(s) only",
+            UnscoredRowsWarning,
+            stacklevel=_user_level(),
+        )
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first caller outside safecons and Polars, for a warning
+    given by the function that calls this one."""
+    # Level 1 is the function that warns (the caller of this one), level 2 its caller.
+    level, frame = 2, sys._getframe(2)
+    while str(frame.f_globals.get("__name__")).split(".")[0] in ("safecons", "polars"):
+        if frame.f_back is None:
+            break
+        level, frame = level + 1, frame.f_back
+    return level

@@ -9,16 +9,17 @@ import math
 import os
 import sys
 import textwrap
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TextIO, TypeAlias
 
 import polars as pl
 
 from ._outputs import check_output, fresh_name, write_output
 from ._text import display_text, middle_cut
-from .errors import SafeconsError
+from .errors import SafeconsError, UnscoredRowsWarning
 
 __all__ = ("main",)
 
@@ -834,11 +835,27 @@ def _add_cache(sub: _Commands) -> None:
     cache.set_defaults(func=_cache)
 
 
+def _show_warning(  # noqa: PLR0917 (warnings.showwarning's own signature)
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    # A command's user reads what happened, not the source line of the library that said it.
+    print(f"safecons: warning: {display_text(str(message))}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``safecons`` command."""
     args = _parser().parse_args(argv)
     try:
-        code: int = args.func(args)
+        with warnings.catch_warnings():
+            # Each command's own account says which rows have no score and what to do.
+            warnings.simplefilter("ignore", UnscoredRowsWarning)
+            warnings.showwarning = _show_warning
+            code: int = args.func(args)
     except SafeconsError as exc:
         print(f"safecons: error: {display_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

@@ -15,6 +15,7 @@ __all__ = (
     "PacingWarning",
     "SafeconsError",
     "SafeconsWarning",
+    "UnscoredRowsWarning",
     "UsageWarning",
 )
 
@@ -68,3 +69,13 @@ class PacingWarning(SafeconsWarning):
 class UsageWarning(SafeconsWarning):
     """A server reported token usage no call can have (over a billion tokens, or below 0):
     those figures are read as not reported, and the run's tokens and cost leave them out."""
+
+
+class UnscoredRowsWarning(SafeconsWarning):
+    """A run left rows without a score: its ``max_calls`` budget was spent before their calls
+    were made (not finished: a rerun with the same cache continues), or their calls failed.
+
+    Given once per run, with how many rows of each and the most common reason; each row's
+    reason is in its ``{prefix}error`` column. Their score is null, so a plain mean of the
+    score column averages the scored rows only.
+    """

@@ -4,7 +4,7 @@ Stages, each usable alone (see :func:`~safecons.build_variants`, :func:`respond`
 :func:`judge_responses`, :func:`score_expr`); :func:`safety_consistency` composes them. Every
 front takes the same keyword options (:class:`~safecons.metric.MetricOptions`), read once by
 :meth:`~safecons.metric.Job.of`; the calls are made by the engine
-(:func:`~safecons.run.engine`), and the pure stages are Polars expressions
+(:func:`~safecons.run._house.engine`), and the pure stages are Polars expressions
 (:func:`~safecons.variants.variant_expr`, :func:`score_expr`).
 """
 
@@ -118,6 +118,15 @@ def safety_consistency(
     SUT call failed after its retries, or whose every comparison failed, has a null score
     and a message in ``{prefix}error``; the other rows are unaffected.
 
+    Warns
+    -----
+    UnscoredRowsWarning
+        Once the run is over, when rows have no score: how many the ``max_calls`` budget
+        left unfinished, how many failed and the most common reason (a plain mean of the
+        score column averages the scored rows only). For a LazyFrame, once every row is
+        scored (a ``head()`` that stops early is not told). Filter it with
+        ``warnings.filterwarnings("ignore", category=sc.UnscoredRowsWarning)``.
+
     Raises
     ------
     InputError
@@ -148,7 +157,9 @@ def safety_consistency(
             functools.partial(run_batches, job),
             output_schema(prefix=job.prefix, metric_name=job.config.metric_name),
         )
-    return run_sync(job.run, df, keep=job.cache).frame
+    frame = run_sync(job.run, df, keep=job.cache).frame
+    job.warn_if_unscored(frame)
+    return frame
 
 
 async def safety_consistency_async(
@@ -162,7 +173,9 @@ async def safety_consistency_async(
     a LazyFrame is collected first."""
     job = Job.of(df, sut=sut, judge=judge, options=options)
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
-    return (await job.run(frame)).frame
+    scored = (await job.run(frame)).frame
+    job.warn_if_unscored(scored)
+    return scored
 
 
 def safety_consistency_run(
@@ -191,7 +204,9 @@ def safety_consistency_run(
     """
     job = Job.of(df, sut=sut, judge=judge, options=options)
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
-    return run_sync(job.run, frame, keep=job.cache)
+    run = run_sync(job.run, frame, keep=job.cache)
+    job.warn_if_unscored(run.frame)
+    return run
 
 
 def planned_calls(
@@ -317,4 +332,6 @@ def judge_responses(
             f"column {names['responses']!r} has dtype {frame.schema[names['responses']]}; "
             "expected List(String)"
         )
-    return run_sync(job.score, frame, None, keep=job.cache)
+    scored = run_sync(job.score, frame, None, keep=job.cache)
+    job.warn_if_unscored(scored)
+    return scored

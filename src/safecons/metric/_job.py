@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from .._record import DEFAULT_PREFIX, column_names, output_schema
+from .._record import DEFAULT_PREFIX, Unscored, column_names, output_schema
 from ..clients._house import as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
@@ -42,7 +42,8 @@ class MetricOptions(CallOptions, total=False):
     """The keyword options of every front of the metric, as an IDE shows them.
 
     The run's options (``concurrency_limit``, ``n_judge_retries``, ``timeout_seconds``,
-    ``cache``, ``max_calls``, ``progress``, ``seed``, from :class:`~safecons.run.CallOptions`),
+    ``cache``, ``max_calls``, ``progress``, ``seed``, from
+    :class:`~safecons.run._house.CallOptions`),
     every other field of :class:`~safecons.SafetyConsistencyConfig` (an override of
     ``config``), and what shapes the frame (``prefix``, the template sets). See
     :func:`~safecons.safety_consistency` for what each means.
@@ -207,6 +208,15 @@ class Job:
             min_concurrency_target=runner.stats.min_target,
         )
 
+    def warn_if_unscored(self, unscored: Unscored | pl.DataFrame) -> None:
+        """Warn (:class:`~safecons.UnscoredRowsWarning`) if rows of the run's frame have no
+        score."""
+        error = self.names["error"]
+        if isinstance(unscored, pl.DataFrame):
+            frame, unscored = unscored, Unscored()
+            unscored.count(frame, error)
+        unscored.warn(metric=self.config.metric_name, error=error)
+
     @property
     def cache(self) -> CacheArg:
         """The ``cache=`` the user gave (named when a run is interrupted)."""
@@ -244,7 +254,12 @@ def run_batches(job: Job, lf: pl.LazyFrame) -> Iterator[pl.DataFrame]:
             return job.options.runner(cache)
 
         runner = portal_call(portal, make_runner)
+        unscored = Unscored()
         for batch in lf.collect_batches(chunk_size=rows):
             if batch.height == 0:
                 continue
-            yield portal_call(portal, job.score, job.variants(batch), runner)
+            scored = portal_call(portal, job.score, job.variants(batch), runner)
+            unscored.count(scored, job.names["error"])
+            yield scored
+    # Once the whole frame is scored (a head() that stops early is told nothing).
+    job.warn_if_unscored(unscored)
