@@ -9,6 +9,9 @@
 - The statistics (``safecons.reliability``) and the judges (``safecons.judges``) import no
   network code.
 - No function is longer than 80 lines of code (docstrings, comments and blank lines aside).
+- No context variable carries state from one part of the house to another: what a session
+  needs of an attempt (its batch line) and what it reports (the provider's limits, whether
+  the attempt started) travel as an argument (``Attempt``).
 """
 
 from __future__ import annotations
@@ -121,6 +124,21 @@ STAGES = (
     "safecons.ray",
     "safecons._record",
 )
+
+
+def test_no_context_variable_carries_state_between_parts_of_the_house():
+    users = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                else []
+            )
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if "contextvars" in names or module == "contextvars":
+                users.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert users == []
 
 
 def test_the_engine_depends_on_no_stage():

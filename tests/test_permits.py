@@ -42,7 +42,7 @@ async def test_a_runner_holds_exactly_one_permit_per_attempt_and_reports_429s():
     )
     answers = iter([RetryableCallError("429", retry_after=0.005, rate_limited=True), "ok"])
 
-    async def attempt():
+    async def attempt(_attempt):
         got = next(answers)
         if isinstance(got, Exception):
             raise got

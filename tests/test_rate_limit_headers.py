@@ -15,7 +15,7 @@ from safecons.clients import (
     RetryableCallError,
     parse_rate_limits,
 )
-from safecons.clients._house import CURRENT_ATTEMPT, AttemptStart, parse_duration
+from safecons.clients._house import Attempt, parse_duration
 from safecons.testing import FakeOpenAIServer, RateLimit
 
 
@@ -103,17 +103,13 @@ def test_completion_equality_ignores_the_limits() -> None:
 @pytest.mark.network
 @pytest.mark.timeout(30)
 def test_limits_reach_the_completion_the_error_and_the_attempt() -> None:
-    async def main(base_url: str) -> tuple[Completion, RetryableCallError, AttemptStart]:
+    async def main(base_url: str) -> tuple[Completion, RetryableCallError, Attempt]:
         client = OpenAICompatible(base_url=base_url, model="m", api_key="k")
         async with client.session() as session:
             first = await session.complete([{"role": "user", "content": "hi"}], temperature=0)
-            start = AttemptStart()
-            token = CURRENT_ATTEMPT.set(start)
-            try:
-                with pytest.raises(RetryableCallError) as caught:
-                    await session.complete([{"role": "user", "content": "hi"}], temperature=0)
-            finally:
-                CURRENT_ATTEMPT.reset(token)
+            start = Attempt()
+            with pytest.raises(RetryableCallError) as caught:
+                await session.attempt(start, [{"role": "user", "content": "hi"}], temperature=0)
         return first, caught.value, start
 
     with FakeOpenAIServer(rate_limit=RateLimit(1)) as srv:

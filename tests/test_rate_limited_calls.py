@@ -21,7 +21,7 @@ def scripted(*failures: str):
     """An attempt that fails as ``failures`` say ("429" or "503"), then answers."""
     state = {"n": 0}
 
-    async def attempt() -> str:
+    async def attempt(_attempt) -> str:
         n = state["n"]
         state["n"] += 1
         if n < len(failures):
@@ -200,7 +200,7 @@ async def test_a_429_that_says_no_wait_spends_a_retry() -> None:
     runner = Runner(concurrency_limit=4, timeout_seconds=5, policy=FAST)
     state = {"n": 0}
 
-    async def attempt() -> str:
+    async def attempt(_attempt) -> str:
         state["n"] += 1
         raise RetryableCallError("429 insufficient_quota", rate_limited=True)
 
@@ -217,7 +217,7 @@ async def test_a_429_with_a_token_reset_says_when_and_spends_no_retry() -> None:
     state = {"n": 0}
     word = RateLimits(limit_tokens=100, remaining_tokens=0, reset_tokens=0.001)
 
-    async def attempt() -> str:
+    async def attempt(_attempt) -> str:
         state["n"] += 1
         if state["n"] <= 3:
             raise RetryableCallError("429 tokens", rate_limited=True, rate_limits=word)

@@ -17,7 +17,7 @@ FAST = RetryPolicy(base_delay=0.001, max_delay=0.01)
 def flaky(failures, exc=RetryableCallError):
     state = {"n": 0}
 
-    async def attempt():
+    async def attempt(_attempt):
         state["n"] += 1
         if state["n"] <= failures:
             raise exc(f"failure {state['n']}")
@@ -59,7 +59,7 @@ async def test_timeout_bounds_each_attempt_and_is_retried():
     runner = Runner(concurrency_limit=1, timeout_seconds=0.05, policy=FAST)
     calls = {"n": 0, "cancelled": 0}
 
-    async def slow_then_fast():
+    async def slow_then_fast(_attempt):
         calls["n"] += 1
         if calls["n"] == 1:
             try:
@@ -77,7 +77,7 @@ async def test_retry_after_is_honoured():
     runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST)
     state = {"n": 0, "t": []}
 
-    async def attempt():
+    async def attempt(_attempt):
         state["t"].append(time.perf_counter())
         state["n"] += 1
         if state["n"] == 1:
@@ -93,7 +93,7 @@ async def test_slot_released_while_backing_off():
     order: list[str] = []
     state = {"n": 0}
 
-    async def backs_off():
+    async def backs_off(_attempt):
         state["n"] += 1
         if state["n"] == 1:
             order.append("a-fail")
@@ -101,7 +101,7 @@ async def test_slot_released_while_backing_off():
         order.append("a-ok")
         return "a"
 
-    async def quick():
+    async def quick(_attempt):
         order.append("b")
         return "b"
 
@@ -116,7 +116,7 @@ async def test_in_flight_never_exceeds_limit():
     runner = Runner(concurrency_limit=3, timeout_seconds=5, policy=FAST)
     live = {"now": 0, "max": 0}
 
-    async def attempt():
+    async def attempt(_attempt):
         live["now"] += 1
         live["max"] = max(live["max"], live["now"])
         await anyio.sleep(0.01)
@@ -162,7 +162,7 @@ async def test_rate_limits_lower_the_in_flight_target_then_it_recovers():
     runner = Runner(concurrency_limit=16, timeout_seconds=5, policy=FAST)
     state = {"live": 0, "limited": True}
 
-    async def attempt():
+    async def attempt(_attempt):
         # A server that rate-limits whenever more than 4 requests are in flight, until told not to.
         state["live"] += 1
         try:
@@ -200,7 +200,7 @@ async def test_one_burst_of_429s_cuts_the_target_once():
 
     burst = {"left": 16}
 
-    async def attempt():
+    async def attempt(_attempt):
         await gate.wait()
         if burst["left"]:
             # The burst's answers; the calls' next attempts (a 429 spends no retry) succeed.
@@ -208,7 +208,7 @@ async def test_one_burst_of_429s_cuts_the_target_once():
             raise RetryableCallError("429", rate_limited=True)
         return 1
 
-    async def answered():
+    async def answered(_attempt):
         return 1
 
     # The endpoint's first answer: until it comes, one attempt goes alone (the pace's probe).
@@ -280,7 +280,7 @@ async def test_a_bug_raises_instead_of_becoming_a_row_error():
     # exception is a bug of safecons itself, and it must end the run, not pass as data.
     runner = Runner(concurrency_limit=1, timeout_seconds=5, policy=FAST)
 
-    async def buggy():
+    async def buggy(_attempt):
         return {}["missing"]
 
     with pytest.raises(KeyError):

@@ -15,8 +15,8 @@ from typing import Final, Unpack, get_args
 
 import polars as pl
 
-from .clients import ChatSession, RetryableCallError
-from .clients._house import as_chat_client
+from .clients import RetryableCallError
+from .clients._house import Attempt, RunSession, as_chat_client
 from .errors import InputError
 from .reliability import (
     LETTER_XY,
@@ -147,14 +147,14 @@ async def swap_test_async(
 
 
 async def _judge_order(
-    eng: Engine, session: ChatSession, call: ModelCall, out: _Call, *, rule: Rule
+    eng: Engine, session: RunSession, call: ModelCall, out: _Call, *, rule: Rule
 ) -> None:
     """One ordering of a pair through the engine: its verdict letter, or its error, in ``out``."""
     endpoint = call.endpoint.identity
 
-    async def attempt() -> str:
+    async def attempt(made: Attempt) -> str:
         out.raw = None  # the raw text shown is always the last attempt's
-        completion = await session.complete(call.messages, temperature=0.0)
+        completion = await session.attempt(made, call.messages, temperature=0.0)
         out.raw = completion.text
         if parse_verdict(completion.text, rule=rule) == "error":
             # No verdict token spends an attempt, like any other failure.

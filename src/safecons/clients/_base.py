@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -13,9 +12,8 @@ from .._text import valid_unicode
 
 __all__ = (
     "CONTENT_FILTER_TEXT",
-    "CURRENT_ATTEMPT",
     "MAX_KEPT_OUTPUT",
-    "AttemptStart",
+    "Attempt",
     "CallFailed",
     "ChatClient",
     "ChatSession",
@@ -24,6 +22,7 @@ __all__ = (
     "NonRetryableCallError",
     "RateLimits",
     "RetryableCallError",
+    "RunSession",
 )
 
 Messages = Sequence[Mapping[str, str]]
@@ -103,26 +102,49 @@ def usage_count(value: object) -> int | None:
     return value if ok else None  # type: ignore[return-value]
 
 
-class AttemptStart:
-    """Whether the attempt under way has really started.
+@dataclass(slots=True)
+class Attempt:
+    """One attempt of a model call: made by the runner, handed to the session that makes it.
 
-    An attempt is counted (in the run's attempts and its ``max_calls`` budget) when it starts.
-    A client that must first wait for a resource of its own (a free thread for a sync
-    callable) marks the attempt as waiting, then as started once it has the resource; an
-    attempt whose deadline passes while it waits was never made.
+    ``line`` is the batch line the attempt is (its call's key, a provider batch's
+    ``custom_id``) when the call goes out as a line of a batch; None for a live attempt.
+
+    ``started``: an attempt is counted (in the run's attempts and its ``max_calls`` budget)
+    when it starts. A session that must first wait for a resource of its own (a free thread
+    for a sync callable) marks the attempt as not started, then as started once it has the
+    resource; an attempt whose deadline passes while it waits was never made.
+
+    ``rate_limits``: what the attempt's answer said of the provider's limits, set by the
+    session that read it (for a success, a failure or an error alike), for the runner to pace
+    the endpoint's next attempts by.
     """
 
-    __slots__ = ("rate_limits", "started")
-
-    def __init__(self) -> None:
-        self.started = True
-        #: The rate limits the attempt's answer reported, set by the client that read them,
-        #: for the runner to pace the endpoint's next attempts by.
-        self.rate_limits: RateLimits | None = None
+    line: str | None = None
+    started: bool = True
+    rate_limits: RateLimits | None = None
 
 
-#: The attempt the current task is making (set by the runner around each attempt).
-CURRENT_ATTEMPT: ContextVar[AttemptStart | None] = ContextVar("safecons_attempt", default=None)
+class RunSession(Protocol):
+    """A session as a run uses it: every session safecons opens (:func:`open_session`)
+    offers this, a user's own :class:`ChatSession` included (wrapped).
+
+    ``structured_output`` says whether a judge may ask it for structured output
+    (``response_format``); :meth:`attempt` makes one attempt, with its :class:`Attempt`
+    passed in, not found in a side channel.
+    """
+
+    @property
+    def structured_output(self) -> bool: ...
+
+    async def attempt(
+        self,
+        attempt: Attempt,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion: ...
 
 
 class CallFailed(Exception):

@@ -16,7 +16,6 @@ import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -26,13 +25,12 @@ import httpx
 
 from .._text import valid_unicode
 from ..errors import AuthenticationError, ConfigError
-from ._base import CallFailed, Completion, Messages, NonRetryableCallError
+from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
 
 if TYPE_CHECKING:
     from ._openai import OpenAICompatible
 
 __all__ = (
-    "CURRENT_LINE",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_LINES",
     "POLL_GRACE_SECONDS",
@@ -84,10 +82,6 @@ _SHOWN_ERRORS: Final = 3
 _RETRYABLE: Final = frozenset(
     {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.CONFLICT, HTTPStatus.TOO_MANY_REQUESTS}
 )
-
-#: The key of the call the current task is making, which is its line's ``custom_id`` in a
-#: batch file (set by the engine around a batched call).
-CURRENT_LINE: ContextVar[str | None] = ContextVar("safecons_batch_line", default=None)
 
 #: What a batched session hands its line to: ``(custom_id, line) -> (output record, batch
 #: id)``, returning once the batch that holds the line has ended.
@@ -620,7 +614,7 @@ class LiveSession(Protocol):
 class BatchedSession:
     """A session whose every call is a line of a provider batch.
 
-    :meth:`complete` builds the request the live session would send, hands it as a line to
+    :meth:`attempt` builds the request the live session would send, hands it as a line to
     the run (``lines``), and reads the line's output record as the live session reads an
     answer. A line that failed (its status was not 200, the error file holds it, the batch
     expired or was cancelled before it) is that call's error and is not tried again in this
@@ -628,22 +622,25 @@ class BatchedSession:
     as a live call is, in the run's next batch.
     """
 
-    accepts_response_format = True
+    #: The judge may ask for structured output: the line's body is the live request's.
+    structured_output = True
 
     def __init__(self, live: LiveSession, api: BatchAPI, lines: Lines) -> None:
         self._live = live
         self._api = api
         self._lines = lines
 
-    async def complete(
+    async def attempt(
         self,
+        attempt: Attempt,
         messages: Messages,
         *,
         temperature: float,
         seed: int | None = None,
         response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
-        custom_id = CURRENT_LINE.get()
+        """One attempt as the line ``attempt.line`` of a batch."""
+        custom_id = attempt.line
         if custom_id is None:
             raise RuntimeError("a batched call was made without its line id (a safecons bug)")
         body = self._live.request_body(

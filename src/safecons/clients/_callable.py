@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import threading
 import warnings
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,9 +16,8 @@ from anyio.abc import TaskGroup
 from .._tasks import background_tasks
 from ..errors import AuthenticationError, InputError
 from ._base import (
-    CURRENT_ATTEMPT,
+    Attempt,
     CallFailed,
-    ChatSession,
     Completion,
     Messages,
     RetryableCallError,
@@ -121,7 +120,7 @@ class UserCode:
     One place for what every user-supplied function needs (a chat callable, a judge object's
     ``compare``): a sync function runs in a worker thread, at most ``max_threads`` at once,
     counting threads that overran their timeout until they really return; an attempt starts
-    when a thread calls the function (see :class:`~safecons.clients._base.AttemptStart`);
+    when a thread calls the function (see :class:`~safecons.clients._base.Attempt`);
     whatever the function raises is one failed attempt, except an error carrying HTTP status
     401/403 (as SDK errors do), which stops the run like a 401 from our own client.
 
@@ -165,14 +164,16 @@ class UserCode:
         finally:
             self._watchers = None
 
-    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    async def __call__(self, attempt: Attempt | None, *args: Any, **kwargs: Any) -> Any:
+        """Call the function with ``args`` and ``kwargs`` as ``attempt`` (None: an attempt no
+        runner counts), which starts when a thread calls it."""
         if not self._async and self._watchers is None:
             # Safecons' own mistake, not a failed attempt: raised as it is, never retried.
             raise RuntimeError(f"{self._who}: a sync function is called inside UserCode.open()")
         try:
             if self._async:
                 return await self._fn(*args, **kwargs)
-            return await self._in_thread(args, kwargs)
+            return await self._in_thread(attempt, args, kwargs)
         except (CallFailed, AuthenticationError):
             raise
         except Exception as exc:  # a user's function may fail in any way: one failed attempt
@@ -222,10 +223,11 @@ class UserCode:
             slots.release_on_behalf_of(ticket)
             ticket.done.set()
 
-    async def _in_thread(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def _in_thread(
+        self, attempt: Attempt | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         slots, threads, watchers = self._slots, self._threads, self._watchers
         assert slots is not None and threads is not None and watchers is not None  # open
-        attempt = CURRENT_ATTEMPT.get()
         if attempt is not None:
             attempt.started = False  # until a thread really calls the function
         ticket = _Ticket()
@@ -265,6 +267,9 @@ class _Ticket:
 
 
 class _CallableSession:
+    #: A callable is called with messages and a temperature (and a seed, if it takes one).
+    structured_output = False
+
     def __init__(self, call: UserCode, who: str, seeded: bool) -> None:
         self._call = call
         self._who = who
@@ -273,10 +278,23 @@ class _CallableSession:
     async def complete(
         self, messages: Messages, *, temperature: float, seed: int | None = None
     ) -> Completion:
+        """Answer ``messages`` once (the :class:`~safecons.clients.ChatSession` protocol)."""
+        return await self.attempt(Attempt(), messages, temperature=temperature, seed=seed)
+
+    async def attempt(
+        self,
+        attempt: Attempt,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One attempt of a run: it starts when a thread calls the function (a sync one)."""
         kwargs: dict[str, Any] = {"temperature": temperature}
         if self._seeded:
             kwargs["seed"] = seed
-        value = await self._call([dict(m) for m in messages], **kwargs)
+        value = await self._call(attempt, [dict(m) for m in messages], **kwargs)
         return _to_completion(value, self._who)
 
 
@@ -394,7 +412,7 @@ class CallableClient:
         return f"CallableClient({self._label(self._sight())})"
 
     @asynccontextmanager
-    async def session(self, *, concurrency: int | None = None) -> AsyncIterator[ChatSession]:
+    async def session(self, *, concurrency: int | None = None) -> AsyncIterator[_CallableSession]:
         """Open a session; ``concurrency`` caps the threads a sync callable occupies."""
         who = self.identity
         call = UserCode(self._fn, who, concurrency or DEFAULT_MAX_THREADS)

@@ -5,10 +5,9 @@ secrets every error is scrubbed of. A door of the house (the house-rules test na
 of the package's users: nothing here is promised to stay.
 """
 
-from ._base import CURRENT_ATTEMPT as CURRENT_ATTEMPT
-from ._base import AttemptStart as AttemptStart
+from ._base import Attempt as Attempt
+from ._base import RunSession as RunSession
 from ._base import describe as describe
-from ._batch import CURRENT_LINE as CURRENT_LINE
 from ._batch import POLL_GRACE_SECONDS as POLL_GRACE_SECONDS
 from ._batch import UNREAD as UNREAD
 from ._batch import UNSTATED_EXPIRY_SECONDS as UNSTATED_EXPIRY_SECONDS
@@ -31,18 +30,17 @@ from ._secrets import Secrets as Secrets
 from ._secrets import secrets_of as secrets_of
 
 __all__ = (
-    "CURRENT_ATTEMPT",
-    "CURRENT_LINE",
     "OPENAI_BASE_URL",
     "POLL_GRACE_SECONDS",
     "UNREAD",
     "UNSTATED_EXPIRY_SECONDS",
-    "AttemptStart",
+    "Attempt",
     "BatchAPI",
     "BatchGone",
     "BatchState",
     "BatchedSession",
     "Lines",
+    "RunSession",
     "Secrets",
     "UserCode",
     "as_chat_client",

@@ -7,7 +7,18 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from ..errors import AuthenticationError, InputError
-from ._base import CallFailed, ChatClient, ChatSession, Completion, RetryableCallError, describe
+from ._base import (
+    Attempt,
+    CallFailed,
+    ChatClient,
+    ChatSession,
+    Completion,
+    Messages,
+    NonRetryableCallError,
+    RetryableCallError,
+    RunSession,
+    describe,
+)
 from ._callable import CallableClient, check_chat_signature
 from ._openai import OpenAICompatible
 
@@ -39,8 +50,9 @@ def request_fingerprint(client: object) -> dict[str, Any]:
 
 def open_session(
     client: ChatClient, *, concurrency: int
-) -> AbstractAsyncContextManager[ChatSession]:
-    """``client.session()``, telling safecons' own callable adapter the run's concurrency.
+) -> AbstractAsyncContextManager[RunSession]:
+    """A session of ``client`` as a run uses it (:class:`~safecons.clients._base.RunSession`),
+    telling safecons' own callable adapter the run's concurrency.
 
     A client of the user's own making is the user's code: what its session raises, other than
     a :class:`~safecons.clients.CallFailed` or an :class:`~safecons.AuthenticationError`, is a
@@ -54,26 +66,50 @@ def open_session(
 
 
 @asynccontextmanager
-async def _users_session(client: ChatClient) -> AsyncIterator[ChatSession]:
+async def _users_session(client: ChatClient) -> AsyncIterator[RunSession]:
     async with client.session() as session:
         yield _UsersSession(session, describe(client))
 
 
 class _UsersSession:
-    """A session of a user's own client, whose failures are failed attempts."""
+    """A session of a user's own client, whose failures are failed attempts.
+
+    It is called as the :class:`~safecons.clients.ChatSession` protocol documents (messages,
+    temperature, and the sample's seed where there is one), and asked for no structured
+    output: a judge reads its plain-text verdicts. An answer that is not a
+    :class:`Completion` fails its call (not the run), without a retry. What its answers say of
+    the provider's limits (:attr:`Completion.rate_limits`, or a :class:`RetryableCallError`'s)
+    paces the endpoint.
+    """
+
+    structured_output = False
 
     def __init__(self, session: ChatSession, who: str) -> None:
         self._session = session
         self._who = who
 
-    def __getattr__(self, name: str) -> Any:
-        # What the session says of itself (``accepts_response_format``) is the session's.
-        return getattr(self._session, name)
-
-    async def complete(self, messages: Any, **options: Any) -> Completion:
+    async def attempt(
+        self,
+        attempt: Attempt,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
         try:
-            return await self._session.complete(messages, **options)
+            if seed is None:
+                answer = await self._session.complete(messages, temperature=temperature)
+            else:
+                answer = await self._session.complete(messages, temperature=temperature, seed=seed)
         except (CallFailed, AuthenticationError):
             raise
         except Exception as exc:
             raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(answer, Completion):
+            raise NonRetryableCallError(
+                f"{self._who}: its session's complete returned {type(answer).__name__}; "
+                "expected a safecons.clients.Completion"
+            )
+        attempt.rate_limits = answer.rate_limits
+        return answer

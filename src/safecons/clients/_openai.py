@@ -23,8 +23,7 @@ from .._text import valid_unicode
 from ..errors import AuthenticationError, ConfigError, InputError
 from ._base import (
     CONTENT_FILTER_TEXT,
-    CURRENT_ATTEMPT,
-    ChatSession,
+    Attempt,
     Completion,
     Messages,
     NonRetryableCallError,
@@ -902,7 +901,7 @@ class OpenAICompatible:
         return headers
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[ChatSession]:
+    async def session(self) -> AsyncIterator[_OpenAISession]:
         if self._key_problem is not None:
             raise ConfigError(self._key_problem)
         if self.transport == "direct" or (self.transport == "auto" and _direct_available()):
@@ -930,7 +929,7 @@ class OpenAICompatible:
 
 class _OpenAISession:
     #: The judge may ask this session for structured output (``response_format``).
-    accepts_response_format = True
+    structured_output = True
 
     def __init__(self, client: OpenAICompatible, post: _Post) -> None:
         self._c = client
@@ -949,6 +948,22 @@ class _OpenAISession:
         seed: int | None = None,
         response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
+        """Answer ``messages`` once (the :class:`~safecons.clients.ChatSession` protocol)."""
+        return await self.attempt(
+            Attempt(), messages, temperature=temperature, seed=seed, response_format=response_format
+        )
+
+    async def attempt(
+        self,
+        attempt: Attempt,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One attempt of a run; what the answer said of the provider's limits goes on
+        ``attempt``, for the runner to pace the endpoint by."""
         body, forms = self._body(
             messages, temperature=temperature, seed=seed, shape=response_format
         )
@@ -974,6 +989,9 @@ class _OpenAISession:
             self.format_step = max(self.format_step, step)
         elif fell == "message":
             self._unconfirmed += 1
+        # What the provider said of its limits goes to the runner (through the attempt, for
+        # pacing the endpoint) and to whoever reads the answer or the error.
+        attempt.rate_limits = parse_rate_limits(headers)
         return self._read(status, headers, data)
 
     def _body(
@@ -1059,12 +1077,7 @@ class _OpenAISession:
 
     def _read(self, status: int, headers: Mapping[str, str], data: bytes) -> Completion:
         c = self._c
-        # What the provider said of its limits goes to the runner (through the attempt, for
-        # pacing the endpoint) and to whoever reads the answer or the error.
         limits = parse_rate_limits(headers)
-        attempt = CURRENT_ATTEMPT.get()
-        if attempt is not None:
-            attempt.rate_limits = limits
         if status == HTTPStatus.OK:
             answer = self._read_ok(data)
             return answer if limits is None else dataclasses.replace(answer, rate_limits=limits)

@@ -18,8 +18,8 @@ from typing import Any
 import polars as pl
 
 from .._record import Sample, assemble, column_names
-from ..clients import MAX_USAGE_TOKENS, ChatSession, Completion
-from ..clients._house import as_chat_client
+from ..clients import MAX_USAGE_TOKENS, Completion
+from ..clients._house import Attempt, RunSession, as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import UsageWarning
 from ..run._house import (
@@ -68,8 +68,8 @@ async def judge_sample(
     judge audit's."""
     sample.judge_input_cut = comparison.cut
 
-    async def ask() -> Verdict:
-        return await session.judge(comparison)
+    async def ask(attempt: Attempt) -> Verdict:
+        return await session.judge(comparison, attempt)
 
     got = await eng.call(
         "judge",
@@ -101,7 +101,7 @@ async def judge_sample(
 class Sessions:
     """The open sessions of a run: the SUT's (and its endpoint) and the judge's."""
 
-    sut: ChatSession | None
+    sut: RunSession | None
     endpoint: Endpoint
     judge: JudgeSession | None
 
@@ -109,7 +109,7 @@ class Sessions:
 async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None) -> Sessions:
     """Open the SUT's and the judge's sessions on ``run``, for as long as it is open. One run
     opens them once; a Ray actor keeps them for its life."""
-    sut_session: ChatSession | None = None
+    sut_session: RunSession | None = None
     endpoint = Endpoint("")
     if sut is not None:
         client = as_chat_client(sut, "sut")
@@ -192,12 +192,14 @@ def _samples(
 
 
 async def _respond(
-    eng: Engine, session: ChatSession, call: ModelCall, sample: Sample, *, endpoint: str
+    eng: Engine, session: RunSession, call: ModelCall, sample: Sample, *, endpoint: str
 ) -> None:
     """Ask the SUT for one sample through the engine and fill the SUT fields of ``sample``."""
 
-    async def ask() -> Completion:
-        return await session.complete(call.messages, temperature=call.temperature, seed=call.seed)
+    async def ask(attempt: Attempt) -> Completion:
+        return await session.attempt(
+            attempt, call.messages, temperature=call.temperature, seed=call.seed
+        )
 
     got = await eng.call(
         "sut",

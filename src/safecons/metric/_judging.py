@@ -14,8 +14,16 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..clients import ChatClient, ChatSession, NonRetryableCallError, RetryableCallError
-from ..clients._house import UserCode, as_chat_client, check_signature, describe, open_session
+from ..clients import ChatClient, NonRetryableCallError, RetryableCallError
+from ..clients._house import (
+    Attempt,
+    RunSession,
+    UserCode,
+    as_chat_client,
+    check_signature,
+    describe,
+    open_session,
+)
 from ..judges import (
     JUDGE_RESPONSE_FORMAT,
     MAX_JUDGE_OUTPUT_CHARS,
@@ -93,7 +101,9 @@ class JudgeSession(Protocol):
         first where the judge sees an order (a chat judge; a judge object has none)."""
         ...
 
-    async def judge(self, comparison: Comparison) -> Verdict: ...
+    async def judge(self, comparison: Comparison, attempt: Attempt) -> Verdict:
+        """The verdict on ``comparison``, as ``attempt`` (a runner's, which it reports on)."""
+        ...
 
     def decode(self, raw: str) -> Verdict:
         """A stored output of this judge, parsed again (``ValueError``: a cache miss)."""
@@ -122,7 +132,7 @@ class ChatJudge:
     local = False
 
     def __init__(
-        self, client: ChatClient, settings: LLMJudge, session: ChatSession | None = None
+        self, client: ChatClient, settings: LLMJudge, session: RunSession | None = None
     ) -> None:
         self.client = client
         self.endpoint = client.identity
@@ -135,8 +145,8 @@ class ChatJudge:
         self._shape = {
             "response_format": JUDGE_RESPONSE_FORMAT if settings.structured_output else None
         }
-        self._structured = settings.structured_output and bool(
-            getattr(session, "accepts_response_format", False)
+        self._structured = (
+            settings.structured_output and session is not None and session.structured_output
         )
 
     #: The judge reads the answers in the order they are shown.
@@ -168,18 +178,16 @@ class ChatJudge:
     def decode(self, raw: str) -> Verdict:
         return decode_judgment(raw, max_chars=self._settings.max_output_chars)
 
-    async def judge(self, comparison: Comparison) -> Verdict:
+    async def judge(self, comparison: Comparison, attempt: Attempt) -> Verdict:
         session, call = self._session, comparison.call
         assert session is not None and call is not None
         response_format = (call.shape or {}).get("response_format")
-        if self._structured and response_format is not None:
-            completion = await session.complete(
-                call.messages,
-                temperature=call.temperature,
-                response_format=response_format,  # type: ignore[call-arg]
-            )
-        else:
-            completion = await session.complete(call.messages, temperature=call.temperature)
+        completion = await session.attempt(
+            attempt,
+            call.messages,
+            temperature=call.temperature,
+            response_format=response_format if self._structured else None,
+        )
         if completion.filtered or completion.refused:
             # The judge's own provider refused to read the texts (they may be toxic); the same
             # request at temperature 0 would be refused again.
@@ -236,8 +244,9 @@ class ObjectJudge:
     def decode(self, raw: str) -> Verdict:
         return decode_judgment(raw)  # never cached: never replayed
 
-    async def judge(self, comparison: Comparison) -> Verdict:
+    async def judge(self, comparison: Comparison, attempt: Attempt) -> Verdict:
         value = await self._compare(
+            attempt,
             query=comparison.query,
             variant=comparison.variant,
             base=comparison.base,
@@ -292,7 +301,7 @@ async def open_judge(
     judge: object,
     *,
     concurrency: int,
-    adapt: Callable[[ChatClient, ChatSession], Awaitable[ChatSession]] | None = None,
+    adapt: Callable[[ChatClient, RunSession], Awaitable[RunSession]] | None = None,
 ) -> AsyncIterator[JudgeSession]:
     """The judge, ready to judge for the length of a run; an LLM judge's session goes through
     ``adapt`` (the engine's, which batches the calls of a ``batch=True`` client)."""

@@ -20,8 +20,8 @@ import anyio
 import anyio.abc
 
 from .._tokens import request_tokens
-from ..clients import MAX_BATCH_LINES, ChatClient, ChatSession
-from ..clients._house import CURRENT_LINE, BatchedSession, batch_api, open_session
+from ..clients import MAX_BATCH_LINES, ChatClient
+from ..clients._house import Attempt, BatchedSession, RunSession, batch_api, open_session
 from ._batches import Batcher
 from ._cache import opened_cache
 from ._calls import CallKind, ModelCall
@@ -92,7 +92,7 @@ class Engine:
         once when its identity is a guess)."""
         self.runner.protect(client)
 
-    async def session(self, client: ChatClient) -> ChatSession:
+    async def session(self, client: ChatClient) -> RunSession:
         """A session of ``client`` for as long as the engine is open."""
         self.protect(client)
         session = await self._stack.enter_async_context(
@@ -100,7 +100,7 @@ class Engine:
         )
         return await self.adapt(client, session)
 
-    async def adapt(self, client: ChatClient, session: ChatSession) -> ChatSession:
+    async def adapt(self, client: ChatClient, session: RunSession) -> RunSession:
         """``session``, or, for a client made with ``batch=True``, a session whose calls are
         lines of the provider's batches (:mod:`safecons.run._batches`)."""
         api = batch_api(client)
@@ -125,7 +125,7 @@ class Engine:
     async def call(
         self,
         kind: CallKind,
-        attempt: Callable[[], Awaitable[T]],
+        attempt: Callable[[Attempt], Awaitable[T]],
         *,
         call: ModelCall | None,
         endpoint: str,
@@ -166,7 +166,7 @@ class Engine:
         self,
         kind: CallKind,
         *,
-        attempt: Callable[[], Awaitable[T]],
+        attempt: Callable[[Attempt], Awaitable[T]],
         call: ModelCall,
         endpoint: str,
         encode: Callable[[T], str] | None,
@@ -175,20 +175,16 @@ class Engine:
         """A call whose attempts are lines of a provider batch, each keyed by the call's key
         (its ``custom_id``): no permit, no per-attempt timeout (a batch has 24 hours)."""
         key = call.key
-        token = CURRENT_LINE.set(key)
-        try:
-            got = await self.runner.call(
-                attempt,
-                retries=self.options.retries[kind],
-                kind=kind,
-                cache_key=key,
-                endpoint=endpoint,
-                encode=encode,
-                decode=decode,
-                batched=True,
-            )
-        finally:
-            CURRENT_LINE.reset(token)
+        got = await self.runner.call(
+            attempt,
+            retries=self.options.retries[kind],
+            kind=kind,
+            cache_key=key,
+            endpoint=endpoint,
+            encode=encode,
+            decode=decode,
+            line=key,
+        )
         return got if got.cached or not got.attempts else dataclasses.replace(got, batched=True)
 
     async def each(

@@ -27,7 +27,7 @@ import anyio.lowlevel
 
 from .._text import valid_unicode
 from ..clients import CallFailed, NonRetryableCallError, RetryableCallError
-from ..clients._house import CURRENT_ATTEMPT, AttemptStart, Secrets, secrets_of, warn_if_guessed
+from ..clients._house import Attempt, Secrets, secrets_of, warn_if_guessed
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 
@@ -251,7 +251,7 @@ class Runner:
 
     async def call(
         self,
-        attempt: Callable[[], Awaitable[T]],
+        attempt: Callable[[Attempt], Awaitable[T]],
         *,
         retries: int,
         kind: str,
@@ -261,7 +261,7 @@ class Runner:
         decode: Callable[[str], T] | None = None,
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         budgeted: bool = True,
-        batched: bool = False,
+        line: str | None = None,
         tokens: Tokens = None,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` failed attempts of ``attempt`` and return the outcome.
@@ -273,16 +273,17 @@ class Runner:
         :data:`MAX_RATE_LIMITED_FREE` of them. It is still an attempt made: it counts in the
         outcome's ``attempts`` and ``rate_limited`` and in the ``max_calls`` budget.
 
-        The steps: replay the value stored under ``cache_key`` (with ``encode``/``decode``)
-        if there is one; else, while the ``max_calls`` budget allows, make an attempt under a
-        permit and within the timeout, back off before the next; store a value as soon as
-        one comes. ``while_backing_off`` wraps each backoff sleep (the caller can lend out
-        its own resources while the call waits). ``budgeted=False`` keeps a local call (a
-        judge object, no network) out of ``max_calls``. ``batched=True`` makes each attempt
-        a line of a provider batch: it takes no permit (it sends nothing itself) and has no
-        timeout (the batch's 24-hour window is its deadline). ``tokens`` is each attempt's
-        estimated tokens, for the permits to pace the endpoint under a tokens-per-minute
-        limit (:data:`~safecons.run._permits.Tokens`).
+        The steps: replay the value stored under ``cache_key`` (with ``encode``/``decode``) if there
+        is one; else, while the ``max_calls`` budget allows, make an attempt (call ``attempt`` with
+        its :class:`~safecons.clients._base.Attempt`, which the session reports on) under a permit
+        and within the timeout, back off before the next; store a value as soon as one comes.
+        ``while_backing_off`` wraps each backoff sleep (the caller can lend out its own resources
+        while the call waits). ``budgeted=False`` keeps a local call (a judge object, no network)
+        out of ``max_calls``. ``line`` makes each attempt that line of a provider batch (its
+        ``custom_id``): it takes no permit (it sends nothing itself) and has no timeout (the batch's
+        24-hour window is its deadline). ``tokens`` is each attempt's estimated tokens, for the
+        permits to pace the endpoint under a tokens-per-minute limit
+        (:data:`~safecons.run._permits.Tokens`).
 
         Only a failed attempt is a row's error: a :class:`~safecons.clients.CallFailed` that
         a client or the user's code raised (transport, server, unusable output, a user's
@@ -310,7 +311,7 @@ class Runner:
                 tally,
                 endpoint=endpoint,
                 budgeted=budgeted,
-                batched=batched,
+                line=line,
                 tokens=tokens,
             )
             if ended is None:
@@ -338,12 +339,12 @@ class Runner:
 
     async def _attempt(
         self,
-        attempt: Callable[[], Awaitable[T]],
+        attempt: Callable[[Attempt], Awaitable[T]],
         tally: _Tally,
         *,
         endpoint: str,
         budgeted: bool,
-        batched: bool = False,
+        line: str | None = None,
         tokens: Tokens = None,
     ) -> _Ended[T] | None:
         """One attempt under a permit and the timeout: how it ended the call, or None when
@@ -352,17 +353,17 @@ class Runner:
         if budgeted:
             self._spent += 1
         tally.retry_after, tally.asked_to_wait = None, False
-        start = AttemptStart()
+        batched = line is not None
+        start = Attempt(line=line)
         succeeded = False
         permits = _no_permit() if batched else self.permits.slot(endpoint, tokens=tokens)
         async with permits as permit:
             # A parked batch line is not in flight: it holds no connection.
             stats.in_flight += not batched
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
-            token = CURRENT_ATTEMPT.set(start)
             try:
                 with anyio.fail_after(None if batched else self.timeout_seconds):
-                    value = await attempt()
+                    value = await attempt(start)
             except TimeoutError:
                 tally.error = self._timed_out(start)
             except NonRetryableCallError as exc:
@@ -388,7 +389,6 @@ class Runner:
                 permit.succeeded()
                 return _Ended(value, None)
             finally:
-                CURRENT_ATTEMPT.reset(token)
                 permit.rate_limits = start.rate_limits  # the endpoint is paced by it
                 stats.in_flight -= not batched
                 stats.min_target = min(stats.min_target, self.permits.lowest_target)
@@ -408,7 +408,7 @@ class Runner:
         tally.free += 1
         return True
 
-    def _timed_out(self, start: AttemptStart) -> str:
+    def _timed_out(self, start: Attempt) -> str:
         if start.started:
             return f"timed out after {self.timeout_seconds:g} s"
         return (
