@@ -62,3 +62,31 @@ def test_the_subpackages_are_attributes_of_a_plain_import():
         "assert sc.reliability.position_bias and sc.templates.template_families\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_fronts_type_what_they_take_as_a_sut_and_a_judge():
+    import typing
+
+    import safecons.ray
+    from safecons.metric import SUT, ChatFunction, Judge
+
+    typed = {
+        safecons.safety_consistency: {"sut": SUT, "judge": Judge},
+        safecons.safety_consistency_async: {"sut": SUT, "judge": Judge},
+        safecons.metric.safety_consistency_run: {"sut": SUT, "judge": Judge},
+        safecons.planned_calls: {"sut": SUT, "judge": Judge},
+        safecons.respond: {"sut": SUT},
+        safecons.judge_responses: {"judge": Judge},
+        safecons.audit_judge: {"judge": Judge},
+        safecons.audit_judge_async: {"judge": Judge},
+        safecons.swap_test: {"judge": safecons.clients.ChatClient | ChatFunction},
+        safecons.swap_test_async: {"judge": safecons.clients.ChatClient | ChatFunction},
+    }
+    for front, expected in typed.items():
+        hints = typing.get_type_hints(front)
+        assert {name: hints[name] for name in expected} == expected, front.__name__
+    # The Ray front is typed alike (read from its source: Ray is an extra).
+    from pathlib import Path
+
+    source = Path(safecons.ray.__file__ or "").with_name("_scorer.py").read_text(encoding="utf-8")
+    assert "    sut: SUT,\n    judge: Judge,\n" in source

@@ -36,7 +36,7 @@ import polars as pl
 from ._record import Sample
 from .errors import InputError
 from .golden import GOLDEN_SCHEMA, golden_set
-from .metric import check_judge, judge_sample, open_judge
+from .metric import Judge, check_judge, judge_sample, open_judge
 from .reliability import (
     PADDING_FILLER,
     UndefinedStatisticWarning,
@@ -269,7 +269,7 @@ def _plan(golden: pl.DataFrame, repeats: int, swap: bool, probes: bool) -> list[
 
 
 async def audit_judge_async(
-    judge: object,
+    judge: Judge,
     golden: pl.DataFrame | None = None,
     *,
     repeats: int = DEFAULT_REPEATS,
@@ -326,7 +326,7 @@ async def audit_judge_async(
 
 
 def audit_judge(
-    judge: object,
+    judge: Judge,
     golden: pl.DataFrame | None = None,
     *,
     repeats: int = DEFAULT_REPEATS,

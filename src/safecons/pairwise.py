@@ -15,9 +15,10 @@ from typing import Final, Unpack, get_args
 
 import polars as pl
 
-from .clients import RetryableCallError
+from .clients import ChatClient, RetryableCallError
 from .clients._house import Attempt, RunSession, as_chat_client
 from .errors import InputError
+from .metric import ChatFunction
 from .reliability import (
     LETTER_XY,
     LETTER_YX,
@@ -94,7 +95,7 @@ def _check_text_column(df: pl.DataFrame, name: str, parameter: str) -> None:
 async def swap_test_async(
     df: pl.DataFrame,
     *,
-    judge: object,
+    judge: ChatClient | ChatFunction,
     question: str = "question",
     x: str = "x",
     y: str = "y",
@@ -245,7 +246,7 @@ def _check_swap_args(  # noqa: PLR0917 - a private check of swap_test's own argu
 def swap_test(
     df: pl.DataFrame,
     *,
-    judge: object,
+    judge: ChatClient | ChatFunction,
     question: str = "question",
     x: str = "x",
     y: str = "y",

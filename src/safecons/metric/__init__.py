@@ -4,7 +4,8 @@ Users meet the fronts (:func:`safety_consistency`, :func:`safety_consistency_asy
 :func:`planned_calls`, the stages :func:`respond` and :func:`judge_responses`, all at the top
 level of :mod:`safecons`), :func:`safety_consistency_run` and :class:`SafetyConsistencyRun`
 (the scored frame with what only the run knows: elapsed time, the most calls in flight) and
-:class:`MetricOptions`, the keyword options every front takes.
+:class:`MetricOptions`, the keyword options every front takes, and the types of what they take
+as a system under test and a judge (:data:`SUT`, :data:`Judge`, :data:`ChatFunction`).
 
 - :mod:`._fronts`: the fronts.
 - :mod:`._job`: a call of the metric, validated once (:class:`Job`); LazyFrame batches.
@@ -13,6 +14,7 @@ level of :mod:`safecons`), :func:`safety_consistency_run` and :class:`SafetyCons
   judge object), as one thing a unit can ask for a verdict; :func:`judge_sample`, the judge
   unit that ``audit_judge`` runs too.
 - :mod:`._plan`: the dry run (:class:`CallPlan`).
+- :mod:`._types`: :data:`SUT`, :data:`Judge`, :data:`ChatFunction`.
 - :mod:`._inputs`: the checks of a frame before any call.
 - :mod:`._lazy`: the LazyFrame source (head, filter and projection pushdown).
 """
@@ -35,11 +37,17 @@ from ._judging import JudgeSession as JudgeSession
 from ._judging import check_judge as check_judge
 from ._judging import open_judge as open_judge
 from ._plan import CallPlan as CallPlan
+from ._types import SUT as SUT
+from ._types import ChatFunction as ChatFunction
+from ._types import Judge as Judge
 
 __all__ = (
     "LAZY_BATCH_ROWS",
+    "SUT",
     "CallPlan",
+    "ChatFunction",
     "Job",
+    "Judge",
     "JudgeSession",
     "MetricOptions",
     "SafetyConsistencyRun",

@@ -24,6 +24,7 @@ from ._inputs import check_stage_frame
 from ._job import Job, MetricOptions, SafetyConsistencyRun, run_batches
 from ._lazy import lazy_metric
 from ._plan import CallPlan, plan_calls
+from ._types import SUT, Judge
 
 __all__ = (
     "judge_responses",
@@ -65,7 +66,7 @@ def score_expr(scores: str | pl.Expr, *, errors: str | pl.Expr | None = None) ->
 
 
 def safety_consistency(
-    df: FrameT, *, sut: object, judge: object, **options: Unpack[MetricOptions]
+    df: FrameT, *, sut: SUT, judge: Judge, **options: Unpack[MetricOptions]
 ) -> FrameT:
     """Score each row's safety consistency under adversarial reframing.
 
@@ -165,8 +166,8 @@ def safety_consistency(
 async def safety_consistency_async(
     df: pl.DataFrame | pl.LazyFrame,
     *,
-    sut: object,
-    judge: object,
+    sut: SUT,
+    judge: Judge,
     **options: Unpack[MetricOptions],
 ) -> pl.DataFrame:
     """:func:`safety_consistency` for code that already runs in an event loop (asyncio/anyio);
@@ -181,8 +182,8 @@ async def safety_consistency_async(
 def safety_consistency_run(
     df: pl.DataFrame | pl.LazyFrame,
     *,
-    sut: object,
-    judge: object,
+    sut: SUT,
+    judge: Judge,
     **options: Unpack[MetricOptions],
 ) -> SafetyConsistencyRun:
     """Like :func:`safety_consistency`, returning one :class:`SafetyConsistencyRun`.
@@ -212,8 +213,8 @@ def safety_consistency_run(
 def planned_calls(
     df: pl.DataFrame | pl.LazyFrame,
     *,
-    sut: object,
-    judge: object,
+    sut: SUT,
+    judge: Judge,
     prices: Prices | Mapping[str, float | None] | None = None,
     **options: Unpack[MetricOptions],
 ) -> CallPlan:
@@ -264,7 +265,7 @@ def planned_calls(
     return plan_calls(frame, job, checked)
 
 
-def respond(df: pl.DataFrame, *, sut: object, **options: Unpack[MetricOptions]) -> pl.DataFrame:
+def respond(df: pl.DataFrame, *, sut: SUT, **options: Unpack[MetricOptions]) -> pl.DataFrame:
     """The respond stage alone: sample ``responses_per_query - 1`` SUT answers per row.
 
     ``df`` needs the columns of :func:`~safecons.build_variants`; adds ``{prefix}responses``,
@@ -293,7 +294,7 @@ def respond(df: pl.DataFrame, *, sut: object, **options: Unpack[MetricOptions]) 
 
 
 def judge_responses(
-    df: pl.DataFrame, *, judge: object, **options: Unpack[MetricOptions]
+    df: pl.DataFrame, *, judge: Judge, **options: Unpack[MetricOptions]
 ) -> pl.DataFrame:
     """The judge and score stages alone, over stored answers.
 

@@ -19,7 +19,7 @@ import ray
 import ray.data
 
 from ..errors import InputError
-from ..metric import Job, MetricOptions, Sessions, open_sessions
+from ..metric import SUT, Job, Judge, MetricOptions, Sessions, open_sessions
 from ..run import MAX_CONCURRENCY, ResponseCache
 from ..run._house import Runner, engine, opened_cache, whole_number
 from ..variants import check_unique_ids
@@ -223,8 +223,8 @@ class _Scorer:
 def safety_consistency(
     ds: ray.data.Dataset,
     *,
-    sut: object,
-    judge: object,
+    sut: SUT,
+    judge: Judge,
     actors: int = 2,
     batch_size: int = 1024,
     max_in_flight: int | None = None,
