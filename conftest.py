@@ -115,11 +115,11 @@ subprocess.Popen.__init__ = _popen_init  # type: ignore[method-assign]
 # A doctest cannot carry a marker: these examples start a loopback server, so they are marked
 # here, by the name pytest gives them (the module's, then the object's dotted path).
 NETWORK_DOCTESTS = {
-    "safecons._hostile_batch",
-    "safecons._server",
-    "safecons._server.FakeOpenAIServer",
-    "safecons._server.route_by_model",
-    "safecons._scripted_server.ScriptedServer",
+    "safecons.testing._hostile_batch",
+    "safecons.testing._server",
+    "safecons.testing._server.FakeOpenAIServer",
+    "safecons.testing._server.route_by_model",
+    "safecons.testing._scripted_server.ScriptedServer",
 }
 
 

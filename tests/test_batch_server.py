@@ -1,4 +1,4 @@
-"""Tests of OpenAI's Batch API on the loopback test server (safecons._batch_server)."""
+"""Tests of OpenAI's Batch API on the loopback test server (safecons.testing._batch_server)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from safecons._server import FakeOpenAIServer, Fault, RateLimit
+from safecons.testing._server import FakeOpenAIServer, Fault, RateLimit
 
 network = pytest.mark.network
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,4 @@
-"""Tests of the loopback OpenAI-compatible test server (safecons._server)."""
+"""Tests of the loopback OpenAI-compatible test server (safecons.testing._server)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 
-from safecons._server import (
+from safecons.testing._server import (
     FAULT_KINDS,
     FakeOpenAIServer,
     Fault,

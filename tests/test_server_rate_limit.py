@@ -7,8 +7,8 @@ import time
 import httpx
 import pytest
 
-from safecons._server import FakeOpenAIServer, RateLimit, openai_duration
 from safecons.testing import RateLimit as PublicRateLimit
+from safecons.testing._server import FakeOpenAIServer, RateLimit, openai_duration
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(30)]
 

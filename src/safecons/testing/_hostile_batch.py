@@ -1,7 +1,7 @@
 """Recipes for a hostile Batch API: ``batch_tamper`` functions for :class:`FakeOpenAIServer`.
 
 Each recipe returns a function that the server calls with every Batch API exchange (a
-:class:`~safecons._server.BatchExchange`: the request and the honest answer) and that returns
+:class:`~safecons.testing.BatchExchange`: the request and the honest answer) and that returns
 another answer, or None to send the honest one. The batches themselves run honestly: only
 what the client is told changes. Combine recipes with :func:`tampers`.
 

@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._refusal import looks_like_refusal
-from .clients._house import callable_fingerprint
-from .judges import Judgment
+from .._refusal import looks_like_refusal
+from ..clients._house import callable_fingerprint
+from ..judges import Judgment
 
 __all__ = ("ScriptedChat", "StandInJudge", "StandInSUT", "looks_like_refusal")
 

@@ -44,8 +44,8 @@ from typing import Any, Final, Literal, get_args
 
 from aiohttp import web
 
+from .._tokens import completion_budget, estimate_tokens
 from ._batch_server import BATCH_MAX_BYTES, BATCH_MAX_LINES, Batches, BatchStats
-from ._tokens import completion_budget, estimate_tokens
 
 __all__ = (
     "DEFAULT_RECORDED_HEADERS",
@@ -500,7 +500,7 @@ class ServerStats:
         Requests the server's ``rate_limit`` answered 429 (injected faults are in ``faults``).
     batch
         What the Batch API did: files uploaded, batches created, lines answered, cancels (a
-        :class:`~safecons._batch_server.BatchStats`).
+        :class:`~safecons.testing._batch_server.BatchStats`).
     """
 
     requests: int
