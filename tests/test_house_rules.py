@@ -9,6 +9,7 @@
 - The statistics (``safecons.reliability``) and the judges (``safecons.judges``) import no
   network code.
 - No function is longer than 80 lines of code (docstrings, comments and blank lines aside).
+- The floors drawn in docs/architecture.md are the floors the imports make.
 - No context variable carries state from one part of the house to another: what a session
   needs of an attempt (its batch line) and what it reports (the provider's limits, whether
   the attempt started) travel as an argument (``Attempt``).
@@ -253,3 +254,52 @@ def test_no_circle_of_imports():
         if node not in state:
             visit(node, [node])
     assert circles == []
+
+
+def _room(parts: list[str]) -> str:
+    """The room of the house a module is in: a top-level package, or a module of the root."""
+    if parts == ["safecons"]:
+        return "__init__.py"
+    head = parts[1]
+    return f"{head}/" if _is_package(["safecons", head]) else f"{head}.py"
+
+
+def _floors() -> dict[str, int]:
+    """Each room's floor: one above the highest room it imports (lazy imports included)."""
+    needs: dict[str, set[str]] = {}
+    for path in MODULES:
+        here = _room(_name(path))
+        rooms = needs.setdefault(here, set())
+        for _, target, names in _imports(path):
+            # ``from safecons.x import y`` of a module y imports that module.
+            folder = ROOT.parent.joinpath(*target)
+            subs = [[*target, n] for n in names if (folder / f"{n}.py").exists()]
+            subs += [[*target, n] for n in names if _is_package([*target, n])]
+            for module in subs if _is_package(target) and subs else [target]:
+                if _room(module) != here:
+                    rooms.add(_room(module))
+    floors: dict[str, int] = {}
+
+    def floor(room: str) -> int:
+        if room not in floors:
+            floors[room] = 1 + max((floor(r) for r in needs.get(room, ())), default=0)
+        return floors[room]
+
+    for room in needs:
+        floor(room)
+    return floors
+
+
+def test_the_drawing_of_the_floors_is_the_floors_the_imports_make():
+    import re
+
+    text = (ROOT.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    drawing = text[text.index("```\nfloor ") : text.index("```\n", text.index("```\nfloor ") + 4)]
+    drawn: dict[str, int] = {}
+    level = 0
+    for line in drawing.splitlines()[1:]:
+        found = re.match(r"floor\s+(\d+)", line)
+        level = int(found.group(1)) if found else level
+        for room in re.findall(r"(?<![\w(])([\w]+/|[\w]+\.py)", re.sub(r"\([^)]*\)", "", line)):
+            drawn[room] = level
+    assert drawn == _floors()

@@ -16,9 +16,8 @@ from typing import Final, Unpack, get_args
 import polars as pl
 
 from .clients import ChatClient, RetryableCallError
-from .clients._house import Attempt, RunSession, as_chat_client
+from .clients._house import Attempt, ChatFunction, RunSession, as_chat_client
 from .errors import InputError
-from .metric import ChatFunction
 from .reliability import (
     LETTER_XY,
     LETTER_YX,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 from .._refusal import CONTENT_FILTER_TEXT
 from .._text import valid_unicode
@@ -16,6 +16,7 @@ __all__ = (
     "Attempt",
     "CallFailed",
     "ChatClient",
+    "ChatFunction",
     "ChatSession",
     "Completion",
     "Messages",
@@ -145,6 +146,11 @@ class RunSession(Protocol):
         seed: int | None = None,
         response_format: Mapping[str, Any] | None = None,
     ) -> Completion: ...
+
+
+#: A chat callable: ``fn(messages, *, temperature) -> str`` (a :class:`Completion` too), sync or
+#: async; with a ``seed`` keyword it receives the sample's seed (:class:`CallableClient`).
+ChatFunction: TypeAlias = Callable[..., str | Completion | Awaitable[str | Completion]]
 
 
 class CallFailed(Exception):

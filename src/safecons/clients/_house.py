@@ -6,6 +6,7 @@ of the package's users: nothing here is promised to stay.
 """
 
 from ._base import Attempt as Attempt
+from ._base import ChatFunction as ChatFunction
 from ._base import RunSession as RunSession
 from ._base import describe as describe
 from ._batch import POLL_GRACE_SECONDS as POLL_GRACE_SECONDS
@@ -39,6 +40,7 @@ __all__ = (
     "BatchGone",
     "BatchState",
     "BatchedSession",
+    "ChatFunction",
     "Lines",
     "RunSession",
     "Secrets",

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
-from ..clients import ChatClient, Completion
+from ..clients import ChatClient
+from ..clients._house import ChatFunction
 from ..judges import LLMJudge, PostureJudge
 
 __all__ = ("SUT", "ChatFunction", "Judge")
-
-#: A chat callable: ``fn(messages, *, temperature) -> str`` (a :class:`~safecons.clients.
-#: Completion` too), sync or async; with a ``seed`` keyword it receives the sample's seed.
-ChatFunction: TypeAlias = Callable[..., str | Completion | Awaitable[str | Completion]]
 
 #: What ``sut=`` takes: a chat client (:class:`~safecons.OpenAICompatible`, a
 #: :class:`~safecons.clients.ChatClient` of your own) or a chat callable.
