@@ -10,12 +10,14 @@ import itertools
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import anyio
 import anyio.from_thread
@@ -443,6 +445,19 @@ KILLED_SCRIPT = textwrap.dedent(
 )
 
 
+def _recorded(cache: Path, srv: FakeOpenAIServer) -> bool:
+    """Whether a batch the server made is recorded in ``cache`` (read-only, beside the run)."""
+    made = [b["id"] for b in srv.batches()]
+    if not made or not cache.exists():
+        return False
+    with contextlib.closing(sqlite3.connect(f"file:{cache}?mode=ro", uri=True)) as db:
+        try:
+            held = {row[0] for row in db.execute("SELECT DISTINCT batch FROM batch_lines")}
+        except sqlite3.OperationalError:  # no table yet, or the file is being made
+            return False
+    return bool(held & set(made))
+
+
 def test_a_run_killed_while_its_batch_runs_is_picked_up_by_the_rerun(tmp_path) -> None:
     # SIGKILL: no cleanup code of the run's runs. The batch was recorded when it was made.
     script = tmp_path / "run.py"
@@ -458,11 +473,13 @@ def test_a_run_killed_while_its_batch_runs_is_picked_up_by_the_rerun(tmp_path) -
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        # Killed once its batch is recorded in the cache (what the rerun picks up), and not
+        # before: the moment is read from the cache, not guessed by a sleep.
         deadline = time.monotonic() + 60
-        while not srv.batches() and time.monotonic() < deadline:
+        while not _recorded(cache, srv) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.01)
-        time.sleep(0.2)  # the run is polling its batch now
+        assert _recorded(cache, srv), "the run never recorded its batch"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL
