@@ -503,19 +503,9 @@ class ResponseCache:
         wanted = sorted(set(keys))
         if not wanted:
             return {}
-        rows: list[tuple[str, str, float]] = []
         with self._lock:
             try:
-                # Only the keys asked for, by the table's key index: a lookup costs what it
-                # asks, not the size of every batch ever recorded.
-                for at in range(0, len(wanted), _LOOKUP_CHUNK):
-                    chunk = wanted[at : at + _LOOKUP_CHUNK]
-                    marks = ",".join("?" * len(chunk))
-                    rows += self._conn.execute(
-                        f"SELECT key, batch, created FROM batch_lines "
-                        f"WHERE key IN ({marks}) AND endpoint=? AND batch NOT LIKE ?",
-                        (*chunk, endpoint, f"{CLAIM_PREFIX}%"),
-                    ).fetchall()
+                rows = self._batch_lines(wanted, endpoint, claims=False)
             except sqlite3.OperationalError:
                 return {}  # a cache from before batches, opened read-only: none recorded
         rows.sort(key=lambda row: row[2])
@@ -524,6 +514,25 @@ class ResponseCache:
         for key, batch in newest.items():
             held.setdefault(batch, []).append(key)
         return held
+
+    def _batch_lines(
+        self, wanted: list[str], endpoint: str, *, claims: bool
+    ) -> list[tuple[str, str, float]]:
+        """``(key, batch, created)`` of the recorded lines of ``wanted`` keys of ``endpoint``
+        (claims among them, with ``claims``); the caller holds the lock."""
+        rows: list[tuple[str, str, float]] = []
+        # Only the keys asked for, by the table's key index: a lookup costs what it asks, not
+        # the size of every batch ever recorded.
+        for at in range(0, len(wanted), _LOOKUP_CHUNK):
+            chunk = wanted[at : at + _LOOKUP_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            unclaimed = "" if claims else " AND batch NOT LIKE ?"
+            rows += self._conn.execute(
+                f"SELECT key, batch, created FROM batch_lines "
+                f"WHERE key IN ({marks}) AND endpoint=?{unclaimed}",
+                (*chunk, endpoint) if claims else (*chunk, endpoint, f"{CLAIM_PREFIX}%"),
+            ).fetchall()
+        return rows
 
     def prune_batch_lines(self) -> int:
         """Forget the recorded batch lines whose answers are stored (a rerun replays those
@@ -583,15 +592,7 @@ class ResponseCache:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.execute(_BATCH_TABLE)
-                rows: list[tuple[str, str, float]] = []
-                for at in range(0, len(wanted), _LOOKUP_CHUNK):
-                    chunk = wanted[at : at + _LOOKUP_CHUNK]
-                    marks = ",".join("?" * len(chunk))
-                    rows += self._conn.execute(
-                        f"SELECT key, batch, created FROM batch_lines "
-                        f"WHERE key IN ({marks}) AND endpoint=?",
-                        (*chunk, endpoint),
-                    ).fetchall()
+                rows = self._batch_lines(wanted, endpoint, claims=True)
                 batches: dict[str, tuple[str, float]] = {}
                 claimed: dict[str, tuple[str, float]] = {}
                 for key, batch, created in rows:
