@@ -40,12 +40,12 @@ async def test_a_hung_call_keeps_its_slot_and_the_slot_it_frees_wakes_the_next_c
     code = UserCode(gate, "gate", max_threads=1)
     async with code.open():
         with anyio.move_on_after(0.2):  # the attempt's timeout: its thread runs on
-            await code("hung")
+            await code(None, "hung")
         assert gate.calls == ["hung"]
         got: list[str] = []
 
         async def next_call() -> None:
-            got.append(await code("next"))
+            got.append(await code(None, "next"))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(next_call)
@@ -65,27 +65,27 @@ async def test_abandoned_threads_count_until_they_return():
     async with code.open():
         for _ in range(2):
             with anyio.move_on_after(0.1):  # abandoned at its timeout: its thread runs on
-                await code("hung")
+                await code(None, "hung")
         with anyio.move_on_after(0.2):  # no slot frees meanwhile: this call is never made
-            await code("third")
+            await code(None, "third")
         assert gate.calls == ["hung", "hung"]
         gate.go.set()
         with anyio.fail_after(5):
-            assert await code("after") == "after"
+            assert await code(None, "after") == "after"
     assert gate.calls == ["hung", "hung", "after"]
 
 
 async def test_a_sync_function_is_called_only_while_open():
     code = UserCode(lambda: "x", "fn", max_threads=1)
     with pytest.raises(RuntimeError, match=r"inside UserCode\.open"):
-        await code()
+        await code(None)
     async with code.open():
-        assert await code() == "x"
+        assert await code(None) == "x"
         with pytest.raises(RuntimeError, match="open already"):
             async with code.open():
                 pass
     with pytest.raises(RuntimeError, match=r"inside UserCode\.open"):
-        await code()
+        await code(None)
 
 
 def test_a_thread_that_returns_after_the_loop_is_gone_neither_blocks_nor_fails():
@@ -99,7 +99,7 @@ def test_a_thread_that_returns_after_the_loop_is_gone_neither_blocks_nor_fails()
         began = time.monotonic()
         async with code.open():
             with anyio.move_on_after(0.1):
-                await code("hung")
+                await code(None, "hung")
         return time.monotonic() - began
 
     try:

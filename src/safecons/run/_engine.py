@@ -218,7 +218,7 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
     >>> from safecons.run._house import RunOptions, engine
     >>> async def main():
     ...     async with engine(RunOptions(progress=False, cache=False)) as run:
-    ...         async def answer():
+    ...         async def answer(_attempt):
     ...             return "ok"
     ...         got = await run.call("sut", answer, call=None, endpoint="example")
     ...         return got.value, got.attempts
