@@ -297,7 +297,7 @@ async def audit_judge_async(
         session = await eng.enter(
             open_judge(judge, concurrency=run_options.concurrency_limit, adapt=eng.adapt)
         )
-        eng.protect(getattr(session, "client", None))
+        eng.protect(session.client)
         ordered = session.ordered
         calls = _plan(golden, repeats, swap and ordered, probes)
 

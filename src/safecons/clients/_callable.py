@@ -23,6 +23,7 @@ from ._base import (
     RetryableCallError,
     describe,
 )
+from ._facts import ClientFacts
 from ._fingerprint import MAX_DEPTH, MAX_VALUES, Sight, callable_fingerprint, look_at
 
 __all__ = (
@@ -400,6 +401,12 @@ class CallableClient:
         always empty with a ``name``)."""
         sight = self._sight()
         return () if sight is None else sight.unseen
+
+    @property
+    def facts(self) -> ClientFacts:
+        """What the run knows of this client beyond its identity: its version, for cache
+        keys."""
+        return ClientFacts(request=self.request_fingerprint)
 
     @property
     def request_fingerprint(self) -> dict[str, Any]:

@@ -22,13 +22,15 @@ from ._callable import UserCode as UserCode
 from ._callable import callable_fingerprint as callable_fingerprint
 from ._callable import check_signature as check_signature
 from ._callable import warn_if_guessed as warn_if_guessed
+from ._facts import ClientFacts as ClientFacts
+from ._facts import facts_of as facts_of
+from ._facts import secrets_of as secrets_of
 from ._open import as_chat_client as as_chat_client
 from ._open import open_session as open_session
 from ._open import request_fingerprint as request_fingerprint
 from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
 from ._openai import parse_duration as parse_duration
 from ._secrets import Secrets as Secrets
-from ._secrets import secrets_of as secrets_of
 
 __all__ = (
     "OPENAI_BASE_URL",
@@ -41,6 +43,7 @@ __all__ = (
     "BatchState",
     "BatchedSession",
     "ChatFunction",
+    "ClientFacts",
     "Lines",
     "RunSession",
     "Secrets",
@@ -50,6 +53,7 @@ __all__ = (
     "callable_fingerprint",
     "check_signature",
     "describe",
+    "facts_of",
     "open_session",
     "parse_duration",
     "request_fingerprint",

@@ -20,6 +20,7 @@ from ._base import (
     describe,
 )
 from ._callable import CallableClient, check_chat_signature
+from ._facts import facts_of
 from ._openai import OpenAICompatible
 
 __all__ = ("as_chat_client", "open_session", "request_fingerprint")
@@ -43,9 +44,8 @@ def as_chat_client(obj: object, parameter: str) -> ChatClient:
 
 
 def request_fingerprint(client: object) -> dict[str, Any]:
-    """What besides the messages shapes a client's answer (URL, params), for cache keys."""
-    fingerprint = getattr(client, "request_fingerprint", None)
-    return dict(fingerprint) if isinstance(fingerprint, Mapping) else {}
+    """What besides the messages shapes a client's answers (URL, params), for cache keys."""
+    return dict(facts_of(client).request)
 
 
 def open_session(

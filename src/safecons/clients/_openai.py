@@ -30,6 +30,7 @@ from ._base import (
     RateLimits,
     RetryableCallError,
 )
+from ._facts import ClientFacts
 from ._proxy import environment_proxy
 from ._secrets import (
     Secrets,
@@ -852,6 +853,18 @@ class OpenAICompatible:
         """The endpoint's identity: URL and model, never the key."""
         name = self.model or self._url.rsplit("/deployments/", 1)[-1].split("/", 1)[0]
         return f"{self._url}#{name}"
+
+    @property
+    def facts(self) -> ClientFacts:
+        """What the run knows of this client beyond its identity (cache keys, token
+        estimates, batching, secrets)."""
+        return ClientFacts(
+            request=self.request_fingerprint,
+            model=self.model,
+            params=self.params,
+            batch=self.batch,
+            secrets=self.secrets,
+        )
 
     @property
     def request_fingerprint(self) -> dict[str, Any]:

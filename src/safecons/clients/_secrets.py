@@ -35,7 +35,6 @@ __all__ = (
     "check_env_name",
     "is_secret_header",
     "key_from_env",
-    "secrets_of",
     "shown_env_name",
 )
 
@@ -153,16 +152,6 @@ class Secrets:
             pos = start + max(longest, len(match.group()))
         out.append(text[pos:])
         return "".join(out)
-
-
-def secrets_of(*clients: object) -> Secrets:
-    """The secrets of every client given (objects without a ``secrets`` attribute add none)."""
-    out = Secrets()
-    for client in clients:
-        secrets = getattr(client, "secrets", None)
-        if isinstance(secrets, Secrets):
-            out = out | secrets
-    return out
 
 
 def _common(text: str, start: int, secret: str) -> int:

@@ -120,7 +120,7 @@ async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None
         judge_session = await eng.enter(
             open_judge(judge, concurrency=eng.options.concurrency_limit, adapt=eng.adapt)
         )
-        eng.protect(getattr(judge_session, "client", None))
+        eng.protect(judge_session.client)
     return Sessions(sut_session, endpoint, judge_session)
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import polars as pl
 
 from .._record import DEFAULT_PREFIX, Unscored, column_names, output_schema
+from ..clients import ChatClient
 from ..clients._house import as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
@@ -33,7 +34,7 @@ from ._inputs import (
     check_rows,
     resolve_config,
 )
-from ._judging import check_judge
+from ._judging import check_judge, planning_judge
 
 __all__ = ("LAZY_BATCH_ROWS", "Job", "MetricOptions", "SafetyConsistencyRun", "run_batches")
 
@@ -169,6 +170,14 @@ class Job:
             jailbreak_templates=self.jailbreak_templates,
             prefix=self.prefix,
         )
+
+    def chat_clients(self) -> dict[str, ChatClient | None]:
+        """The chat clients of the SUT and of the judge, by role (None where there is none:
+        a judge object, a stage without that role)."""
+        return {
+            "sut": None if self.sut is None else as_chat_client(self.sut, "sut"),
+            "judge": None if self.judge is None else planning_judge(self.judge).client,
+        }
 
     @property
     def names(self) -> dict[str, str]:

@@ -87,6 +87,12 @@ class JudgeSession(Protocol):
     #: Sees the two answers in an order (so a swap test can move them).
     ordered: bool
 
+    @property
+    def client(self) -> ChatClient | None:
+        """The chat client behind the judge (None for a judge object): its secrets are
+        scrubbed from every error of the run, and the dry run estimates its tokens."""
+        ...
+
     def prepare(
         self,
         slot: str,
@@ -216,6 +222,7 @@ class ObjectJudge:
     like a judge's JSON output. Sync ones run in threads bounded like sync chat callables."""
 
     local = True
+    client = None
 
     def __init__(self, judge: PostureJudge, max_threads: int) -> None:
         self.endpoint = describe(judge)

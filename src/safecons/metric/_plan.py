@@ -13,7 +13,6 @@ stored one is the best length at hand; the judge's prompt cuts each text to
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ import polars as pl
 from .._prices import KINDS, PARTS, Prices, costs, money_text
 from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient
-from ..clients._house import as_chat_client, secrets_of, warn_if_guessed
+from ..clients._house import as_chat_client, facts_of, secrets_of, warn_if_guessed
 from ..run import ResponseCache
 from ..run._house import Endpoint, decode_completion, opened_cache, replay, slot
 from ..summary import token_frame
@@ -216,13 +215,11 @@ class _Tally:
 
 
 def _model(client: ChatClient | None) -> str | None:
-    model = getattr(client, "model", None)
-    return model if isinstance(model, str) else None
+    return facts_of(client).model
 
 
 def _budget(client: ChatClient | None) -> int | None:
-    params = getattr(client, "params", None)
-    return completion_budget(params) if isinstance(params, Mapping) else None
+    return completion_budget(facts_of(client).params)
 
 
 def _completion(calls: int, budget: int | None) -> int | None:
@@ -237,7 +234,7 @@ def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> C
     n = frame.height
     judging = planning_judge(job.judge)
     sut_client = as_chat_client(job.sut, "sut")
-    judge_client: ChatClient | None = getattr(judging, "client", None)
+    judge_client = judging.client
     tally = _Tally()
     with opened_cache(job.options.cache) as store:
         if store is not None:
@@ -277,7 +274,7 @@ def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> C
         batched=frozenset(
             kind
             for kind, client in (("sut", sut_client), ("judge", judge_client))
-            if getattr(client, "batch", False) is True
+            if facts_of(client).batch
         ),
     )
 
@@ -295,7 +292,7 @@ def _walk(
     """Build every call of the run, look it up in ``store`` (if any) and add its estimated
     prompt tokens to ``tally``."""
     config, seed, prefix = job.config, job.options.seed, job.prefix
-    judge_client: ChatClient | None = getattr(judging, "client", None)
+    judge_client = judging.client
     sut_model, judge_model = _model(sut_client), _model(judge_client)
     # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
     secrets = secrets_of(sut_client, judge_client)

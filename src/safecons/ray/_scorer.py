@@ -18,6 +18,7 @@ import pyarrow as pa
 import ray
 import ray.data
 
+from ..clients._house import facts_of
 from ..errors import InputError
 from ..metric import SUT, Job, Judge, MetricOptions, Sessions, open_sessions
 from ..run import MAX_CONCURRENCY, ResponseCache
@@ -307,8 +308,8 @@ def safety_consistency(
         judge=judge,
         options={**options, "progress": False, "cache": False},
     )
-    for role, client in (("sut", sut), ("judge", getattr(judge, "client", judge))):
-        if getattr(client, "batch", False) is True:
+    for role, chat in job.chat_clients().items():
+        if facts_of(chat).batch:
             # Each actor would send a round of batches for every batch of rows, one after
             # another: a job of many 24-hour waits. The Polars path sends one per stage.
             raise InputError(
