@@ -4,6 +4,7 @@ can do is declared (``structured_output``), for safecons' own sessions and a use
 
 from __future__ import annotations
 
+import threading
 from contextlib import asynccontextmanager
 
 import anyio
@@ -12,7 +13,12 @@ import pytest
 
 import safecons as sc
 from safecons.clients import CallableClient, Completion, RateLimits
-from safecons.clients._house import Attempt, open_session
+from safecons.clients._house import (
+    Attempt,
+    facts_of,
+    open_session,
+    request_fingerprint,
+)
 from safecons.testing import StandInJudge
 
 LIMITS = RateLimits(limit_requests=10, remaining_requests=3, reset_requests=6.0)
@@ -60,8 +66,10 @@ def test_a_user_s_own_session_reports_its_limits_on_the_attempt_and_asks_for_no_
     assert client.opened.calls == [{"temperature": 0.0, "seed": 7}]
 
 
-def test_a_callable_attempt_is_marked_started_once_its_thread_calls_it():
-    client = CallableClient(lambda messages, temperature: "fine")
+def test_a_callable_that_wraps_a_client_paces_by_the_limits_its_answers_carry():
+    # A callable around a client of its own (to add a system prompt, say) returns that
+    # client's Completion: its rate limits reach the attempt, as our own client's do.
+    client = CallableClient(lambda messages, temperature: Completion("fine", rate_limits=LIMITS))
 
     async def main() -> tuple[Attempt, bool]:
         async with open_session(client, concurrency=1) as session:
@@ -70,7 +78,38 @@ def test_a_callable_attempt_is_marked_started_once_its_thread_calls_it():
             return made, session.structured_output
 
     made, structured = anyio.run(main)
-    assert made.started and made.rate_limits is None and structured is False
+    assert made.rate_limits == LIMITS and structured is False
+
+
+def test_a_sync_callable_s_attempt_has_not_started_while_it_waits_for_a_thread():
+    gate = threading.Event()
+    client = CallableClient(lambda messages, temperature: "fine" if gate.wait(10) else "late")
+    hi = [{"role": "user", "content": "hi"}]
+
+    async def main() -> tuple[bool, bool, bool]:
+        async with open_session(client, concurrency=1) as session:
+            first, second = Attempt(), Attempt()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: session.attempt(first, hi, temperature=0.0))
+                await anyio.sleep(0.05)  # the first call now holds the only thread
+                tg.start_soon(lambda: session.attempt(second, hi, temperature=0.0))
+                with anyio.fail_after(5):
+                    while second.started:
+                        await anyio.sleep(0.01)
+                waiting = second.started
+                gate.set()
+            return first.started, waiting, second.started
+
+    first, waiting, second = anyio.run(main)
+    assert first and not waiting and second
+
+
+def test_an_unrelated_facts_attribute_of_a_user_s_client_declares_nothing():
+    client = _Client(Completion("ok"))
+    client.facts = ["the sky is blue"]  # type: ignore[attr-defined]
+    facts = facts_of(client)
+    assert (facts.request, facts.model, facts.params, facts.batch) == ({}, None, {}, False)
+    assert request_fingerprint(client) == {}
 
 
 def test_a_session_answer_that_is_not_a_completion_fails_its_rows_not_the_run():

@@ -296,7 +296,11 @@ class _CallableSession:
         if self._seeded:
             kwargs["seed"] = seed
         value = await self._call(attempt, [dict(m) for m in messages], **kwargs)
-        return _to_completion(value, self._who)
+        answer = _to_completion(value, self._who)
+        # A callable that wraps a client returns its Completion: what the provider said of
+        # its limits paces the endpoint, as for our own client.
+        attempt.rate_limits = answer.rate_limits
+        return answer
 
 
 class NotCallableError(InputError, TypeError):

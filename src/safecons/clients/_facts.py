@@ -53,7 +53,9 @@ def facts_of(client: object) -> ClientFacts:
     >>> facts_of(object()).request, facts_of(object()).batch
     ({}, False)
     """
-    return client.facts if isinstance(client, Declared) else ClientFacts()
+    # An unrelated ``facts`` attribute of a user's object declares nothing.
+    facts = client.facts if isinstance(client, Declared) else None
+    return facts if isinstance(facts, ClientFacts) else ClientFacts()
 
 
 def secrets_of(*clients: object) -> Secrets:
