@@ -17,8 +17,10 @@ the *same calls* with each contender in one run:
   has inspect_ai (it pins its own dependencies, so it lives apart); its column reports the
   wall time of its ``eval`` call alone;
 - ``safecons``: ``safety_consistency`` with the same concurrency, no cache, no progress bar;
-  ``sc+httpx`` is the same run with ``transport="aiohttp"`` (httpx's models over the
-  httpx-aiohttp transport), the path the default replaced.
+  ``sc+httpx`` is the same run with an ``httpx.AsyncClient`` over the ``httpx-aiohttp``
+  transport (``transport=AiohttpTransport()``, when ``httpx-aiohttp`` is installed: the
+  ``bench`` extra): what httpx's request and response models cost on top of the same aiohttp,
+  the reason the default wire carries none.
 
 It prints, per latency and concurrency, calls, wall time, calls per second, the ratio to the
 bare loop (the figure that travels between machines) and the efficiency against the ideal
@@ -186,7 +188,9 @@ async def openai_loop(base_url: str, rows: int, concurrency: int) -> None:
         await client.close()
 
 
-def safecons_run(base_url: str, rows: int, concurrency: int, transport: str = "auto") -> None:
+def safecons_run(
+    base_url: str, rows: int, concurrency: int, transport: Callable[[], Any] | None = None
+) -> None:
     import polars as pl
 
     import safecons as sc
@@ -198,13 +202,13 @@ def safecons_run(base_url: str, rows: int, concurrency: int, transport: str = "a
             base_url=base_url,
             model="sut",
             api_key="",
-            transport=transport,  # type: ignore[arg-type]
+            transport="auto" if transport is None else transport(),
         ),
         judge=sc.OpenAICompatible(
             base_url=base_url,
             model="judge",
             api_key="",
-            transport=transport,  # type: ignore[arg-type]
+            transport="auto" if transport is None else transport(),
         ),
         responses_per_query=RESPONSES_PER_QUERY,
         concurrency_limit=concurrency,
@@ -214,6 +218,13 @@ def safecons_run(base_url: str, rows: int, concurrency: int, transport: str = "a
     errors = out["sc_error"].drop_nulls()
     if errors.len():
         raise SystemExit(f"safecons: {errors.len()} rows errored, e.g. {errors[0]}")
+
+
+def _httpx_aiohttp() -> Any:
+    """A fresh httpx-aiohttp transport (one per client: it holds its own aiohttp session)."""
+    from httpx_aiohttp import AiohttpTransport
+
+    return AiohttpTransport()
 
 
 def _available(module: str) -> bool:
@@ -259,9 +270,13 @@ def contenders() -> dict[str, Contender | None]:
         # In its own environment: the wall of its eval call alone, imports excluded.
         "inspect_ai": inspect_run if SETTINGS["inspect_python"] else None,
         "safecons": safecons_run,
-        # The same run over httpx's models (the httpx-aiohttp transport): why "direct" is the
-        # default.
-        "sc+httpx": lambda url, rows, c: safecons_run(url, rows, c, transport="aiohttp"),
+        # The same run over httpx's models on the same aiohttp (the httpx-aiohttp transport):
+        # why the default wire carries none.
+        "sc+httpx": (
+            (lambda url, rows, c: safecons_run(url, rows, c, transport=_httpx_aiohttp))
+            if _available("httpx_aiohttp")
+            else None
+        ),
     }
 
 
@@ -564,6 +579,12 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="small sizes, under a minute (CI)")
     p.add_argument("--rows", type=int, default=600)
     p.add_argument("--answer-chars", type=int, default=200)
+    p.add_argument(
+        "--only",
+        choices=PARTS,
+        action="append",
+        help="run only these tables of the full comparison (repeatable)",
+    )
     p.add_argument("--_scale-child", nargs=4, help=argparse.SUPPRESS)
     p.add_argument(
         "--inspect-python",
@@ -591,28 +612,38 @@ def main() -> int:
         )
         batch_runs([50])
         return 0
-    throughput(0.05, [64], args.rows, args.answer_chars)
-    throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
-    cpu_per_call(args.rows, args.answer_chars, 64)
-    scale([1_000, 10_000, 100_000], 64)
-    scale([1_000, 10_000, 100_000], 64, lazy=True)
-    provider_limits(
-        [
-            (60, None, 20, "window"),
-            (600, None, 150, "window"),
-            (6_000, None, 1_200, "window"),
-            (None, 60_000, 100, "window"),
-            (None, 600_000, 1_200, "window"),
-            (6_000, 300_000, 600, "window"),
-            (600, None, 300, "bucket"),
-            (6_000, None, 1_200, "bucket"),
-            (None, 600_000, 1_200, "bucket"),
-            (600, None, 300, "bucket, next"),
-            (6_000, None, 1_200, "bucket, next"),
-        ]
-    )
-    batch_runs([1_000, 10_000])
+    parts = set(args.only or PARTS)
+    if "throughput" in parts:
+        throughput(0.05, [64], args.rows, args.answer_chars)
+        throughput(0.5, [8, 32, 64], max(64, args.rows // 10), args.answer_chars)
+    if "cpu" in parts:
+        cpu_per_call(args.rows, args.answer_chars, 64)
+    if "scale" in parts:
+        scale([1_000, 10_000, 100_000], 64)
+        scale([1_000, 10_000, 100_000], 64, lazy=True)
+    if "limits" in parts:
+        provider_limits(LIMIT_LINES)
+    if "batch" in parts:
+        batch_runs([1_000, 10_000])
     return 0
+
+
+#: The tables of the full comparison, for ``--only``.
+PARTS = ("throughput", "cpu", "scale", "limits", "batch")
+#: The provider-limits table's lines: (RPM, TPM, rows, mode).
+LIMIT_LINES: list[tuple[int | None, int | None, int, str]] = [
+    (60, None, 20, "window"),
+    (600, None, 150, "window"),
+    (6_000, None, 1_200, "window"),
+    (None, 60_000, 100, "window"),
+    (None, 600_000, 1_200, "window"),
+    (6_000, 300_000, 600, "window"),
+    (600, None, 300, "bucket"),
+    (6_000, None, 1_200, "bucket"),
+    (None, 600_000, 1_200, "bucket"),
+    (600, None, 300, "bucket, next"),
+    (6_000, None, 1_200, "bucket, next"),
+]
 
 
 if __name__ == "__main__":

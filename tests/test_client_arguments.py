@@ -222,3 +222,21 @@ def test_every_bad_argument_is_a_safecons_error_naming_it():
         with pytest.raises(sc.SafeconsError, match=f"^{name}") as info:
             make()
         assert isinstance(info.value, ValueError | TypeError)  # what generic code catches
+
+
+def test_a_transport_is_one_of_the_named_wires_or_an_httpx_transport():
+    with pytest.raises(sc.InputError, match=r"transport: expected 'auto', 'aiohttp', 'httpx'"):
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", transport="curl")
+    made = sc.OpenAICompatible(
+        model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(lambda r: None)
+    )
+    assert isinstance(made.transport, httpx.MockTransport)
+
+
+def test_the_former_direct_transport_is_read_as_aiohttp_with_a_warning():
+    with pytest.warns(
+        FutureWarning, match=r"transport='direct'\) is now transport='aiohttp'"
+    ) as seen:
+        made = sc.OpenAICompatible(model="m", base_url="http://x.test/v1", transport="direct")
+    assert made.transport == "aiohttp"
+    assert seen[0].filename == __file__  # it points at the line that made the client

@@ -264,9 +264,8 @@ def test_table_renders_every_scenario_row(results):
 
 
 def test_a_connection_reset_is_not_reported_as_a_plain_timeout():
-    # The default (direct aiohttp) path sees the reset itself and says so; httpx-aiohttp
-    # (transport="aiohttp") maps it to a ConnectTimeout, and then the message says it cannot
-    # tell.
+    # The default (aiohttp) wire sees the reset itself and says so (httpx-aiohttp, the
+    # transport before it, mapped it to a ConnectTimeout and the message could not tell).
     import safecons as sc
     from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 

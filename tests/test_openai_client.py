@@ -294,7 +294,7 @@ import zlib  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from safecons.clients._openai import _Inflater  # noqa: E402
+from safecons.clients._wire import Inflater  # noqa: E402
 
 
 def _encode(data: bytes, how: str) -> tuple[str, bytes]:
@@ -313,23 +313,32 @@ def _encode(data: bytes, how: str) -> tuple[str, bytes]:
     data=st.one_of(st.binary(max_size=3000), st.text(max_size=3000).map(str.encode)),
     how=st.sampled_from(["gzip", "gzip-members", "zlib", "raw-deflate"]),
     cuts=st.lists(st.integers(min_value=1, max_value=600), min_size=1, max_size=40),
+    piece=st.integers(min_value=1, max_value=5000),
 )
-def test_bounded_inflation_equals_the_reference_for_any_chunking(data, how, cuts):
+def test_bounded_inflation_equals_the_reference_for_any_chunking(data, how, cuts, piece):
     encoding, body = _encode(data, how)
-    inflater, out, pos, i = _Inflater(encoding), bytearray(), 0, 0
+    inflater, out, pos, i = Inflater(encoding, piece=piece), [], 0, 0
     while pos < len(body):
         step = cuts[i % len(cuts)]
-        out += inflater.feed(body[pos : pos + step], 10**7 - len(out))
+        out += inflater.pieces(body[pos : pos + step])
         pos, i = pos + step, i + 1
-    out += inflater.finish(10**7 - len(out))
-    assert bytes(out) == data
+    out += inflater.finish()
+    assert b"".join(out) == data
+    assert all(0 < len(p) <= piece for p in out)
+
+
+def test_a_bomb_is_handed_on_in_bounded_pieces_never_inflated_whole():
+    bomb = gzip.compress(b"\0" * (64 * 2**20))  # 64 MiB of zeros in about 64 KiB
+    pieces = Inflater("gzip", piece=2**16).pieces(bomb)
+    first = next(pieces)
+    assert len(first) == 2**16  # one piece made, the rest not yet inflated
 
 
 def test_a_compressed_body_cut_short_is_an_error_not_a_shorter_answer():
-    inflater = _Inflater("gzip")
-    inflater.feed(gzip.compress(b"x" * 10_000)[:-20], 10**6)
+    inflater = Inflater("gzip")
+    list(inflater.pieces(gzip.compress(b"x" * 10_000)[:-20]))
     with pytest.raises(zlib.error, match="ends before its compressed stream"):
-        inflater.finish(10**6)
+        list(inflater.finish())
 
 
 def test_a_key_from_the_environment_never_travels_in_a_pickle(monkeypatch):
@@ -351,3 +360,27 @@ def test_a_key_from_the_environment_never_travels_in_a_pickle(monkeypatch):
         model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-given-12345678"
     )
     assert pickle.loads(pickle.dumps(given_key))._api_key == "sk-given-12345678"
+
+
+@pytest.mark.network
+def test_under_trio_a_client_goes_by_httpx_s_own_transport():
+    import anyio
+
+    from safecons.errors import ConfigError
+    from safecons.testing import ScriptedServer, reply
+
+    pytest.importorskip("trio")
+    hi = [{"role": "user", "content": "hi"}]
+
+    async def ask(client: OpenAICompatible) -> str:
+        async with client.session() as session:
+            return (await session.complete(hi, temperature=0.0)).text
+
+    with ScriptedServer(lambda seen: reply("I can't help.")) as server:
+        auto = OpenAICompatible(model="m", base_url=server.base_url, api_key="")
+        assert anyio.run(ask, auto, backend="trio") == "I can't help."
+        wanted = OpenAICompatible(
+            model="m", base_url=server.base_url, api_key="", transport="aiohttp"
+        )
+        with pytest.raises(ConfigError, match="transport='aiohttp' runs on asyncio only"):
+            anyio.run(ask, wanted, backend="trio")

@@ -11,7 +11,7 @@ from safecons.testing import ScriptedServer, StandInJudge, reply
 
 pytestmark = pytest.mark.network
 
-TRANSPORTS = ["auto", "direct", "aiohttp", "httpx"]
+TRANSPORTS = ["auto", "aiohttp", "httpx"]
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 
 
@@ -75,3 +75,33 @@ def test_a_socks_proxy_the_aiohttp_paths_cannot_use_is_warned_and_skipped(clean_
     clean_env.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
     with pytest.warns(RuntimeWarning, match="socks5 proxy"):
         assert environment_proxy("http://example.test/v1") is None
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_batches_go_through_the_proxy_too(clean_env, transport, tmp_path):
+    """The Batch API's requests (upload, create, poll, read) take the client's own wire:
+    its proxy, its transport."""
+    from safecons.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(responder=lambda body: "I can't help with that.") as proxy:
+        clean_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        sut = sc.OpenAICompatible(
+            model="m",
+            base_url="http://model.invalid:9/v1",  # only the proxy can reach it
+            api_key="",
+            transport=transport,
+            batch=True,
+            batch_poll_seconds=0.05,
+        )
+        df = pl.DataFrame({"input_id": [1], "prompt": ["q"], "sut_response": ["I can't."]})
+        out = df.pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=StandInJudge(),
+            responses_per_query=2,
+            cache=tmp_path / "calls.sqlite",
+            progress=False,
+        )
+        batches = proxy.batches()
+    assert out["sc_error"].to_list() == [None]
+    assert len(batches) == 1

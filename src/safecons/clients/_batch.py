@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 import httpx
@@ -26,9 +26,8 @@ import httpx
 from .._text import valid_unicode
 from ..errors import AuthenticationError, ConfigError
 from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
-
-if TYPE_CHECKING:
-    from ._openai import OpenAICompatible
+from ._openai import OpenAICompatible, error_text, parse_retry_after
+from ._wire import Body, Upload, Wire, WireError, read_all, send
 
 __all__ = (
     "MAX_BATCH_BYTES",
@@ -79,6 +78,8 @@ _LATEST_EPOCH: Final = 1e11
 UNREAD: Final = "batch_unreadable"
 #: Validation errors of a failed batch quoted in its lines' errors.
 _SHOWN_ERRORS: Final = 3
+#: The most of a failed download's error body read (its message is all that is wanted).
+ERROR_BODY_BYTES: Final = 2**20
 _RETRYABLE: Final = frozenset(
     {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.CONFLICT, HTTPStatus.TOO_MANY_REQUESTS}
 )
@@ -90,8 +91,6 @@ Lines = Callable[[str, bytes], Awaitable[tuple[Mapping[str, Any], str]]]
 
 def batch_api(client: object) -> BatchAPI | None:
     """The Batch API of ``client`` when it was made with ``batch=True``, else None."""
-    from ._openai import OpenAICompatible
-
     if isinstance(client, OpenAICompatible) and client.batch:
         return BatchAPI(client)
     return None
@@ -277,7 +276,7 @@ class BatchAPI:
             self._model = client.model or deployment
         self._files = f"{root}/files"
         self._batches = f"{root}/batches"
-        self._http: httpx.AsyncClient | None = None
+        self._wire: Wire | None = None
         headers = sorted(client._request_headers().items())
         #: Which of a run's batches this client's calls may share: the same endpoint *and*
         #: the same credentials and headers (a judge's lines never go out under the SUT's
@@ -301,21 +300,14 @@ class BatchAPI:
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[BatchAPI]:
-        """Ready to talk to the provider for the length of the block."""
-        c = self.client
-        headers = {k: v for k, v in c._request_headers().items() if k != "content-type"}
-        transport = c.transport if isinstance(c.transport, httpx.AsyncBaseTransport) else None
-        async with httpx.AsyncClient(
-            transport=transport,
-            headers=headers,
-            timeout=httpx.Timeout(c.http_timeout),
-            follow_redirects=False,
-        ) as http:
-            self._http = http
+        """Ready to talk to the provider for the length of the block (over the client's own
+        wire: its transport, proxies, headers and bounds)."""
+        async with self.client.wire() as wire:
+            self._wire = wire
             try:
                 yield self
             finally:
-                self._http = None
+                self._wire = None
 
     async def submit(self, data: bytes, *, name: str, tag: str | None = None) -> str:
         """Upload ``data`` (a JSONL file of lines) and create a batch over it; its id.
@@ -325,8 +317,7 @@ class BatchAPI:
             "POST",
             self._files,
             what="upload the batch file",
-            data={"purpose": "batch"},
-            files={"file": (name, data, "application/jsonl")},
+            body=Upload({"purpose": "batch"}, "file", name, data, "application/jsonl"),
         )
         file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
         if file_id is None:
@@ -349,7 +340,11 @@ class BatchAPI:
         for attempt in range(API_ATTEMPTS):
             try:
                 answer = await self._request(
-                    "POST", self._batches, what="create the batch", json=body, tries=1
+                    "POST",
+                    self._batches,
+                    what="create the batch",
+                    body=json.dumps(body).encode(),
+                    tries=1,
                 )
             except _Refused:
                 raise  # refused (a 4xx): nothing was made, and asking again would not mend it
@@ -433,8 +428,8 @@ class BatchAPI:
         """
         file_id = checked_id(file_id, f"{self.identity}: a batch's file", self._scrub)
         what = f"read file {file_id}"
-        http = self._http
-        assert http is not None, "BatchAPI.open() first"
+        wire = self._wire
+        assert wire is not None, "BatchAPI.open() first"
         url = f"{self._files}/{file_id}/content"
         found: dict[str, Mapping[str, Any]] = {}
         with anyio.move_on_after(self.file_seconds) as deadline:
@@ -442,16 +437,14 @@ class BatchAPI:
             for attempt in range(API_ATTEMPTS):
                 wait: float | None = None
                 try:
-                    async with http.stream("GET", url, params=self._query) as response:
-                        if response.status_code == HTTPStatus.OK:
-                            await self._read_lines(response, wanted, found)
+                    async with wire.stream("GET", url, params=self._query) as answer:
+                        if answer.status == HTTPStatus.OK:
+                            await self._read_lines(answer.chunks, wanted, found)
                             return found
-                        body = await _bounded_body(response)
-                        problem = self._problem(response.status_code, body, what)
-                        wait = _retry_after(response.headers)
-                except httpx.HTTPError as exc:
-                    problem = f"connection error ({type(exc).__name__})"
-                except _TooLarge as exc:
+                        body = await read_all(answer.chunks, ERROR_BODY_BYTES)
+                        problem = self._problem(answer.status, body, what)
+                        wait = parse_retry_after(answer.headers)
+                except WireError as exc:
                     problem = str(exc)
                 if attempt + 1 < API_ATTEMPTS:
                     delay = await _pause(delay, wait)
@@ -460,12 +453,15 @@ class BatchAPI:
         raise BatchError(f"{self.identity}: could not {what}: {problem}")
 
     async def _read_lines(
-        self, response: httpx.Response, wanted: set[str], found: dict[str, Mapping[str, Any]]
+        self,
+        chunks: AsyncIterator[bytes],
+        wanted: set[str],
+        found: dict[str, Mapping[str, Any]],
     ) -> None:
         limit = self.max_line_bytes
         pending = bytearray()
         skipping = False
-        async for chunk in response.aiter_bytes():
+        async for chunk in chunks:
             start = 0
             while (end := chunk.find(b"\n", start)) >= 0:
                 if not skipping and len(pending) + end - start <= limit:
@@ -497,39 +493,53 @@ class BatchAPI:
         """Ask the provider to cancel ``batch`` (lines it answered stay in its output)."""
         await self._json("POST", f"{self._batches}/{batch}/cancel", what=f"cancel batch {batch}")
 
-    async def _json(self, method: str, url: str, *, what: str, **kwargs: Any) -> Any:
-        body = await self._request(method, url, what=what, **kwargs)
-        return parse_json(body, f"{self.identity}: {what}")
+    async def _json(
+        self,
+        method: str,
+        url: str,
+        *,
+        what: str,
+        params: Mapping[str, Any] | None = None,
+        body: Body = None,
+    ) -> Any:
+        data = await self._request(method, url, what=what, params=params, body=body)
+        return parse_json(data, f"{self.identity}: {what}")
 
     async def _request(
-        self, method: str, url: str, *, what: str, tries: int = API_ATTEMPTS, **kwargs: Any
+        self,
+        method: str,
+        url: str,
+        *,
+        what: str,
+        tries: int = API_ATTEMPTS,
+        params: Mapping[str, Any] | None = None,
+        body: Body = None,
     ) -> bytes:
         """The body of one request to the Batch API, tried again (up to ``tries`` in all) on a
         transient failure (connection, 429, 5xx) with backoff honouring ``Retry-After``. The
         body is read up to the client's ``max_response_bytes`` (a larger one is a failed try)."""
-        http = self._http
-        assert http is not None, "BatchAPI.open() first"
+        wire = self._wire
+        assert wire is not None, "BatchAPI.open() first"
         delay, problem = API_FIRST_DELAY, "no try made"
-        params = {**self._query, **kwargs.pop("params", {})}
+        query = {k: str(v) for k, v in {**self._query, **(params or {})}.items()}
         for attempt in range(tries):
             wait: float | None = None
             try:
-                request = http.build_request(method, url, params=params, **kwargs)
-                response = await http.send(request, stream=True)
-                try:
-                    body = await _bounded_body(response, self.client.max_response_bytes)
-                finally:
-                    await response.aclose()
-            except httpx.HTTPError as exc:
-                problem = f"connection error ({type(exc).__name__})"
-            except _TooLarge as exc:
+                reply = await send(
+                    wire,
+                    method,
+                    url,
+                    limit=self.client.max_response_bytes,
+                    params=query,
+                    body=body,
+                )
+            except WireError as exc:
                 problem = str(exc)
             else:
-                status = response.status_code
-                if status == HTTPStatus.OK:
-                    return body  # decoded already (gzip, deflate, as the answer said)
-                problem = self._problem(status, body, what)
-                wait = _retry_after(response.headers)
+                if reply.status == HTTPStatus.OK:
+                    return reply.body  # inflated already (gzip, deflate, as the answer said)
+                problem = self._problem(reply.status, reply.body, what)
+                wait = parse_retry_after(reply.headers)
             if attempt + 1 < tries:
                 delay = await _pause(delay, wait)
         plural = "tries" if tries > 1 else "try"
@@ -537,8 +547,6 @@ class BatchAPI:
 
     def _problem(self, status: int, body: bytes, what: str) -> str:
         """What a failed answer said; raises for one another try cannot mend."""
-        from ._openai import error_text
-
         message, _, _ = error_text(body, self._scrub)
         problem = f"HTTP {status}: {message}"
         self._refuse(status, what, problem)
@@ -563,26 +571,6 @@ class BatchAPI:
         if status == HTTPStatus.NOT_FOUND:
             raise BatchGone(f"{self.identity}: could not {what}: {problem}")
         raise _Refused(f"{self.identity}: could not {what}: {problem}")
-
-
-class _TooLarge(BatchError):
-    """An answer larger than the client reads (``max_response_bytes``)."""
-
-
-async def _bounded_body(response: httpx.Response, limit: int = 2**20) -> bytes:
-    """A streamed answer's body, at most ``limit`` bytes after decompression."""
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            raise _TooLarge(f"the answer is larger than {limit:,} bytes (max_response_bytes)")
-    return bytes(body)
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    from ._openai import parse_retry_after
-
-    return parse_retry_after(headers)
 
 
 async def _pause(delay: float, wait: float | None = None) -> float:

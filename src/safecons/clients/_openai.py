@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import email.utils
-import errno
 import json
 import math
 import os
 import re
 import time
-import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+import warnings
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from http import HTTPStatus
 from typing import Any, Final, Literal
 
@@ -31,7 +29,6 @@ from ._base import (
     RetryableCallError,
 )
 from ._facts import ClientFacts
-from ._proxy import environment_proxy
 from ._secrets import (
     Secrets,
     check_base_url,
@@ -39,6 +36,8 @@ from ._secrets import (
     key_from_env,
     shown_env_name,
 )
+from ._wire import ACCEPT_ENCODING, TransportName, Wire, WireError, open_wire, send
+from ._wire import cut as _cut
 
 __all__ = (
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -52,12 +51,8 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_HOST = "api.openai.com"
 #: The variable an OpenAI key is read from by default, for OpenAI's host only.
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
-#: Connections one client keeps open: twice the most a run may have in flight (64), so a
-#: connection that is closing never makes an attempt wait for a socket.
-MAX_CONNECTIONS = 128
 #: The longest wait between two looks at a provider batch's progress (seconds).
 DEFAULT_BATCH_POLL_SECONDS: Final = 30.0
-TransportName = Literal["auto", "direct", "httpx", "aiohttp"]
 _MAX_ERROR_TEXT = 300
 _RETRYABLE_STATUS = frozenset(
     {
@@ -77,9 +72,6 @@ _FORMAT_REJECTED = re.compile(r"response_format|json_schema|structured output|gu
 _MAX_UNCONFIRMED = 2
 #: The least max_response_bytes may be (1 KiB): room for a chat completion's JSON envelope.
 _MIN_RESPONSE_BYTES: Final = 1024
-#: A zlib stream's header (CMF and FLG, RFC 1950): the bytes that tell zlib-wrapped deflate
-#: from raw deflate.
-_ZLIB_HEADER: Final = 2
 #: Headers that carry a credential and nothing else: in a cache key by their name only.
 CREDENTIAL_HEADERS: Final = frozenset(
     {
@@ -263,13 +255,6 @@ def error_text(data: bytes, scrub: Callable[[str], str]) -> tuple[str, str | Non
     return _cut(scrub(_decode(data))), None, None
 
 
-def _cut(text: str, limit: int = _MAX_ERROR_TEXT) -> str:
-    # Every server text that reaches a message passes here: made valid Unicode too, so that an
-    # error raised out of a run (an AuthenticationError) can be printed or logged.
-    text = valid_unicode(text)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
 def _decode(data: bytes) -> str:
     return valid_unicode(data.decode("utf-8", "replace"))
 
@@ -284,134 +269,6 @@ def _json_or_none(data: bytes) -> Any:
 
 class ResponseTooLarge(NonRetryableCallError):
     """A response body (after decompression) is larger than ``max_response_bytes``."""
-
-
-class _Inflater:
-    """Bounded decompression of a gzip or deflate body.
-
-    ``zlib``'s ``max_length`` bounds each step's output, so a small body that inflates to
-    gigabytes (a "gzip bomb") costs at most the limit in memory, never the inflated size. A
-    gzip body of several members is read whole, as ``gzip.decompress`` reads it; a body that
-    ends before its compressed stream does is an error, not a shorter answer.
-    """
-
-    def __init__(self, encoding: str) -> None:
-        self._gzip = encoding in ("gzip", "x-gzip")
-        self._zlib = self._new()
-        # "deflate" is meant to be zlib-wrapped, but some servers send raw deflate; which one
-        # it is can be told from the first two bytes.
-        self._undecided = not self._gzip
-        self._head = b""
-
-    def _new(self, wbits: int | None = None) -> Any:
-        return zlib.decompressobj(
-            wbits if wbits is not None else zlib.MAX_WBITS | 16 if self._gzip else zlib.MAX_WBITS
-        )
-
-    def _decide(self, data: bytes) -> bytes:
-        self._head += data
-        if len(self._head) < _ZLIB_HEADER:
-            return b""
-        data, self._head, self._undecided = self._head, b"", False
-        try:
-            zlib.decompressobj().decompress(data[:_ZLIB_HEADER])
-        except zlib.error:
-            self._zlib = self._new(-zlib.MAX_WBITS)
-        return data
-
-    def feed(self, data: bytes, room: int) -> bytes:
-        """Inflate ``data``, producing at most ``room + 1`` bytes (one more means too large)."""
-        if self._undecided:
-            data = self._decide(data)
-            if self._undecided:
-                return b""
-        out = bytearray()
-        while len(out) <= room:
-            if self._zlib.eof:
-                rest = self._zlib.unused_data + data
-                if not (self._gzip and rest):
-                    break  # trailing bytes after a deflate stream are ignored, as httpx does
-                self._zlib, data = self._new(), rest  # the next gzip member
-            chunk = self._zlib.decompress(data, room + 1 - len(out))
-            out += chunk
-            before, data = data, self._zlib.unconsumed_tail
-            if not chunk and not self._zlib.eof and (not data or data == before):
-                break
-        return bytes(out)
-
-    def finish(self, room: int) -> bytes:
-        """Whatever the stream still holds at its end (bounded like :meth:`feed`)."""
-        if self._undecided and self._head:
-            self._undecided = False  # a one-byte body: let zlib say what it makes of it
-            data, self._head = self._head, b""
-            out = self.feed(data, room)
-        else:
-            out = self.feed(b"", room)
-        if not self._zlib.eof and len(out) <= room:
-            raise zlib.error("the body ends before its compressed stream does")
-        return out
-
-
-async def _read_bounded(
-    response: httpx.Response, limit: int, scrub: Callable[[str], str] = str
-) -> bytes:
-    """The decoded body of an httpx ``response``, refusing to hold more than ``limit`` bytes."""
-    if response.is_stream_consumed:
-        # A response built in memory (httpx.MockTransport in tests) was read on creation.
-        _check_encoding(response.headers.get("content-encoding", ""), scrub)
-        if len(response.content) > limit:
-            raise _too_large(limit)
-        return bytes(response.content)
-    return await _read_chunks(
-        response.headers.get("content-encoding", ""), response.aiter_raw(), limit, scrub
-    )
-
-
-def _check_encoding(header: str, scrub: Callable[[str], str]) -> list[str]:
-    header = scrub(header)
-    layers = [e.strip().lower() for e in header.split(",") if e.strip()]
-    layers = [e for e in layers if e != "identity"]
-    if len(layers) > 1 or any(e not in ("gzip", "x-gzip", "deflate") for e in layers):
-        raise RetryableCallError(
-            f"response has Content-Encoding {_cut(header, 60)!r}; safecons asks for and reads "
-            "one layer of gzip or deflate only"
-        )
-    return layers
-
-
-def _too_large(limit: int) -> ResponseTooLarge:
-    return ResponseTooLarge(
-        f"response body is larger than max_response_bytes={limit:,} bytes (after "
-        "decompression); raise it with OpenAICompatible(max_response_bytes=...) if "
-        "the endpoint really sends answers this long"
-    )
-
-
-async def _read_chunks(
-    encoding: str, chunks: AsyncIterator[bytes], limit: int, scrub: Callable[[str], str]
-) -> bytes:
-    """A body read from its raw (still encoded) chunks, inflated under ``limit`` bytes."""
-    layers = _check_encoding(encoding, scrub)
-    body = bytearray()
-
-    def add(data: bytes) -> None:
-        body.extend(data)
-        if len(body) > limit:
-            raise _too_large(limit)
-
-    inflater = _Inflater(layers[0]) if layers else None
-    received = False
-    try:
-        async for raw in chunks:
-            received = received or bool(raw)
-            add(raw if inflater is None else inflater.feed(raw, limit - len(body)))
-        if inflater is not None and received:  # an empty body is empty, whatever its header
-            add(inflater.finish(limit - len(body)))
-    except zlib.error as exc:
-        raise RetryableCallError(
-            f"response body is not valid {layers[0]} data (its Content-Encoding): {exc}"
-        ) from None
-    return bytes(body)
 
 
 def _check_key(key: str) -> str:
@@ -443,40 +300,6 @@ def _check_header(name: str, value: str) -> None:
             f"headers: the value of {name!r} holds whitespace at an end, control or non-ASCII "
             "characters (the value is not shown); strip it, or encode it as the server expects"
         )
-
-
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _make_transport(name: TransportName, url: str) -> httpx.AsyncBaseTransport | None:
-    if name == "httpx":
-        return None  # httpx's own transport: it reads the proxies from the environment
-    if name == "auto" and not _on_asyncio():
-        # aiohttp runs on asyncio only; under trio the default httpx transport still works.
-        return None
-    try:
-        from httpx_aiohttp import AiohttpTransport
-    except ImportError:
-        if name == "aiohttp":
-            raise ImportError(
-                "transport='aiohttp' needs the httpx-aiohttp package: pip install httpx-aiohttp"
-            ) from None
-        return None
-    # A transport given to httpx gets no proxy from the environment: it is given here.
-    proxy = environment_proxy(url)
-    transport: httpx.AsyncBaseTransport = AiohttpTransport(
-        limits=httpx.Limits(
-            max_connections=MAX_CONNECTIONS,
-            max_keepalive_connections=MAX_CONNECTIONS,
-        ),
-        proxy=None if proxy is None else httpx.Proxy(proxy),
-    )
-    return transport
 
 
 def _check_model(model: str | None, url: str | None) -> None:
@@ -581,6 +404,25 @@ def _check_batch(batch: object, cancel_on_interrupt: object) -> tuple[bool, bool
     return batch, cancel_on_interrupt
 
 
+def _check_transport(transport: object) -> TransportName | httpx.AsyncBaseTransport:
+    if isinstance(transport, httpx.AsyncBaseTransport):
+        return transport
+    if transport == "direct":
+        warnings.warn(
+            "OpenAICompatible(transport='direct') is now transport='aiohttp' (the same wire); "
+            "'direct' will stop being read in a future version",
+            FutureWarning,
+            stacklevel=3,  # the line that made the client
+        )
+        return "aiohttp"
+    if transport in ("auto", "aiohttp", "httpx"):
+        return transport
+    raise InputError(
+        "transport: expected 'auto', 'aiohttp', 'httpx' or an httpx.AsyncBaseTransport "
+        f"object, got {transport!r}"
+    )
+
+
 def _check_poll(seconds: object) -> float:
     if (
         isinstance(seconds, bool)
@@ -645,13 +487,16 @@ class OpenAICompatible:
         Extra HTTP headers. They are part of the response cache's key (a gateway may route by
         one); a credential header (``Authorization``, ``api-key``, ...) by its name only.
     transport
-        ``"auto"`` (default): ``"direct"`` on asyncio, ``"httpx"`` elsewhere (trio).
-        ``"direct"`` posts over one aiohttp session with no httpx models on the hot path (the
-        fastest, measured in ``docs/performance.md``); ``"aiohttp"`` is httpx with the
-        ``httpx-aiohttp`` transport; ``"httpx"`` is httpx's own transport. Every one of them
-        honours ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` as httpx
-        reads them. Or pass any ``httpx`` async transport object (e.g.
-        ``httpx.MockTransport`` in tests, a proxy transport): it is used as it is.
+        What carries the bytes; every request of the client (live and the Batch API's) goes
+        by the same wire, with the same bounds, proxies and errors. ``"auto"`` (default) is
+        ``"aiohttp"`` on asyncio and ``"httpx"`` elsewhere (trio). ``"aiohttp"`` sends over
+        one aiohttp session, without httpx's request and response models on the hot path
+        (the fastest, measured in ``docs/performance.md``); ``"httpx"`` over httpx's own
+        transport (SOCKS proxies with ``httpx[socks]``). Both honour ``HTTPS_PROXY``,
+        ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` as httpx reads them. Or pass any
+        ``httpx`` async transport object (``httpx.MockTransport`` in tests, a transport of
+        your own): it is used as it is. ``"direct"``, this parameter's former name for
+        ``"aiohttp"``, is still read as it, with a ``FutureWarning``.
     http_timeout
         Socket-level timeout in seconds. The per-call deadline of a run is the config's
         ``timeout_seconds``, enforced by the runner on top of this.
@@ -746,7 +591,7 @@ class OpenAICompatible:
         self.params = _check_params(params)
         self.send_temperature = send_temperature
         self.send_seed = send_seed
-        self.transport = transport
+        self.transport = _check_transport(transport)
         self.http_timeout = http_timeout
         self.max_response_bytes = _check_max_response_bytes(max_response_bytes)
         self.batch, self.cancel_on_interrupt = _check_batch(batch, cancel_on_interrupt)
@@ -900,10 +745,9 @@ class OpenAICompatible:
         )
 
     def _request_headers(self) -> dict[str, str]:
-        # Only encodings that _read_bounded can inflate with a bound.
+        # Only encodings the wire can inflate with a bound.
         headers = {
-            "content-type": "application/json",
-            "accept-encoding": "gzip, deflate",
+            "accept-encoding": ACCEPT_ENCODING,
             **self.headers,
         }
         if self._api_key:
@@ -917,36 +761,28 @@ class OpenAICompatible:
     async def session(self) -> AsyncIterator[_OpenAISession]:
         if self._key_problem is not None:
             raise ConfigError(self._key_problem)
-        if self.transport == "direct" or (self.transport == "auto" and _direct_available()):
-            async with _direct_post(self) as post:
-                yield _OpenAISession(self, post)
-            return
-        transport = (
-            self.transport
-            if isinstance(self.transport, httpx.AsyncBaseTransport)
-            else _make_transport(self.transport, self._url)
-        )
-        limits = httpx.Limits(
-            max_connections=MAX_CONNECTIONS,
-            max_keepalive_connections=MAX_CONNECTIONS,
-        )
-        async with httpx.AsyncClient(
-            transport=transport,
-            timeout=httpx.Timeout(self.http_timeout),
+        async with self.wire() as wire:
+            yield _OpenAISession(self, wire)
+
+    def wire(self) -> AbstractAsyncContextManager[Wire]:
+        """The wire this client's requests go by (a session's, a Batch API's), for as long
+        as the block lasts: one HTTP stack for every request, with this client's headers,
+        ``http_timeout``, proxies and ``transport``."""
+        return open_wire(
+            self.transport,
             headers=self._request_headers(),
-            limits=limits,
-            follow_redirects=False,
-        ) as http:
-            yield _OpenAISession(self, _httpx_post(self, http))
+            timeout=self.http_timeout,
+            scrub=self.secrets.scrub,
+        )
 
 
 class _OpenAISession:
     #: The judge may ask this session for structured output (``response_format``).
     structured_output = True
 
-    def __init__(self, client: OpenAICompatible, post: _Post) -> None:
+    def __init__(self, client: OpenAICompatible, wire: Wire) -> None:
         self._c = client
-        self._send = post
+        self._wire = wire
         self._scrub = client.secrets.scrub
         # How far down the ladder of structured-output forms (_format_ladder) this session's
         # server has been seen to need: it only ever goes down, and is learned once.
@@ -1054,39 +890,26 @@ class _OpenAISession:
     async def _post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         c = self._c
         try:
-            return await self._send(body)
-        except ResponseTooLarge as exc:
-            raise ResponseTooLarge(f"{c.identity}: {exc}") from None
-        except RetryableCallError as exc:
-            raise RetryableCallError(f"{c.identity}: {exc}") from None
-        except _Refused:
-            raise RetryableCallError(
-                f"{c.identity}: connection refused: nothing listens at "
-                f"{httpx.URL(c._url).netloc.decode()} (is the server running?)"
-            ) from None
-        except (httpx.ConnectTimeout, httpx.ConnectError) as exc:
-            if _refused(exc):
+            reply = await send(
+                self._wire,
+                "POST",
+                c._url,
+                limit=c.max_response_bytes,
+                params=c._query,
+                body=json.dumps(body).encode(),
+            )
+        except WireError as exc:
+            if exc.kind == "too large":
+                raise ResponseTooLarge(f"{c.identity}: {exc}") from None
+            if exc.kind == "refused":
                 raise RetryableCallError(
                     f"{c.identity}: connection refused: nothing listens at "
                     f"{httpx.URL(c._url).netloc.decode()} (is the server running?)"
                 ) from None
-            # httpx-aiohttp reports every aiohttp connection failure (resets included) as a
-            # ConnectTimeout, so the message must not claim a timeout it cannot know about.
-            what = "failed or timed out" if isinstance(exc, httpx.ConnectTimeout) else "error"
-            raise RetryableCallError(
-                f"{c.identity}: connection {what} ({type(exc).__name__}: {self._detail(exc)})"
-            ) from None
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            raise RetryableCallError(f"{c.identity}: timed out ({type(exc).__name__})") from None
-        except (httpx.HTTPError, OSError, ValueError, _AiohttpError) as exc:
-            # Transport-level failures (refused, reset, protocol errors) are transient by nature.
-            # Their text may quote request headers, so it is scrubbed like a body.
-            raise RetryableCallError(
-                f"{c.identity}: connection error ({type(exc).__name__}: {self._detail(exc)})"
-            ) from None
-
-    def _detail(self, exc: BaseException) -> str:
-        return _cut(self._scrub(str(exc))) or "no detail"
+            # Transport-level failures (resets, timeouts, protocol errors, a body that is not
+            # what it says) are transient by nature.
+            raise RetryableCallError(f"{c.identity}: {exc}") from None
+        return reply.status, reply.headers, reply.body
 
     def _read(self, status: int, headers: Mapping[str, str], data: bytes) -> Completion:
         c = self._c
@@ -1202,23 +1025,6 @@ def _usage(body: Any) -> tuple[int | None, int | None]:
     return count("prompt_tokens"), count("completion_tokens")
 
 
-def _refused(exc: BaseException) -> bool:
-    """Whether a connection failure was a plain refusal (no server at that port)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError) or (
-            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
-        ):
-            return True
-        os_error = getattr(current, "os_error", None)  # aiohttp's ClientConnectorError
-        if isinstance(os_error, ConnectionRefusedError):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
 def _rejects_format(status: int, data: bytes) -> str | None:
     """Whether an error says the server does not take the ``response_format`` it was sent.
 
@@ -1273,82 +1079,6 @@ def _with_format(body: dict[str, Any], form: Mapping[str, Any] | None) -> dict[s
     if form is None:
         return body
     return {**body, "response_format": dict(form)}
-
-
-#: One POST of a request body: status, headers and the bounded, inflated body.
-_Post = Callable[[dict[str, Any]], Awaitable[tuple[int, Mapping[str, str], bytes]]]
-
-
-class _Refused(Exception):
-    """The connection was refused: nothing listens at that address."""
-
-
-try:  # aiohttp comes with httpx-aiohttp, a core dependency; the direct path needs it
-    import aiohttp as _aiohttp
-
-    _AiohttpError: type[Exception] = _aiohttp.ClientError
-except ImportError:  # pragma: no cover - only without the core dependencies
-    _aiohttp = None  # type: ignore[assignment]
-    _AiohttpError = OSError
-
-
-def _direct_available() -> bool:
-    return _aiohttp is not None and _on_asyncio()
-
-
-def _httpx_post(client: OpenAICompatible, http: httpx.AsyncClient) -> _Post:
-    async def post(body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
-        async with http.stream(
-            "POST", client._url, json=body, params=client._query or None
-        ) as response:
-            data = await _read_bounded(response, client.max_response_bytes, client.secrets.scrub)
-            return response.status_code, response.headers, data
-
-    return post
-
-
-@asynccontextmanager
-async def _direct_post(client: OpenAICompatible) -> AsyncIterator[_Post]:
-    """POSTs over one aiohttp session, without httpx's request and response models: the
-    measured hot path (``docs/performance.md``). Bodies arrive still encoded
-    (``auto_decompress=False``) and are inflated by :class:`_Inflater` under the bound."""
-    if _aiohttp is None:  # pragma: no cover
-        raise ImportError("transport='direct' needs aiohttp: pip install aiohttp")
-    if not _on_asyncio():
-        raise RuntimeError("transport='direct' runs on asyncio; use transport='httpx' elsewhere")
-    connector = _aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0)
-    timeout = _aiohttp.ClientTimeout(total=client.http_timeout)
-    url, query = client._url, client._query or None
-    limit, scrub = client.max_response_bytes, client.secrets.scrub
-    # HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY, read as httpx reads them.
-    proxy = environment_proxy(url)
-    async with _aiohttp.ClientSession(
-        connector=connector,
-        timeout=timeout,
-        headers=client._request_headers(),
-        auto_decompress=False,
-        skip_auto_headers=("Accept-Encoding",),
-    ) as session:
-
-        async def post(body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
-            data = json.dumps(body).encode()
-            try:
-                async with session.post(
-                    url, data=data, params=query, allow_redirects=False, proxy=proxy
-                ) as response:
-                    read = await _read_chunks(
-                        response.headers.get("content-encoding", ""),
-                        response.content.iter_any(),
-                        limit,
-                        scrub,
-                    )
-                    return response.status, response.headers, read
-            except _aiohttp.ClientConnectorError as exc:
-                if _refused(exc) or isinstance(exc.os_error, ConnectionRefusedError):
-                    raise _Refused from None
-                raise
-
-        yield post
 
 
 def _hosted_api(base_url: str) -> str | None:

@@ -1,9 +1,9 @@
 """Which proxy a request to a URL goes through, read from the environment as httpx reads it.
 
-Every path a client posts by (the default aiohttp path, httpx with the aiohttp transport,
-httpx's own, the Batch API's) must honour ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and
-``NO_PROXY`` alike: behind a company proxy a path that went direct would fail, or leak past
-the proxy. httpx applies them only when it makes its own transport, so the others ask here.
+Every request a client makes (over the aiohttp wire or httpx's own transport, live or the
+Batch API's) must honour ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY``
+alike: behind a company proxy a request that went direct would fail, or leak past the proxy.
+httpx applies them only when it makes its own transport, so the aiohttp wire asks here.
 """
 
 from __future__ import annotations
@@ -51,15 +51,15 @@ def environment_proxy(url: str) -> str | None:
 
 
 def _http_proxy(proxy: str | None) -> str | None:
-    """``proxy`` when the aiohttp paths can use it (``http://``, ``https://``); a SOCKS proxy
-    (``ALL_PROXY=socks5://...``) they cannot, and go direct, once warned."""
+    """``proxy`` when the aiohttp wire can use it (``http://``, ``https://``); a SOCKS proxy
+    (``ALL_PROXY=socks5://...``) it cannot, and goes direct, once warned."""
     if proxy is None or httpx.URL(proxy).scheme in ("http", "https"):
         return proxy
     if proxy not in _WARNED:
         _WARNED.add(proxy)
         warnings.warn(
             f"a {httpx.URL(proxy).scheme} proxy is set in the environment; safecons' aiohttp "
-            "paths cannot use it and go direct (transport='httpx' with httpx[socks] can)",
+            "wire cannot use it and goes direct (transport='httpx' with httpx[socks] can)",
             RuntimeWarning,
             stacklevel=3,
         )

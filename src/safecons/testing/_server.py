@@ -1,7 +1,7 @@
 """A loopback OpenAI-compatible chat-completions server with fault injection, for tests.
 
-:class:`FakeOpenAIServer` serves HTTP on ``127.0.0.1`` through ``aiohttp.web`` (already installed
-with the ``httpx-aiohttp`` transport, so it brings no new dependency) to stand in for OpenAI,
+:class:`FakeOpenAIServer` serves HTTP on ``127.0.0.1`` through ``aiohttp.web`` (aiohttp is a core
+dependency: the clients' wire, so it brings no new one) to stand in for OpenAI,
 Azure OpenAI, vLLM, Ollama or a llama.cpp server, so that the whole client stack - sockets,
 connection pools, timeouts, retries - is exercised for real, offline. This module holds what is
 ours: faults, responders, statistics; aiohttp parses HTTP. The server runs its own event loop in
