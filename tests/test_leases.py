@@ -14,7 +14,6 @@ import asyncio
 import math
 import os
 import random
-import selectors
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ import pytest
 from safecons.clients import RateLimits
 from safecons.ray._leases import LeaseTable, RemotePermits
 from safecons.run._house import MAX_PACED_WAIT_SECONDS, Slot
+from virtual_time import VIRTUAL_TIME
 
 pytestmark = pytest.mark.anyio
 
@@ -36,39 +36,9 @@ TTL = 30.0
 MARGIN = 1e-3
 
 
-class _JumpingSelector(selectors.DefaultSelector):
-    """A selector that, instead of blocking until a timer is due, moves the clock to it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.now = 0.0
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        ready = super().select(0)
-        if ready or timeout == 0:
-            return ready
-        if timeout is None:  # no timer at all: only I/O (another thread) can wake the loop
-            return super().select(None)
-        self.now += timeout  # every task waits and nothing is ready: jump to the next timer
-        return []
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    """An asyncio loop on a virtual clock that jumps to the next timer whenever every task
-    waits, as Trio's ``MockClock(autojump_threshold=0)``: ``anyio.sleep``, ``fail_after`` and
-    ``anyio.current_time`` all read it."""
-
-    def __init__(self) -> None:
-        self._selector_clock = _JumpingSelector()
-        super().__init__(self._selector_clock)
-
-    def time(self) -> float:
-        return self._selector_clock.now
-
-
 @pytest.fixture
 def anyio_backend():
-    return ("asyncio", {"loop_factory": VirtualTimeLoop})
+    return VIRTUAL_TIME
 
 
 def table_of(cap: int, **options: Any) -> LeaseTable:

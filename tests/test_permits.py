@@ -6,8 +6,15 @@ import anyio
 import pytest
 
 from safecons.run._house import LocalPermits, RetryPolicy, Runner
+from virtual_time import VIRTUAL_TIME
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    # Waits on a virtual clock: exact, and no real time.
+    return VIRTUAL_TIME
 
 
 async def test_a_runner_holds_exactly_one_permit_per_attempt_and_reports_429s():

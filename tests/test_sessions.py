@@ -91,11 +91,13 @@ def test_a_sync_callable_s_attempt_has_not_started_while_it_waits_for_a_thread()
             first, second = Attempt(), Attempt()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: session.attempt(first, hi, temperature=0.0))
-                await anyio.sleep(0.05)  # the first call now holds the only thread
+                with anyio.fail_after(10):
+                    while not first.started:  # the first call now holds the only thread
+                        await anyio.sleep(0.001)
                 tg.start_soon(lambda: session.attempt(second, hi, temperature=0.0))
-                with anyio.fail_after(5):
-                    while second.started:
-                        await anyio.sleep(0.01)
+                # A grace for the second to start if it wrongly could: a slow machine can
+                # only make this pass when it should not, never fail when it should pass.
+                await anyio.sleep(0.05)
                 waiting = second.started
                 gate.set()
             return first.started, waiting, second.started

@@ -14,7 +14,6 @@ attempt went; what a permit is depends on where the run runs:
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -588,7 +587,9 @@ class LocalPermits:
     An attempt waits for its endpoint's pace before it takes a place in the limiter, so an
     endpoint the provider holds leaves the places to the run's other endpoints. ``clock``
     dates each attempt's start, each 429 and each answer's word; ``sleep`` waits on the same
-    clock (both injectable for tests).
+    clock. By default both are the event loop's (``anyio.current_time``, ``anyio.sleep``),
+    the clock the runner's deadlines and backoffs run on too: on a loop whose clock is
+    virtual (the tests'), every wait of a run is on it.
     """
 
     def __init__(
@@ -596,7 +597,7 @@ class LocalPermits:
         concurrency_limit: int,
         *,
         adaptive: bool = True,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = anyio.current_time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         notices: PaceNotices | None = None,
     ) -> None:
