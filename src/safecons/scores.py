@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from ._bootstrap import check_ci, mean_interval
-from ._record import DEFAULT_PREFIX, column_names
+from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
 from .errors import InputError
 from .summary import conform
 from .templates import template_families
@@ -252,7 +252,7 @@ def score_table(
         pl.col(score).is_null().sum().alias("errored"),
         pl.col(error)
         .cast(pl.String)
-        .str.starts_with("not finished")
+        .str.starts_with(NOT_FINISHED)
         .fill_null(False)
         .sum()
         .alias("not_finished"),

@@ -10,7 +10,7 @@ import polars as pl
 from polars.datatypes import DataTypeClass
 
 from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
-from ._record import DEFAULT_PREFIX, SPEND_FIELDS, column_names, output_schema
+from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
 from .judges import LABELS
@@ -542,7 +542,7 @@ def run_summary(
         n_rows=frame.height,
         n_scored=frame.height - score.null_count(),
         n_errored=score.null_count(),
-        n_not_finished=int(errors.str.starts_with("not finished").sum() or 0),
+        n_not_finished=int(errors.str.starts_with(NOT_FINISHED).sum() or 0),
         mean_score=float(mean) if isinstance(mean, int | float) else None,
         calls={
             "sut": int(responses.list.len().sum() or 0),
