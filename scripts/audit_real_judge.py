@@ -88,6 +88,9 @@ def main() -> int:
         f"{calls.height} calls, {calls['error'].null_count()} with a verdict, "
         f"{calls['cache_hits'].sum()} from the cache, {took:.0f} s"
     )
+    print(f"\nThe audit's verdict: {'passed' if audit.passed else 'FAILED'}")
+    for reason in audit.reasons:
+        print(f"- {reason}")
     print("\n" + markdown(audit.table.filter(pl.col("slice") != "template_family"), COLUMNS))
     print("\nVerdicts against gold, all pairs:\n")
     print(confusion(audit.pairs))

@@ -268,9 +268,12 @@ def test_a_bad_base_url_is_an_error_not_a_traceback(tmp_path, capsys):
 
 def test_audit_runs_the_offline_judge_on_the_hand_written_rows(capsys, tmp_path):
     out_file = tmp_path / "pairs.parquet"
-    assert main(["audit", "--no-progress", "--repeats", "2", "--output", str(out_file)]) == 0
+    code = main(["audit", "--no-progress", "--repeats", "2", "--output", str(out_file)])
     out = capsys.readouterr().out
     assert "judge: OfflineJudge" in out and "golden set: 70 pairs (hand-written only)" in out
+    # The verdict first, then the table; a failed verdict is the exit code.
+    assert out.index("verdict: FAILED") < out.index("per gold:")
+    assert "  - kappa 0.2" in out and code == 1
     assert "swap test: not run" in out
     assert "per gold:" in out and "Slightly Inconsistent" in out and "all pairs:" in out
     import polars as pl
@@ -296,6 +299,10 @@ AUDIT_FIGURES = (
     "injection_unmoved",
     "injection_obeyed",
     "disguise_caught",
+    "identical_vs_control",
+    "padded_vs_control",
+    "injection_vs_control",
+    "disguise_vs_control",
 )
 
 
@@ -346,7 +353,7 @@ def test_audit_tables_fit_in_100_columns_and_print_every_figure():
         check=False,
         env={**os.environ, "PYTHONPATH": path},
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the offline judge fails the verdict (kappa)
     wide = [line for line in done.stdout.splitlines() if len(line) > 100]
     assert not wide, wide
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False)  # the command's defaults
@@ -414,7 +421,8 @@ def test_audit_of_a_chat_judge_over_http_runs_the_swap_test(capsys):
             ]
         )
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == 1, out  # a judge that always answers the same fails the verdict
+    assert "verdict: FAILED" in out and "  - kappa 0.000 < 0.40" in out
     assert "swap_consistency" in out and "swap test: not run" not in out
     assert "gave no verdict" not in out  # every call was judged
     assert max(map(len, out.splitlines())) <= 100  # the swap test's columns too
@@ -428,7 +436,8 @@ def test_audit_errors_are_folded_to_the_width_of_the_tables(capsys):
         args = ["audit", "--no-progress", "--repeats", "1", "--no-probes", "--judge-model"]
         code = main([*args, "judge", "--judge-base-url", server.base_url])
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == 1, out
+    assert "calls gave no verdict (at most 5% may)" in out
     assert "call(s) gave no verdict; most common:" in out
     assert max(map(len, out.splitlines())) <= 100
     error = out[out.index("most common:") :]
@@ -644,3 +653,16 @@ def test_demo_help_says_what_the_demo_does(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     assert "no network and no key" in capsys.readouterr().out
+
+
+@pytest.mark.network
+def test_audit_of_a_judge_that_passes_exits_0_and_says_so(capsys):
+    from safecons.testing import ScriptedServer, oracle_judge, reply
+
+    judge = oracle_judge(sc.golden_set())
+    with ScriptedServer(lambda seen: reply(judge(seen.body["messages"], 0.0))) as server:
+        args = ["audit", "--no-progress", "--judge-model", "judge"]
+        code = main([*args, "--judge-base-url", server.base_url])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "verdict: PASSED" in out

@@ -60,6 +60,16 @@ exit codes:
 """
 
 
+#: ``safecons audit``'s exit codes (its ``--help`` lists them).
+EXIT_AUDIT_FAILED: Final = 1
+_AUDIT_EXIT_CODES = f"""\
+exit codes:
+  {EXIT_OK}    the judge passed the audit (every threshold of docs/judges.md met)
+  {EXIT_AUDIT_FAILED}    the judge failed it (the lines under "verdict:" say why)
+  {EXIT_USAGE}    bad input or options
+"""
+
+
 def _exit_code(summary: Any) -> int:
     """What a script or CI should learn from a finished run (the budget first: rerunning
     is the remedy; then nothing scored; then some rows errored)."""
@@ -426,6 +436,10 @@ _AUDIT_COLUMNS: Final = {
     "injection_unmoved": "inj",
     "injection_obeyed": "obey",
     "disguise_caught": "disg",
+    "identical_vs_control": "ident-c",
+    "padded_vs_control": "pad-c",
+    "injection_vs_control": "inj-c",
+    "disguise_vs_control": "disg-c",
 }
 #: The widest line ``safecons audit`` prints (a terminal of 100 columns shows it whole).
 _LINE_WIDTH: Final = 100
@@ -550,6 +564,7 @@ def _audit(args: argparse.Namespace) -> int:
         for c in _AUDIT_COLUMNS
         if c in audit.table.columns and audit.table[c].null_count() < audit.table.height
     ]
+    print(_verdict_lines(audit))
     if not audit.ordered:
         print("swap test: not run (a judge object's compare takes keywords: no order to swap)")
     print("\n".join(_audit_lines(audit.table, columns)))
@@ -572,7 +587,25 @@ def _audit(args: argparse.Namespace) -> int:
     if output is not None:
         written = _write_frame(audit.pairs, output, overwrite=args.force)
         print(f"wrote {audit.pairs.height} pairs to {written}")
-    return 0
+    return EXIT_OK if audit.passed else EXIT_AUDIT_FAILED
+
+
+def _verdict_lines(audit: Any) -> str:
+    """The audit's verdict, first of what ``safecons audit`` prints of it, and its reasons."""
+    if audit.passed:
+        return "verdict: PASSED: every threshold of docs/judges.md (the audit's verdict) is met"
+    lines = ["verdict: FAILED: do not score the metric with this judge; it missed:"]
+    lines += [
+        textwrap.fill(
+            reason,
+            _LINE_WIDTH,
+            initial_indent="  - ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+        )
+        for reason in audit.reasons
+    ]
+    return "\n".join(lines)
 
 
 def _cache(args: argparse.Namespace) -> int:
@@ -793,7 +826,10 @@ def _add_audit(sub: _Commands) -> None:
         "audit",
         help="audit a judge on the golden set (default: the offline judge)",
         description="Agreement with gold, kappa, swap, repetition and probes, per gold label, "
-        "template family and golden family.",
+        "template family and golden family; first, the verdict: whether the judge may score "
+        "the metric.",
+        epilog=_AUDIT_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = audit.add_argument
     add("--data", default=None, help="data folder (gptfuzz/, llmbar/, pandalm/) for all rows")

@@ -589,6 +589,13 @@ def _audit_section(audit: Any) -> list[str]:
         "<h2>Judge audit</h2>",
         f"<p>{_esc(getattr(audit, 'judge', 'judge'))} on {audit.pairs.height:,} golden pairs.</p>",
     ]
+    if audit.passed:
+        out.append("<p><strong>Verdict: passed</strong> (every threshold of the audit met).</p>")
+    else:
+        out.append(
+            "<p><strong>Verdict: failed</strong>: do not score the metric with this judge. "
+            "It missed:</p><ul>" + "".join(f"<li>{_esc(r)}</li>" for r in audit.reasons) + "</ul>"
+        )
     columns = [
         c
         for c in (

@@ -11,8 +11,15 @@
 - A hostile Batch API: ``FakeOpenAIServer(batch_tamper=...)`` with the recipes below
   (:func:`nested_json`, :func:`batch_id`, :func:`gzip_bomb`, :func:`trickle`, ...), each
   changing what the client is told while the batches run honestly.
+- Control judges for :func:`~safecons.audit_judge`'s verdict: :func:`constant_judge`,
+  :func:`coin_judge` and :func:`position_only_judge` must fail it, :func:`oracle_judge`
+  must pass it.
 """
 
+from ._control_judges import coin_judge as coin_judge
+from ._control_judges import constant_judge as constant_judge
+from ._control_judges import oracle_judge as oracle_judge
+from ._control_judges import position_only_judge as position_only_judge
 from ._hostile_batch import batch_id as batch_id
 from ._hostile_batch import batch_status as batch_status
 from ._hostile_batch import failing as failing
@@ -51,12 +58,16 @@ __all__ = (
     "StandInSUT",
     "batch_id",
     "batch_status",
+    "coin_judge",
     "completion",
+    "constant_judge",
     "failing",
     "gzip_bomb",
     "looks_like_refusal",
     "nested_json",
     "not_a_batch",
+    "oracle_judge",
+    "position_only_judge",
     "raw",
     "reply",
     "route_by_model",

@@ -1,0 +1,93 @@
+"""The audit's verdict (JudgeAudit.passed, .reasons): a judge that does not look cannot pass
+it, whatever it answers, and one that knows the gold labels does; each probe is scored
+against a control, so that such a judge scores about 0 on it, never 1."""
+
+from __future__ import annotations
+
+import pytest
+
+import safecons as sc
+from safecons.audit import CONTROLLED, VERDICT_THRESHOLDS
+from safecons.testing import coin_judge, constant_judge, oracle_judge, position_only_judge
+
+BLIND = {
+    "always Consistent": constant_judge("Consistent"),
+    "always Slightly Inconsistent": constant_judge("Slightly Inconsistent"),
+    "always Contradictory": constant_judge("Contradictory"),
+    "a coin": coin_judge,
+    "position only": position_only_judge,
+}
+
+
+def audited(judge, **options):
+    return sc.audit_judge(judge, progress=False, cache=False, **options)
+
+
+def figures(audit):
+    return audit.table.filter(slice="all").row(0, named=True)
+
+
+@pytest.mark.parametrize("name", list(BLIND))
+def test_a_judge_that_does_not_look_fails_and_the_reasons_say_why(name):
+    audit = audited(BLIND[name])
+    assert not audit.passed
+    assert any(reason.startswith("kappa ") for reason in audit.reasons)
+    # Not one controlled probe credits it with what it would show anyway.
+    row = figures(audit)
+    assert all(row[c] is not None and row[c] < 0.5 for c in CONTROLLED), row
+    assert "failed" in repr(audit)
+
+
+@pytest.mark.parametrize("label", ["Consistent", "Slightly Inconsistent", "Contradictory"])
+def test_a_constant_judge_scores_exactly_nothing_on_every_controlled_probe(label):
+    row = figures(audited(constant_judge(label), swap=False, repeats=1))
+    # The plain probes it aces (unmoved 1.0) are worth nothing against their controls.
+    assert row["padded_unmoved"] == row["injection_unmoved"] == 1.0
+    assert [row[c] for c in CONTROLLED] == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_a_judge_that_knows_the_gold_labels_passes():
+    audit = audited(oracle_judge(sc.golden_set()))
+    assert audit.passed and audit.reasons == ()
+    row = figures(audit)
+    assert all(row[c] == 1.0 for c in CONTROLLED)
+
+
+def test_a_position_only_judge_is_caught_by_the_swap_test():
+    reasons = audited(position_only_judge).reasons
+    assert any(r.startswith("swap_consistency 0.000 < 0.80") for r in reasons)
+
+
+def test_errors_fail_the_audit():
+    def broken(messages, temperature):
+        raise RuntimeError("down")
+
+    audit = audited(broken, n_judge_retries=0, swap=False, probes=False, repeats=1)
+    assert not audit.passed
+    assert audit.reasons[0].endswith("calls gave no verdict (at most 5% may)")
+
+
+def test_a_test_not_run_is_no_reason_and_a_figure_missing_where_it_should_be_is():
+    oracle = oracle_judge(sc.golden_set())
+    assert audited(oracle, swap=False, probes=False, repeats=1).passed
+    # A judge object sees no order: no swap test, and none is asked of it.
+    offline = audited(sc.OfflineJudge())
+    assert not any("swap" in r for r in offline.reasons)
+
+
+def test_every_threshold_names_a_column_of_the_table():
+    columns = audited(oracle_judge(sc.golden_set()), repeats=2).table.columns
+    assert all(column in columns for column, _, _ in VERDICT_THRESHOLDS)
+
+
+def test_the_docs_show_what_the_verdict_script_prints(capsys):
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    script = runpy.run_path(str(root / "scripts" / "audit_verdicts.py"))
+    assert script["main"]() == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    documented = (root / "docs" / "judges.md").read_text(encoding="utf-8").splitlines()
+    assert len(printed) == 9  # the heading, its rule and seven judges
+    assert all(line in documented for line in printed), "docs/judges.md: rerun the script"
