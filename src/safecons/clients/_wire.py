@@ -267,20 +267,16 @@ class AiohttpWire:
                 proxy=self._proxy(url),
             ) as response:
                 opened = True
-                raw = self._guarded(response.content.iter_any())
+                raw = _guarded(
+                    response.content.iter_any(),
+                    (aiohttp.ClientError, OSError, TimeoutError),
+                    self._error,
+                )
                 chunks = inflated(response.headers.get("content-encoding", ""), raw, self._scrub)
                 yield Streamed(response.status, response.headers, chunks)
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             if opened:
                 raise
-            raise self._error(exc) from None
-
-    async def _guarded(self, raw: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        # A failure while the body arrives is the wire's, said as one.
-        try:
-            async for chunk in raw:
-                yield chunk
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise self._error(exc) from None
 
     def _error(self, exc: BaseException) -> WireError:
@@ -352,19 +348,14 @@ class HttpxWire:
                     raw: AsyncIterator[bytes] = _once(response.content)
                     encoding = ""
                 else:
-                    raw = self._guarded(response.aiter_raw())
+                    raw = _guarded(
+                        response.aiter_raw(), (httpx.HTTPError, OSError, TimeoutError), self._error
+                    )
                 chunks = inflated(encoding, raw, self._scrub)
                 yield Streamed(response.status_code, response.headers, chunks)
         except (httpx.HTTPError, httpx.InvalidURL, OSError, TimeoutError, ValueError) as exc:
             if opened:
                 raise
-            raise self._error(exc) from None
-
-    async def _guarded(self, raw: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in raw:
-                yield chunk
-        except (httpx.HTTPError, OSError, TimeoutError) as exc:
             raise self._error(exc) from None
 
     def _error(self, exc: BaseException) -> WireError:
@@ -380,6 +371,20 @@ class HttpxWire:
         if isinstance(exc, httpx.TimeoutException | TimeoutError):
             return WireError(f"timed out ({type(exc).__name__})", "timeout")
         return WireError(f"connection error ({detail})", "connection")
+
+
+async def _guarded(
+    raw: AsyncIterator[bytes],
+    failures: tuple[type[BaseException], ...],
+    error: Callable[[BaseException], WireError],
+) -> AsyncIterator[bytes]:
+    """``raw``'s chunks; a failure of the carrier while the body arrives is the wire's, said
+    as one (what the block that reads them raises is its own, and passes untouched)."""
+    try:
+        async for chunk in raw:
+            yield chunk
+    except failures as exc:
+        raise error(exc) from None
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
