@@ -172,6 +172,25 @@ def test_a_gzip_bomb_output_file_is_read_bounded(tmp_path):
     assert recorded_batches(cache)  # the batch stays recorded for a rerun
 
 
+@pytest.mark.parametrize("tail", [b"\n", b"\0" * 16])
+def test_a_gzip_output_file_with_bytes_after_it_is_read_whole(tmp_path, tail):
+    """A newline or padding after the file's gzip stream: every answer is read, as httpx
+    read them (the wire first read the bytes as another member and lost the whole batch)."""
+    import gzip
+
+    from aiohttp import web
+
+    def padded(exchange):
+        if exchange.kind != "content":
+            return None
+        body = gzip.compress(exchange.body) + tail
+        return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+
+    with server(padded) as srv:
+        out = run(srv, tmp_path / "c.sqlite")
+    assert scored(out) == 2, out["sc_error"].to_list()
+
+
 def test_a_trickled_output_file_ends_at_the_clients_http_timeout(tmp_path):
     cache = tmp_path / "c.sqlite"
     with server(trickle(bytes_per_second=50)) as srv:

@@ -314,9 +314,12 @@ def _encode(data: bytes, how: str) -> tuple[str, bytes]:
     how=st.sampled_from(["gzip", "gzip-members", "zlib", "raw-deflate"]),
     cuts=st.lists(st.integers(min_value=1, max_value=600), min_size=1, max_size=40),
     piece=st.integers(min_value=1, max_value=5000),
+    # What some servers put after the last stream: nothing, a newline, padding, a stray byte.
+    tail=st.sampled_from([b"", b"\n", b"\0" * 16, b"\x1f", b"trailing"]),
 )
-def test_bounded_inflation_equals_the_reference_for_any_chunking(data, how, cuts, piece):
+def test_bounded_inflation_equals_the_reference_for_any_chunking(data, how, cuts, piece, tail):
     encoding, body = _encode(data, how)
+    body += tail
     inflater, out, pos, i = Inflater(encoding, piece=piece), [], 0, 0
     while pos < len(body):
         step = cuts[i % len(cuts)]
@@ -384,3 +387,61 @@ def test_under_trio_a_client_goes_by_httpx_s_own_transport():
         )
         with pytest.raises(ConfigError, match="transport='aiohttp' runs on asyncio only"):
             anyio.run(ask, wanted, backend="trio")
+
+
+def test_http_timeout_bounds_a_trickled_answer_whole_under_httpx_too():
+    """httpx's own timeout bounds each read, so an answer trickled a little faster than it
+    never ended there; the wire bounds the whole answer, as aiohttp's total timeout does."""
+    import anyio
+
+    body = json.dumps(
+        {"choices": [{"message": {"content": "I can't help."}, "finish_reason": "stop"}]}
+    ).encode()
+
+    class Trickle(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for i in range(0, len(body), 8):
+                await anyio.sleep(0.05)  # each read well within the timeout
+                yield body[i : i + 8]
+
+    client = OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        http_timeout=0.2,
+        transport=httpx.MockTransport(lambda request: httpx.Response(200, stream=Trickle())),
+    )
+
+    async def ask() -> None:
+        async with client.session() as session:
+            await session.complete([{"role": "user", "content": "hi"}], temperature=0.0)
+
+    with pytest.raises(RetryableCallError, match=r"timed out \(the answer took more than 0.2 s"):
+        anyio.run(ask)
+
+
+def test_a_header_given_in_another_case_is_sent_once():
+    seen: list[list[tuple[str, str]]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append([(k.decode().lower(), v.decode()) for k, v in request.headers.raw])
+        return httpx.Response(
+            200, json={"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+        )
+
+    import anyio
+
+    client = OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        headers={"Accept-Encoding": "br", "X-Route": "a"},
+        transport=httpx.MockTransport(handler),
+    )
+
+    async def ask() -> None:
+        async with client.session() as session:
+            await session.complete([{"role": "user", "content": "hi"}], temperature=0.0)
+
+    anyio.run(ask)
+    names = [name for name, _ in seen[0]]
+    assert names.count("accept-encoding") == 1 and names.count("x-route") == 1
+    assert dict(seen[0])["accept-encoding"] == "gzip, deflate"  # what the wire can read

@@ -105,3 +105,47 @@ def test_batches_go_through_the_proxy_too(clean_env, transport, tmp_path):
         batches = proxy.batches()
     assert out["sc_error"].to_list() == [None]
     assert len(batches) == 1
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_socks_proxy_is_used_or_the_run_stops_never_gone_around(clean_env, transport):
+    """A SOCKS proxy the aiohttp wire cannot use: the default goes by httpx's own transport
+    (which can, with httpx[socks]); nothing goes direct, live or batch."""
+    import importlib.util
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    hits: list[int] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            hits.append(1)
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        with ScriptedServer(lambda seen: reply("I can't help.")) as server:
+            clean_env.setenv("ALL_PROXY", f"socks5://127.0.0.1:{listener.getsockname()[1]}")
+            sut = sc.OpenAICompatible(
+                model="m", base_url=server.base_url, api_key="", transport=transport
+            )
+            if transport == "aiohttp":
+                with pytest.raises(sc.ConfigError, match="transport='aiohttp' cannot use"):
+                    one_row(sut)
+            elif importlib.util.find_spec("socksio") is None:
+                with pytest.raises(sc.ConfigError, match=r"pip install 'httpx\[socks\]'"):
+                    one_row(sut)
+            else:
+                out = one_row(sut)
+                assert out["sc_error"][0] is not None and hits  # the proxy, not the server
+            direct = len(server.requests)
+    finally:
+        listener.close()
+    assert direct == 0  # never around the proxy

@@ -441,7 +441,7 @@ class BatchAPI:
                         if answer.status == HTTPStatus.OK:
                             await self._read_lines(answer.chunks, wanted, found)
                             return found
-                        body = await read_all(answer.chunks, ERROR_BODY_BYTES)
+                        body = await read_all(answer.chunks, ERROR_BODY_BYTES, _long_error)
                         problem = self._problem(answer.status, body, what)
                         wait = parse_retry_after(answer.headers)
                 except WireError as exc:
@@ -571,6 +571,12 @@ class BatchAPI:
         if status == HTTPStatus.NOT_FOUND:
             raise BatchGone(f"{self.identity}: could not {what}: {problem}")
         raise _Refused(f"{self.identity}: could not {what}: {problem}")
+
+
+def _long_error(limit: int) -> WireError:
+    return WireError(
+        f"the answer's error body is longer than the {limit:,} bytes read of one", "too large"
+    )
 
 
 async def _pause(delay: float, wait: float | None = None) -> float:

@@ -486,6 +486,9 @@ class OpenAICompatible:
     headers
         Extra HTTP headers. They are part of the response cache's key (a gateway may route by
         one); a credential header (``Authorization``, ``api-key``, ...) by its name only.
+        Names are case-insensitive, as in HTTP: one of each is sent. ``Accept-Encoding`` is
+        safecons' own (it reads gzip and deflate, bounded), and a key given as ``api_key``
+        is sent in its own header in place of one of the same name here.
     transport
         What carries the bytes; every request of the client (live and the Batch API's) goes
         by the same wire, with the same bounds, proxies and errors. ``"auto"`` (default) is
@@ -745,11 +748,10 @@ class OpenAICompatible:
         )
 
     def _request_headers(self) -> dict[str, str]:
-        # Only encodings the wire can inflate with a bound.
-        headers = {
-            "accept-encoding": ACCEPT_ENCODING,
-            **self.headers,
-        }
+        # Header names are case-insensitive: one of each is sent, never two spellings.
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        # Only encodings the wire can inflate with a bound, whatever the headers asked for.
+        headers["accept-encoding"] = ACCEPT_ENCODING
         if self._api_key:
             if self._auth_header == "api-key":
                 headers["api-key"] = self._api_key
@@ -770,6 +772,7 @@ class OpenAICompatible:
         ``http_timeout``, proxies and ``transport``."""
         return open_wire(
             self.transport,
+            url=self._url,
             headers=self._request_headers(),
             timeout=self.http_timeout,
             scrub=self.secrets.scrub,

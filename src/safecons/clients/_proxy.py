@@ -12,7 +12,7 @@ import warnings
 
 import httpx
 
-__all__ = ("environment_proxy",)
+__all__ = ("environment_proxy", "socks_proxy")
 
 
 def environment_proxy(url: str) -> str | None:
@@ -34,6 +34,30 @@ def environment_proxy(url: str) -> str | None:
     (None, None)
     >>> del os.environ["HTTPS_PROXY"], os.environ["NO_PROXY"]
     """
+    return _http_proxy(_named_proxy(url))
+
+
+def socks_proxy(url: str) -> str | None:
+    """The SOCKS proxy the environment names for requests to ``url`` (``ALL_PROXY=socks5://``
+    and the like), or None: a proxy only httpx's own transport can use (with
+    ``httpx[socks]``).
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["ALL_PROXY"] = "socks5://127.0.0.1:1080"
+    >>> socks_proxy("https://api.openai.com/v1")
+    'socks5://127.0.0.1:1080'
+    >>> del os.environ["ALL_PROXY"]
+    """
+    proxy = _named_proxy(url)
+    if proxy is None or not httpx.URL(proxy).scheme.startswith("socks"):
+        return None
+    return proxy
+
+
+def _named_proxy(url: str) -> str | None:
+    """The proxy URL the environment names for ``url``, whatever its scheme."""
     target = httpx.URL(url)
     try:
         # httpx's own reading of the environment, so that every path agrees with it.
@@ -46,7 +70,7 @@ def environment_proxy(url: str) -> str | None:
     )
     for pattern, proxy in mounts:
         if pattern.matches(target):
-            return _http_proxy(proxy)
+            return proxy
     return None
 
 
@@ -72,7 +96,7 @@ def _urllib_proxy(target: httpx.URL) -> str | None:
     proxies = urllib.request.getproxies_environment()
     if urllib.request.proxy_bypass_environment(target.host, proxies):  # type: ignore[attr-defined]
         return None
-    return _http_proxy(proxies.get(target.scheme) or proxies.get("all"))
+    return proxies.get(target.scheme) or proxies.get("all")
 
 
 _WARNED: set[str] = set()

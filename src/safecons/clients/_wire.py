@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import importlib.util
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+import anyio
 import httpx
 
 from .._text import valid_unicode
 from ..errors import ConfigError
-from ._proxy import environment_proxy
+from ._proxy import environment_proxy, socks_proxy
 
 try:  # a core dependency; an import that fails leaves the httpx wire, which needs none
     import aiohttp
@@ -66,6 +68,8 @@ PIECE_BYTES: Final = 256 * 2**10
 #: A zlib stream's header (CMF and FLG, RFC 1950): the bytes that tell zlib-wrapped deflate
 #: from raw deflate.
 _ZLIB_HEADER: Final = 2
+#: The first bytes of a gzip member (RFC 1952): what may follow one member.
+_GZIP_MAGIC: Final = b"\x1f\x8b"
 #: Encodings a request asks for: those :class:`Inflater` inflates under a bound.
 ACCEPT_ENCODING: Final = "gzip, deflate"
 _MAX_DETAIL: Final = 300
@@ -151,13 +155,18 @@ async def send(
     return Reply(answer.status, answer.headers, data)
 
 
-async def read_all(chunks: AsyncIterator[bytes], limit: int) -> bytes:
-    """Every chunk of a body, refusing to hold more than ``limit`` bytes."""
+async def read_all(
+    chunks: AsyncIterator[bytes],
+    limit: int,
+    refuse: Callable[[int], WireError] | None = None,
+) -> bytes:
+    """Every chunk of a body, refusing to hold more than ``limit`` bytes (``refuse`` says
+    so; by default as a client's ``max_response_bytes``)."""
     body = bytearray()
     async for piece in chunks:
         body += piece
         if len(body) > limit:
-            raise too_large(limit)
+            raise (refuse or too_large)(limit)
     return bytes(body)
 
 
@@ -174,6 +183,7 @@ def too_large(limit: int) -> WireError:
 async def open_wire(
     transport: TransportName | httpx.AsyncBaseTransport,
     *,
+    url: str,
     headers: Mapping[str, str],
     timeout: float,
     scrub: Callable[[str], str],
@@ -182,8 +192,11 @@ async def open_wire(
 
     ``"auto"`` is :class:`AiohttpWire` on asyncio and :class:`HttpxWire` over httpx's own
     transport elsewhere (trio); ``"aiohttp"`` and ``"httpx"`` ask for one; an httpx transport
-    object is used as it is, by :class:`HttpxWire`. A ``Content-Type`` in ``headers`` is
-    not sent: each request says its own body's.
+    object is used as it is, by :class:`HttpxWire`. Where the environment names a SOCKS
+    proxy for ``url`` (the client's base URL), ``"auto"`` is httpx's own transport, the one
+    that can use it (with ``httpx[socks]``; without it, a :class:`ConfigError` says so), and
+    ``"aiohttp"`` a :class:`ConfigError`: never around the proxy. A ``Content-Type`` in
+    ``headers`` is not sent: each request says its own body's.
     """
     headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     if transport == "aiohttp" and not _on_asyncio():
@@ -191,6 +204,23 @@ async def open_wire(
             "transport='aiohttp' runs on asyncio only; under another event loop (trio) use "
             "transport='auto' or 'httpx'"
         )
+    socks = None if isinstance(transport, httpx.AsyncBaseTransport) else socks_proxy(url)
+    if socks is not None:
+        # Only httpx's own transport speaks SOCKS: going around a proxy the environment
+        # names would leak what it is there to guard, prompts and keys included.
+        if transport == "aiohttp":
+            raise ConfigError(
+                f"the environment names a SOCKS proxy for {httpx.URL(url).host} "
+                f"({httpx.URL(socks).scheme}), which transport='aiohttp' cannot use: use "
+                "transport='auto' or 'httpx' (with pip install 'httpx[socks]')"
+            )
+        if importlib.util.find_spec("socksio") is None:
+            raise ConfigError(
+                f"the environment names a SOCKS proxy for {httpx.URL(url).host} "
+                f"({httpx.URL(socks).scheme}): safecons sends through it with httpx's SOCKS "
+                "support: pip install 'httpx[socks]'"
+            )
+        transport = "httpx"
     if transport == "aiohttp" or (transport == "auto" and _on_asyncio()):
         async with AiohttpWire.open(headers=headers, timeout=timeout, scrub=scrub) as wire:
             yield wire
@@ -299,9 +329,12 @@ class HttpxWire:
     from the environment itself), or the transport given. Bodies are read raw and inflated by
     :class:`Inflater`, as on :class:`AiohttpWire`."""
 
-    def __init__(self, http: httpx.AsyncClient, scrub: Callable[[str], str]) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, scrub: Callable[[str], str], timeout: float
+    ) -> None:
         self._http = http
         self._scrub = scrub
+        self._timeout = timeout
 
     @classmethod
     @asynccontextmanager
@@ -323,7 +356,7 @@ class HttpxWire:
             limits=limits,
             follow_redirects=False,
         ) as http:
-            yield cls(http, scrub)
+            yield cls(http, scrub, timeout)
 
     @asynccontextmanager
     async def stream(
@@ -348,8 +381,13 @@ class HttpxWire:
                     raw: AsyncIterator[bytes] = _once(response.content)
                     encoding = ""
                 else:
+                    # httpx's timeout bounds each read; the wire's bounds the whole answer,
+                    # as aiohttp's total timeout does.
                     raw = _guarded(
-                        response.aiter_raw(), (httpx.HTTPError, OSError, TimeoutError), self._error
+                        response.aiter_raw(),
+                        (httpx.HTTPError, OSError, TimeoutError),
+                        self._error,
+                        within=self._timeout,
                     )
                 chunks = inflated(encoding, raw, self._scrub)
                 yield Streamed(response.status_code, response.headers, chunks)
@@ -377,11 +415,21 @@ async def _guarded(
     raw: AsyncIterator[bytes],
     failures: tuple[type[BaseException], ...],
     error: Callable[[BaseException], WireError],
+    *,
+    within: float | None = None,
 ) -> AsyncIterator[bytes]:
     """``raw``'s chunks; a failure of the carrier while the body arrives is the wire's, said
-    as one (what the block that reads them raises is its own, and passes untouched)."""
+    as one (what the block that reads them raises is its own, and passes untouched). With
+    ``within``, a body still arriving that many seconds after the request began is cut off
+    (a carrier whose own timeout bounds each read only: a trickle would never end)."""
+    deadline = None if within is None else anyio.current_time() + within
     try:
         async for chunk in raw:
+            if deadline is not None and anyio.current_time() > deadline:
+                raise WireError(
+                    f"timed out (the answer took more than {within:g} s: http_timeout)",
+                    "timeout",
+                )
             yield chunk
     except failures as exc:
         raise error(exc) from None
@@ -456,8 +504,9 @@ class Inflater:
     ``zlib``'s ``max_length`` bounds each step's output, so a small body that inflates to
     gigabytes (a "gzip bomb") is handed on in pieces of at most ``piece`` bytes, never
     inflated whole. A gzip body of several members is read whole, as ``gzip.decompress``
-    reads it; a body that ends before its compressed stream does is an error, not a shorter
-    answer.
+    reads it; bytes after the last member that begin no other (padding, a newline) are
+    ignored, as httpx ignores them; a body that ends before its compressed stream does is an
+    error, not a shorter answer.
 
     Examples
     --------
@@ -477,6 +526,8 @@ class Inflater:
         # it is can be told from the first two bytes.
         self._undecided = not self._gzip
         self._head = b""
+        self._rest = b""  # what followed the last member's end, not yet read
+        self._trailing = False  # past the last stream: the rest is ignored
 
     def _new(self, wbits: int | None = None) -> Any:
         return zlib.decompressobj(
@@ -496,20 +547,35 @@ class Inflater:
 
     def pieces(self, data: bytes) -> Iterator[bytes]:
         """``data`` inflated, in pieces of at most ``piece`` bytes."""
+        if self._trailing:
+            return  # past the last stream: what follows is not read
         if self._undecided:
             data = self._decide(data)
             if self._undecided:
                 return
         while True:
             if self._zlib.eof:
-                rest = self._zlib.unused_data + data
-                if not (self._gzip and rest):
-                    return  # trailing bytes after a deflate stream are ignored, as httpx does
+                rest, self._rest = self._rest + data, b""
+                if not self._gzip:
+                    self._trailing = True  # bytes after a deflate stream, ignored as httpx does
+                    return
+                if len(rest) < len(_GZIP_MAGIC) and _GZIP_MAGIC.startswith(rest):
+                    self._rest = rest  # nothing yet, or what may begin the next member
+                    return
+                if not rest.startswith(_GZIP_MAGIC):
+                    # Padding or a stray newline after the last member: ignored, as httpx
+                    # and gzip.decompress (zeros) do, not a reason to lose the answer.
+                    self._trailing = True
+                    return
                 self._zlib, data = self._new(), rest  # the next gzip member
             chunk = self._zlib.decompress(data, self._piece)
             # At a stream's end zlib keeps what follows it as unused_data *and* as
-            # unconsumed_tail: taken from the first alone, or a next member is read twice.
-            before, data = data, b"" if self._zlib.eof else self._zlib.unconsumed_tail
+            # unconsumed_tail: it is taken from the first alone, once.
+            before = data
+            if self._zlib.eof:
+                data, self._rest = b"", self._zlib.unused_data
+            else:
+                data = self._zlib.unconsumed_tail
             if chunk:
                 yield chunk
             elif not self._zlib.eof and (not data or data == before):
