@@ -310,10 +310,8 @@ class AiohttpWire:
             raise self._error(exc) from None
 
     def _error(self, exc: BaseException) -> WireError:
-        if isinstance(exc, WireError):
-            return exc
-        if refused(exc):
-            return WireError("connection refused", "refused")
+        if (known := _known(exc)) is not None:
+            return known
         if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
             return WireError(f"timed out ({type(exc).__name__})", "timeout")
         return WireError(
@@ -397,10 +395,8 @@ class HttpxWire:
             raise self._error(exc) from None
 
     def _error(self, exc: BaseException) -> WireError:
-        if isinstance(exc, WireError):
-            return exc
-        if refused(exc):
-            return WireError("connection refused", "refused")
+        if (known := _known(exc)) is not None:
+            return known
         detail = f"{type(exc).__name__}: {cut(self._scrub(str(exc))) or 'no detail'}"
         if isinstance(exc, httpx.ConnectTimeout):
             return WireError(f"connection failed or timed out ({detail})", "connect")
@@ -409,6 +405,15 @@ class HttpxWire:
         if isinstance(exc, httpx.TimeoutException | TimeoutError):
             return WireError(f"timed out ({type(exc).__name__})", "timeout")
         return WireError(f"connection error ({detail})", "connection")
+
+
+def _known(exc: BaseException) -> WireError | None:
+    """What every carrier says alike of a failure: the wire's own, or a refused connection."""
+    if isinstance(exc, WireError):
+        return exc
+    if refused(exc):
+        return WireError("connection refused", "refused")
+    return None
 
 
 async def _guarded(
