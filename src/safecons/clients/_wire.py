@@ -106,8 +106,9 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Streamed:
-    """An answer whose body is still arriving: ``chunks`` are inflated, at most
-    :data:`PIECE_BYTES` each."""
+    """An answer whose body is still arriving: ``chunks`` as they come, inflated when the
+    body is compressed (then at most :data:`PIECE_BYTES` each, whatever a chunk inflates
+    to)."""
 
     status: int
     headers: Mapping[str, str]
