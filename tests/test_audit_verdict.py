@@ -91,3 +91,51 @@ def test_the_docs_show_what_the_verdict_script_prints(capsys):
     documented = (root / "docs" / "judges.md").read_text(encoding="utf-8").splitlines()
     assert len(printed) == 9  # the heading, its rule and seven judges
     assert all(line in documented for line in printed), "docs/judges.md: rerun the script"
+
+
+# --- the controls as statistics: properties over any verdicts ----------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LABELS = ["Consistent", "Slightly Inconsistent", "Contradictory"]
+maybe_label = st.one_of(st.none(), st.sampled_from(LABELS))
+
+
+def _frame(rows):
+    import polars as pl
+
+    names = ("gold", "label", "label_identical", "label_padded", "label_injected")
+    return pl.DataFrame(
+        [dict(zip((*names, "label_disguised"), row, strict=True)) for row in rows],
+        schema={n: pl.String for n in (*names, "label_disguised")},
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(LABELS), *[maybe_label] * 5),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_every_controlled_figure_is_a_difference_of_two_rates(rows):
+    from safecons.audit import _controlled
+
+    figures = _controlled(_frame(rows))
+    assert set(figures) == set(CONTROLLED)
+    assert all(v is None or -1.0 <= v <= 1.0 for v in figures.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    golds=st.lists(st.sampled_from(LABELS), min_size=1, max_size=40),
+    label=st.sampled_from(LABELS),
+)
+def test_a_constant_judge_shows_nothing_beyond_any_control(golds, label):
+    from safecons.audit import _controlled
+
+    figures = _controlled(_frame([(g, label, label, label, label, label) for g in golds]))
+    # Defined or not (a control with no pair to draw on), never above 0.
+    assert all(v is None or v == 0.0 for v in figures.values()), figures
