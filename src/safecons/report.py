@@ -31,6 +31,7 @@ from ._outputs import check_output, write_output
 from ._record import DEFAULT_PREFIX, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
 from ._version import __version__
+from .audit import JudgeAudit
 from .errors import InputError, SafeconsError
 from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
 from .summary import conform, run_summary
@@ -381,7 +382,7 @@ def report_html(
     title: str = "safecons: safety consistency report",
     by: str | Sequence[str] | None = None,
     worst: int = 10,
-    audit: Any = None,
+    audit: JudgeAudit | None = None,
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
 ) -> str:
@@ -581,13 +582,13 @@ def _value(value: object, depth: int) -> str:
     return _esc(value)
 
 
-def _audit_section(audit: Any) -> list[str]:
-    table = getattr(audit, "table", None)
-    if not isinstance(table, pl.DataFrame):
+def _audit_section(audit: object) -> list[str]:
+    if not isinstance(audit, JudgeAudit):
         raise InputError(f"report: audit= must be a JudgeAudit, got {type(audit).__name__}")
+    table = audit.table
     out = [
         "<h2>Judge audit</h2>",
-        f"<p>{_esc(getattr(audit, 'judge', 'judge'))} on {audit.pairs.height:,} golden pairs.</p>",
+        f"<p>{_esc(audit.judge)} on {audit.pairs.height:,} golden pairs.</p>",
     ]
     if audit.passed:
         out.append("<p><strong>Verdict: passed</strong> (every threshold of the audit met).</p>")
@@ -664,7 +665,7 @@ def report(
     title: str = "safecons: safety consistency report",
     by: str | Sequence[str] | None = None,
     worst: int = 10,
-    audit: Any = None,
+    audit: JudgeAudit | None = None,
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
     overwrite: bool = False,

@@ -53,14 +53,31 @@ def constant_judge(label: str) -> ChatJudge:
 
 def coin_judge(messages: Sequence[Mapping[str, str]], temperature: float) -> str:
     """A judge that draws one of the three labels from a hash of its prompt (the same prompt,
-    the same label: stable, and blind)."""
+    the same label: stable, and blind).
+
+    Examples
+    --------
+    >>> from safecons.testing import coin_judge
+    >>> hi = [{"role": "user", "content": "hi"}]
+    >>> coin_judge(hi, 0.0) == coin_judge(hi, 0.0)
+    True
+    """
     digest = hashlib.blake2b(_text(messages).encode(), digest_size=1).digest()
     return _verdict(list(_SCORES)[digest[0] % len(_SCORES)])
 
 
 def position_only_judge(messages: Sequence[Mapping[str, str]], temperature: float) -> str:
     """A judge that reads only the order of the answers: Contradictory when the base answer
-    is shown first, Consistent when the candidate is."""
+    is shown first, Consistent when the candidate is.
+
+    Examples
+    --------
+    >>> import json
+    >>> from safecons.testing import position_only_judge
+    >>> shown = "<<<BASE ANSWER t>>> no <<<CANDIDATE ANSWER t>>> yes"
+    >>> json.loads(position_only_judge([{"role": "user", "content": shown}], 0.0))["label"]
+    'Contradictory'
+    """
     text = _text(messages)
     first_is_base = text.find("<<<BASE ANSWER") < text.find("<<<CANDIDATE ANSWER")
     return _verdict("Contradictory" if first_is_base else "Consistent")
