@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ("background_tasks",)
+__all__ = ("background_tasks", "in_asyncio_loop")
+
+
+def in_asyncio_loop() -> bool:
+    """Whether this thread runs an asyncio event loop now: a Jupyter cell does, a plain
+    script does not, and neither does a trio program.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> async def main():
+    ...     return in_asyncio_loop()
+    >>> in_asyncio_loop(), asyncio.run(main())
+    (False, True)
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 @asynccontextmanager

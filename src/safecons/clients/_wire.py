@@ -18,7 +18,6 @@ and the same errors (:class:`WireError`):
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import importlib.util
 import zlib
@@ -30,6 +29,7 @@ from typing import Any, Final, Literal, Protocol
 import anyio
 import httpx
 
+from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
 from ..errors import ConfigError
 from ._proxy import environment_proxy, socks_proxy
@@ -200,7 +200,7 @@ async def open_wire(
     ``headers`` is not sent: each request says its own body's.
     """
     headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
-    if transport == "aiohttp" and not _on_asyncio():
+    if transport == "aiohttp" and not in_asyncio_loop():
         raise ConfigError(
             "transport='aiohttp' runs on asyncio only; under another event loop (trio) use "
             "transport='auto' or 'httpx'"
@@ -222,21 +222,13 @@ async def open_wire(
                 "support: pip install 'httpx[socks]'"
             )
         transport = "httpx"
-    if transport == "aiohttp" or (transport == "auto" and _on_asyncio()):
+    if transport == "aiohttp" or (transport == "auto" and in_asyncio_loop()):
         async with AiohttpWire.open(headers=headers, timeout=timeout, scrub=scrub) as wire:
             yield wire
         return
     given = transport if isinstance(transport, httpx.AsyncBaseTransport) else None
     async with HttpxWire.open(given, headers=headers, timeout=timeout, scrub=scrub) as wire:
         yield wire
-
-
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class AiohttpWire:

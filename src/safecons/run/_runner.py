@@ -9,7 +9,6 @@ off leaves its slot to others.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import functools
 import itertools
@@ -25,6 +24,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
 from ..clients import CallFailed, NonRetryableCallError, RetryableCallError
 from ..clients._house import Attempt, Secrets, secrets_of, warn_if_guessed
@@ -611,14 +611,6 @@ def progress_bar(total: int, enabled: bool, *, desc: str, unit: str = "call") ->
     return tqdm(total=total, desc=desc, unit=unit)
 
 
-def _in_running_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 def run_sync(
     fn: Callable[..., Awaitable[T]], /, *args: Any, keep: object = None, **kwargs: Any
 ) -> T:
@@ -632,7 +624,7 @@ def run_sync(
     """
     call = functools.partial(fn, *args, **kwargs)
     try:
-        if not _in_running_loop():
+        if not in_asyncio_loop():
             return anyio.run(call)
         with anyio.from_thread.start_blocking_portal() as portal:
             return portal_call(portal, call)
