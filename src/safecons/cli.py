@@ -13,13 +13,16 @@ import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TextIO, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeAlias
 
 import polars as pl
 
 from ._outputs import check_output, fresh_name, write_output
 from ._text import display_text, middle_cut
 from .errors import SafeconsError, UnscoredRowsWarning
+
+if TYPE_CHECKING:  # the command line imports what a command needs when it runs
+    from .audit import JudgeAudit
 
 __all__ = ("main",)
 
@@ -575,37 +578,28 @@ def _audit(args: argparse.Namespace) -> int:
             # Cut in the middle as a run's row errors are (what failed first, why at the
             # end), then folded to the width of the tables.
             shown = middle_cut(" ".join(str(text).split()), _ERROR_LINE)
-            print(
-                textwrap.fill(
-                    f"{count}x {shown}",
-                    _LINE_WIDTH,
-                    initial_indent="  ",
-                    subsequent_indent="    ",
-                    break_on_hyphens=False,
-                )
-            )
+            print(_folded(f"{count}x {shown}", "  "))
     if output is not None:
         written = _write_frame(audit.pairs, output, overwrite=args.force)
         print(f"wrote {audit.pairs.height} pairs to {written}")
     return EXIT_OK if audit.passed else EXIT_AUDIT_FAILED
 
 
-def _verdict_lines(audit: Any) -> str:
+def _verdict_lines(audit: JudgeAudit) -> str:
     """The audit's verdict, first of what ``safecons audit`` prints of it, and its reasons."""
     if audit.passed:
         return "verdict: PASSED: every threshold of docs/judges.md (the audit's verdict) is met"
     lines = ["verdict: FAILED: do not score the metric with this judge; it missed:"]
-    lines += [
-        textwrap.fill(
-            reason,
-            _LINE_WIDTH,
-            initial_indent="  - ",
-            subsequent_indent="    ",
-            break_on_hyphens=False,
-        )
-        for reason in audit.reasons
-    ]
+    lines += [_folded(reason, "  - ") for reason in audit.reasons]
     return "\n".join(lines)
+
+
+def _folded(text: str, first: str) -> str:
+    """``text`` folded to the width of the audit's tables, its first line led by ``first``
+    and the others indented under it."""
+    return textwrap.fill(
+        text, _LINE_WIDTH, initial_indent=first, subsequent_indent="    ", break_on_hyphens=False
+    )
 
 
 def _cache(args: argparse.Namespace) -> int:
