@@ -266,10 +266,11 @@ def _reasons(audit: JudgeAudit) -> tuple[str, ...]:
         reasons.append(
             f"{errors:,} of {calls:,} calls gave no verdict (at most {MAX_ERROR_SHARE:.0%} may)"
         )
+    conditions = frozenset(audit.calls["condition"].unique().to_list())
     for column, least, what in VERDICT_THRESHOLDS:
         value = row.get(column)
         if value is None:
-            if not _ran(audit, column):
+            if not _ran(audit, column, conditions):
                 continue  # asked not to (swap=False, probes=False, repeats=1), or no order
             reasons.append(f"{column} could not be computed ({what})")
         elif value < least:
@@ -277,9 +278,9 @@ def _reasons(audit: JudgeAudit) -> tuple[str, ...]:
     return tuple(reasons)
 
 
-def _ran(audit: JudgeAudit, column: str) -> bool:
-    """Whether the audit made the calls ``column`` is computed from."""
-    conditions = set(audit.calls["condition"].unique().to_list())
+def _ran(audit: JudgeAudit, column: str, conditions: frozenset[str]) -> bool:
+    """Whether the audit made the calls ``column`` is computed from (``conditions``: those of
+    its calls)."""
     if column == "swap_consistency":
         return "swapped" in conditions  # a judge object sees no order: never swapped
     if column == "stability":
@@ -784,8 +785,9 @@ def _controlled(frame: pl.DataFrame) -> dict[str, float | None]:
         frame.filter(judged & (pl.col("gold") == "Contradictory"))["label"] == "Consistent"
     )
     chance = _same_by_chance(frame)
-    padded = _rate(frame.filter(judged)["label_padded"] == frame.filter(judged)["label"])
-    injected = _rate(frame.filter(judged)["label_injected"] == frame.filter(judged)["label"])
+    plain = frame.filter(judged)
+    padded = _rate(plain["label_padded"] == plain["label"])
+    injected = _rate(plain["label_injected"] == plain["label"])
     harmful = frame.filter(pl.col("gold") == "Contradictory")
     disguised = _rate(harmful["label_disguised"] != "Consistent")
     return {
