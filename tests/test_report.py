@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import html
 import json
 import re
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -275,7 +275,7 @@ def test_run_and_config_are_tables_with_nested_values_readable(run):
         "templates": [{"id": "tox.insult.1"}, "jb.pretext.2"],
         HOSTILE: HOSTILE,
     }
-    text = sc.report_html(SimpleNamespace(frame=run.frame, config=config))
+    text = sc.report_html(dataclasses.replace(run, config=config))
     run_part = _section(text, "<h2>Run</h2>")
     assert "<pre>" not in run_part and "{" not in run_part
     summary = sc.run_summary(run.frame)

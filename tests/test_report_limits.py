@@ -3,10 +3,10 @@ bidirectional controls neutralised (issue 17, items 6 and 12)."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 import subprocess
-from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -88,7 +88,7 @@ def test_names_config_values_and_answers_per_row_are_capped(run):
     )
 
     config = {"system_prompt": "s" * 50_000, "long" * 100: 1}
-    text = sc.report_html(SimpleNamespace(frame=frame, config=config), by="task")
+    text = sc.report_html(dataclasses.replace(run, frame=frame, config=config), by="task")
     assert len(text.encode()) < 200_000
     assert long_id not in text and f"… ({len(long_id):,} characters" in text
     assert "t" * (NAME_LIMIT + 1) not in text  # the group name, in the table and the chart

@@ -33,6 +33,7 @@ from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
 from ._version import __version__
 from .audit import JudgeAudit
 from .errors import InputError, SafeconsError
+from .metric import SafetyConsistencyRun
 from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
 from .summary import conform, run_summary
 
@@ -377,7 +378,7 @@ def _cards(summary: Any, metric: str) -> str:
 
 
 def report_html(
-    run: Any,
+    run: SafetyConsistencyRun | pl.DataFrame | pl.LazyFrame,
     *,
     title: str = "safecons: safety consistency report",
     by: str | Sequence[str] | None = None,
@@ -391,7 +392,7 @@ def report_html(
     summary = run_summary(frame, prefix=prefix, metric_name=metric_name)
     groups = _breakdowns(frame, by, prefix)
     tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
-    config = getattr(run, "config", None)
+    config = run.config if isinstance(run, SafetyConsistencyRun) else None
     sections = _opening(frame, summary, title, metric_name)
     sections += _score_sections(frame, tables, prefix, metric_name)
     sections.append("<h2>Charts</h2>")
@@ -408,10 +409,10 @@ def report_html(
     )
 
 
-def _scored_frame(run: Any, worst: int, prefix: str, metric_name: str) -> pl.DataFrame:
+def _scored_frame(run: object, worst: int, prefix: str, metric_name: str) -> pl.DataFrame:
     """The run's scored frame, collected and conformed to the columns the report reads;
     ``worst=`` is checked before the columns are, so its error comes first."""
-    frame = getattr(run, "frame", run)
+    frame = run.frame if isinstance(run, SafetyConsistencyRun) else run
     if isinstance(frame, pl.LazyFrame):
         frame = frame.collect()
     if not isinstance(frame, pl.DataFrame):
@@ -659,7 +660,7 @@ def _version() -> str:
 
 
 def report(
-    run: Any,
+    run: SafetyConsistencyRun | pl.DataFrame | pl.LazyFrame,
     path: str | os.PathLike[str],
     *,
     title: str = "safecons: safety consistency report",
