@@ -36,6 +36,9 @@ pytestmark = pytest.mark.network
 REFUSE = "I'm sorry, but I can't help with that."
 VERDICT = json.dumps({"label": "Consistent", "score": 0.9, "reason": "both refuse"})
 POLL = 0.02
+#: How long a batch's calls wait for more before they go out: long enough that a stage's
+#: calls, which all start at once, go out together on a busy machine.
+WAIT = 0.5
 
 
 def rows(n: int, *, poison: frozenset[int] = frozenset()) -> pl.DataFrame:
@@ -60,6 +63,7 @@ def clients(srv: FakeOpenAIServer, **kw):
             api_key="",
             batch=kw.get(role, True),
             batch_poll_seconds=POLL,
+            batch_wait_seconds=WAIT,
             cancel_on_interrupt=kw.get("cancel", False),
         )
         for role in ("sut", "judge")
@@ -247,7 +251,9 @@ def test_files_are_split_at_the_line_and_byte_limits(tmp_path, monkeypatch) -> N
         out = run(rows(4), srv, tmp_path / "c.sqlite")
         sizes = [lines_of(b) for b in srv.batches()]
     assert out["sc_error"].to_list() == [None] * 4
-    assert sizes == [3, 3, 2, 3, 3, 2]
+    # Each stage's eight lines in files of three, three and two; a full file goes at once, so
+    # the judge's first file may go before the SUT's last.
+    assert sorted(sizes) == [2, 2, 3, 3, 3, 3]
 
     monkeypatch.setattr(_batch, "MAX_BATCH_LINES", 50_000)
     with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
@@ -577,13 +583,11 @@ def test_a_cache_gets_its_batch_table_only_when_a_batch_is_recorded(tmp_path) ->
 def test_a_live_call_backing_off_beside_batched_ones_does_not_stall_the_run(
     tmp_path, monkeypatch
 ) -> None:
-    # A live SUT whose first call fails once, a batched judge, and a gate no wider than the
-    # run's concurrency: the unit backing off must not give its place away, or the run waits
-    # for a unit that waits for a place (found by review; it hung before the fix).
+    # A live SUT whose first call fails once, a batched judge, and one permit: the unit
+    # backing off lends its place while the judge's lines wait for their batch (a run that
+    # sent its batch only when every unit was waiting once hung here).
     from safecons.clients import CallFailed
-    from safecons.run import _engine
 
-    monkeypatch.setattr(_engine, "MAX_BATCH_LINES", 0)
     failed: set[str] = set()
 
     async def sut(messages, *, temperature):
@@ -618,9 +622,9 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
 ) -> None:
     # The batch recorded for a call ended without it; the cache cannot be told to forget it
     # (read-only): the run must send the call in a new batch once, not poll the old for ever.
-    from safecons.clients._house import BatchState
+    from safecons.clients._batch import BatchState
+    from safecons.clients._batcher import Batcher
     from safecons.run import ResponseCache
-    from safecons.run._batches import Batcher
 
     path = tmp_path / "c.sqlite"
     with ResponseCache(path) as cache:
@@ -651,18 +655,12 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
 
     async def main():
         with ResponseCache(path, read_only=True) as cache:
-            batcher = Batcher(cache, progress=False, gate_waiting=lambda: False)
-            lines = batcher.add(API())  # type: ignore[arg-type]
+            batcher = Batcher(API(), cache, progress=False, wait=0.0)  # type: ignore[arg-type]
             got = {}
-
-            async def unit():
-                got["record"], got["batch"] = await lines("k1", b"{}\n")
-
             async with anyio.create_task_group() as tg:
                 tg.start_soon(batcher.serve)
                 with anyio.fail_after(30):
-                    for counted in list(batcher.tracked([unit])):  # every unit handed out
-                        await counted()
+                    got["record"], got["batch"] = await batcher.park("k1", b"{}\n")
                 tg.cancel_scope.cancel()
             return got
 

@@ -69,6 +69,7 @@ def run(srv: FakeOpenAIServer, cache, n: int = 2, *, key: str = "", **client) ->
             api_key=key,
             batch=True,
             batch_poll_seconds=0.02,
+            batch_wait_seconds=0.5,
             **client,
         )
         for role in ("sut", "judge")
@@ -309,7 +310,12 @@ def test_clients_of_one_endpoint_with_other_keys_batch_apart(tmp_path):
     with FakeOpenAIServer(responder=answers, batch_seconds=0.02, batch_tamper=keys) as srv:
         sut, judge = (
             sc.OpenAICompatible(
-                model="m", base_url=srv.base_url, api_key=key, batch=True, batch_poll_seconds=0.02
+                model="m",
+                base_url=srv.base_url,
+                api_key=key,
+                batch=True,
+                batch_poll_seconds=0.02,
+                batch_wait_seconds=0.5,
             )
             for key in ("sk-sut-0123456789abcdef", "sk-judge-0123456789abcdef")
         )
@@ -339,7 +345,9 @@ def test_batch_lines_answered_and_stored_are_pruned_and_lookups_ask_only_their_k
             "batch_a": ["k1999"],
         }
         assert cache.batches_holding("other", ["k1999"]) == {}
-        assert cache.prune_batch_lines() == 1_001  # k0-k999 in batch_a, k1 in batch_b
+        cache.record_batch("batch_c", endpoint="other", keys=["k2"])
+        assert cache.prune_batch_lines("E") == 1_001  # k0-k999 in batch_a, k1 in batch_b
+        assert cache.batches_holding("other", ["k2"]) == {"batch_c": ["k2"]}  # not E's
         assert cache.batches_holding("E", [f"k{i}" for i in range(2_000)]) == {
             "batch_a": [f"k{i}" for i in range(1_000, 2_000)]
         }
@@ -466,7 +474,8 @@ rows = pl.DataFrame({{
     "sut_response": [{refuse!r}] * 3,
 }})
 made = [sc.OpenAICompatible(model=role, base_url=base_url, api_key="", batch=True,
-                            batch_poll_seconds=0.02) for role in ("sut", "judge")]
+                            batch_poll_seconds=0.02, batch_wait_seconds=0.5)
+        for role in ("sut", "judge")]
 warnings.simplefilter("ignore", RuntimeWarning)
 out = rows.pipe(sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,
                 responses_per_query=2, progress=False)
@@ -507,7 +516,7 @@ def test_a_batch_made_by_a_run_that_died_before_recording_it_is_found_not_bought
 ):
     # A run that dies between the provider's creation answer and its record leaves a claim
     # behind; the rerun takes the stale claim over and finds the batch by its metadata tag.
-    from safecons.run import _batches
+    from safecons.clients import _batcher as _batches
 
     cache = tmp_path / "c.sqlite"
 
@@ -531,8 +540,8 @@ def test_a_claim_is_taken_over_when_its_process_is_gone_and_kept_while_it_runs(t
     import subprocess
     import sys
 
+    from safecons.clients._batcher import new_claim
     from safecons.run import ResponseCache
-    from safecons.run._cache import new_claim
 
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],

@@ -10,8 +10,11 @@
   network code.
 - No function is longer than 80 lines of code (docstrings, comments and blank lines aside).
 - The floors drawn in docs/architecture.md are the floors the imports make.
+- The run core never says "batch": a batched client's session holds its calls and sends them
+  on its own schedule; the engine knows only that a session holds calls
+  (``RunSession.holds``). Only the cache, which stores the batches' ledger, names them.
 - No context variable carries state from one part of the house to another: what a session
-  needs of an attempt (its batch line) and what it reports (the provider's limits, whether
+  needs of an attempt (its call's key) and what it reports (the provider's limits, whether
   the attempt started) travel as an argument (``Attempt``).
 """
 
@@ -150,6 +153,24 @@ def test_the_engine_depends_on_no_stage():
         if any(target == s or target.startswith(s + ".") for s in STAGES)
     }
     assert used == set()
+
+
+#: The one module of the run core that names batches: the cache keeps their ledger (a table
+#: of its file) for the batched sessions it is handed to.
+BATCH_LEDGER = "_cache.py"
+
+
+def test_the_run_core_never_says_batch():
+    import re
+
+    said = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "run").glob("*.py"))
+        if path.name != BATCH_LEDGER
+        for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if re.search(r"batch", text, re.IGNORECASE)
+    ]
+    assert said == []
 
 
 NETWORK = ("safecons.clients", "safecons.run", "safecons.metric", "safecons.pairwise")

@@ -17,7 +17,7 @@ class _Got:
     cached: bool
     skipped: bool
     rate_limited: int
-    batched: bool
+    deferred: bool
 
 
 _tokens = st.none() | st.integers(0, 10**9)
@@ -28,7 +28,7 @@ _calls = st.tuples(
         cached=st.booleans(),
         skipped=st.booleans(),
         rate_limited=st.integers(0, 9),
-        batched=st.booleans(),
+        deferred=st.booleans(),
     ),
     _tokens,
     _tokens,
@@ -67,7 +67,7 @@ def test_a_row_s_spend_sums_its_calls_and_keeps_unreported_tokens_null(row_calls
         assert out[f"{kind}_cache_hits"] == sum(g.cached for g, _, _ in calls)
         assert out[f"{kind}_skipped"] == sum(g.skipped for g, _, _ in calls)
         assert out[f"{kind}_rate_limited"] == sum(g.rate_limited for g, _, _ in calls)
-        assert out[f"{kind}_batched"] == sum(g.batched for g, _, _ in calls)
+        assert out[f"{kind}_batched"] == sum(g.deferred for g, _, _ in calls)
         for j, name in ((1, "prompt_tokens"), (2, "completion_tokens")):
             # A replayed call's tokens were spent by the run that stored it.
             reported = [c[j] for c in calls if not c[0].cached and c[j] is not None]

@@ -52,7 +52,7 @@ class _Outcome(Protocol):
     @property
     def rate_limited(self) -> int: ...
     @property
-    def batched(self) -> bool: ...
+    def deferred(self) -> bool: ...
 
 
 def _plus(a: int | None, b: int | None) -> int | None:
@@ -75,9 +75,9 @@ class Spend:
     --------
     >>> from types import SimpleNamespace as Got
     >>> spend = Spend()
-    >>> spend.add(Got(attempts=2, cached=False, skipped=False, rate_limited=1, batched=False),
+    >>> spend.add(Got(attempts=2, cached=False, skipped=False, rate_limited=1, deferred=False),
     ...           prompt_tokens=120, completion_tokens=30)
-    >>> spend.add(Got(attempts=0, cached=True, skipped=False, rate_limited=0, batched=False),
+    >>> spend.add(Got(attempts=0, cached=True, skipped=False, rate_limited=0, deferred=False),
     ...           prompt_tokens=120, completion_tokens=30)
     >>> spend.attempts, spend.cache_hits, spend.prompt_tokens, spend.rate_limited
     (2, 1, 120, 1)
@@ -104,7 +104,7 @@ class Spend:
         self.cache_hits += got.cached
         self.skipped += got.skipped
         self.rate_limited += got.rate_limited
-        self.batched += got.batched
+        self.batched += got.deferred
         if not got.cached:
             self.prompt_tokens = _plus(self.prompt_tokens, prompt_tokens)
             self.completion_tokens = _plus(self.completion_tokens, completion_tokens)

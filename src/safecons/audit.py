@@ -388,7 +388,7 @@ async def audit_judge_async(
     rows = golden.to_dicts()
     async with engine(run_options) as eng:
         session = await eng.enter(
-            open_judge(judge, concurrency=run_options.concurrency_limit, adapt=eng.adapt)
+            open_judge(judge, concurrency=run_options.concurrency_limit, session=eng.session)
         )
         eng.protect(session.client)
         ordered = session.ordered

@@ -164,7 +164,13 @@ async def _judge_order(
         return completion.text
 
     got = await eng.call(
-        "pairwise", attempt, call=call, endpoint=endpoint, encode=str, decode=_decode_verdict(rule)
+        "pairwise",
+        attempt,
+        call=call,
+        endpoint=endpoint,
+        encode=str,
+        decode=_decode_verdict(rule),
+        deferred=session.holds > 0,
     )
     out.cached = got.cached
     if got.value is not None:

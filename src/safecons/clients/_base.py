@@ -107,8 +107,8 @@ def usage_count(value: object) -> int | None:
 class Attempt:
     """One attempt of a model call: made by the runner, handed to the session that makes it.
 
-    ``line`` is the batch line the attempt is (its call's key, a provider batch's
-    ``custom_id``) when the call goes out as a line of a batch; None for a live attempt.
+    ``key`` is its call's key when the session defers its calls (:attr:`RunSession.holds`):
+    the ``custom_id`` of the batch line the attempt is. None for a live attempt.
 
     ``started``: an attempt is counted (in the run's attempts and its ``max_calls`` budget)
     when it starts. A session that must first wait for a resource of its own (a free thread
@@ -120,7 +120,7 @@ class Attempt:
     the endpoint's next attempts by.
     """
 
-    line: str | None = None
+    key: str | None = None
     started: bool = True
     rate_limits: RateLimits | None = None
 
@@ -130,12 +130,18 @@ class RunSession(Protocol):
     offers this, a user's own :class:`ChatSession` included (wrapped).
 
     ``structured_output`` says whether a judge may ask it for structured output
-    (``response_format``); :meth:`attempt` makes one attempt, with its :class:`Attempt`
-    passed in, not found in a side channel.
+    (``response_format``). ``holds`` is how many of its calls may wait at once for answers
+    that come later, with nothing in flight (the lines of a provider's batch): a run lets that
+    many of its units start, and such a call takes no permit and has no per-attempt timeout;
+    0 for a session whose every call is a request of its own. :meth:`attempt` makes one
+    attempt, with its :class:`Attempt` passed in, not found in a side channel.
     """
 
     @property
     def structured_output(self) -> bool: ...
+
+    @property
+    def holds(self) -> int: ...
 
     async def attempt(
         self,

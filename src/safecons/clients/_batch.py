@@ -2,10 +2,10 @@
 
 What a client's batches need from the provider, and nothing of the run: upload a JSONL file of
 requests (``/files``, purpose ``batch``), create a batch over it (``/batches``, completion window
-24 hours), look at its progress, read its output and error files, cancel it. The run
-(:mod:`safecons.run._batches`) decides which calls go in which file, when, and records each
-batch in the cache; a :class:`BatchedSession` is the session a unit's call goes through, whose
-answer comes from the batch's output line instead of a request of its own.
+24 hours), look at its progress, read its output and error files, cancel it. The batched
+session (:mod:`safecons.clients._batcher`) decides which calls go in which file, when, and
+records each batch in the run's cache; each of its calls' answers comes from a batch's output
+line instead of a request of its own.
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
 import httpx
 
 from .._text import valid_unicode
 from ..errors import AuthenticationError, ConfigError
-from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
 from ._openai import OpenAICompatible, error_text, parse_retry_after
 from ._wire import Body, Upload, Wire, WireError, read_all, send
 
@@ -39,9 +38,7 @@ __all__ = (
     "BatchError",
     "BatchGone",
     "BatchState",
-    "BatchedSession",
-    "Lines",
-    "batch_api",
+    "short",
 )
 
 #: The most requests one batch may hold (OpenAI's and Azure's limit).
@@ -83,17 +80,6 @@ ERROR_BODY_BYTES: Final = 2**20
 _RETRYABLE: Final = frozenset(
     {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.CONFLICT, HTTPStatus.TOO_MANY_REQUESTS}
 )
-
-#: What a batched session hands its line to: ``(custom_id, line) -> (output record, batch
-#: id)``, returning once the batch that holds the line has ended.
-Lines = Callable[[str, bytes], Awaitable[tuple[Mapping[str, Any], str]]]
-
-
-def batch_api(client: object) -> BatchAPI | None:
-    """The Batch API of ``client`` when it was made with ``batch=True``, else None."""
-    if isinstance(client, OpenAICompatible) and client.batch:
-        return BatchAPI(client)
-    return None
 
 
 class BatchError(Exception):
@@ -223,7 +209,7 @@ def _problem(errors: Any, scrub: Callable[[str], str]) -> str | None:
         if isinstance(item, Mapping):
             line = item.get("line")
             at = f" (line {line})" if isinstance(line, int) else ""
-            code, message = (_short(item.get(k)) for k in ("code", "message"))
+            code, message = (short(item.get(k)) for k in ("code", "message"))
             said.append(f"{code}: {message}{at}")
     more = f"; and {len(items) - _SHOWN_ERRORS} more" if len(items) > _SHOWN_ERRORS else ""
     return valid_unicode(scrub("; ".join(said) + more))
@@ -240,7 +226,7 @@ def _status(value: object) -> str:
     return "unknown"
 
 
-def _short(value: object, limit: int = 300) -> str:
+def short(value: object, limit: int = 300) -> str:
     """A provider's text for a message: a string cut to ``limit``, anything else by type
     (a nested object's repr could recurse, or be huge)."""
     if isinstance(value, str):
@@ -587,86 +573,3 @@ async def _pause(delay: float, wait: float | None = None) -> float:
         min(delay * (1 + random.random()) / 2 if wait is None else wait, API_MAX_DELAY)
     )
     return min(delay * 2, API_MAX_DELAY)
-
-
-class LiveSession(Protocol):
-    """What a batched session needs of the client's own session: the body it would send,
-    and how it reads an answer."""
-
-    def request_body(
-        self,
-        messages: Messages,
-        *,
-        temperature: float,
-        seed: int | None = None,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]: ...
-
-    def read_answer(self, status: int, data: bytes) -> Completion: ...
-
-
-class BatchedSession:
-    """A session whose every call is a line of a provider batch.
-
-    :meth:`attempt` builds the request the live session would send, hands it as a line to
-    the run (``lines``), and reads the line's output record as the live session reads an
-    answer. A line that failed (its status was not 200, the error file holds it, the batch
-    expired or was cancelled before it) is that call's error and is not tried again in this
-    run: running again sends it anew. A judge's verdict that does not parse is tried again,
-    as a live call is, in the run's next batch.
-    """
-
-    #: The judge may ask for structured output: the line's body is the live request's.
-    structured_output = True
-
-    def __init__(self, live: LiveSession, api: BatchAPI, lines: Lines) -> None:
-        self._live = live
-        self._api = api
-        self._lines = lines
-
-    async def attempt(
-        self,
-        attempt: Attempt,
-        messages: Messages,
-        *,
-        temperature: float,
-        seed: int | None = None,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> Completion:
-        """One attempt as the line ``attempt.line`` of a batch."""
-        custom_id = attempt.line
-        if custom_id is None:
-            raise RuntimeError("a batched call was made without its line id (a safecons bug)")
-        body = self._live.request_body(
-            messages, temperature=temperature, seed=seed, response_format=response_format
-        )
-        record, batch = await self._lines(custom_id, self._api.line(custom_id, body))
-        return self._read(record, batch)
-
-    def _read(self, record: Mapping[str, Any], batch: str) -> Completion:
-        again = f"a line of batch {batch}; running again sends it anew"
-        response, error = record.get("response"), record.get("error")
-        if isinstance(response, Mapping) and isinstance(response.get("status_code"), int):
-            body = response.get("body")
-            try:
-                # A string body may hold a lone surrogate; an object, any nesting.
-                data = (
-                    valid_unicode(body).encode()
-                    if isinstance(body, str)
-                    else json.dumps(body).encode("utf-8", "replace")
-                )
-            except (ValueError, RecursionError):
-                data = b"not JSON safecons can read"
-            try:
-                return self._live.read_answer(response["status_code"], data)
-            except (CallFailed, AuthenticationError) as exc:
-                raise NonRetryableCallError(f"{exc} ({again})") from None
-        scrub = self._api.client.secrets.scrub
-        if isinstance(error, Mapping) and error.get("code") == UNREAD:
-            # Not failed: not readable now. The message says how a rerun picks it up.
-            said = scrub(_short(error.get("message"), 600))
-            raise NonRetryableCallError(f"{self._api.identity}: batch {batch}: {said}")
-        if isinstance(error, Mapping):
-            said = scrub(f"{_short(error.get('code'))}: {_short(error.get('message'))}")[:300]
-            raise NonRetryableCallError(f"{self._api.identity}: the line failed: {said} ({again})")
-        raise NonRetryableCallError(f"{self._api.identity}: {again} came back with no answer")

@@ -270,6 +270,8 @@ class _Ticket:
 class _CallableSession:
     #: A callable is called with messages and a temperature (and a seed, if it takes one).
     structured_output = False
+    #: Every call is a request of its own: none waits without a permit.
+    holds = 0
 
     def __init__(self, call: UserCode, who: str, seeded: bool) -> None:
         self._call = call

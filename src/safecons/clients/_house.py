@@ -1,23 +1,17 @@
 """What the rest of safecons shares with :mod:`safecons.clients`, beside what its users meet
 (the package's ``__init__``): turning what a user passed into a client and a session, the
-attempt a client reports on, the Batch API's machinery, the identity of a callable, the
-secrets every error is scrubbed of. A door of the house (the house-rules test names it), not
-of the package's users: nothing here is promised to stay.
+attempt a client reports on, the ledger a batched session records its batches in, the
+identity of a callable, the secrets every error is scrubbed of. A door of the house (the
+house-rules test names it), not of the package's users: nothing here is promised to stay.
 """
 
 from ._base import Attempt as Attempt
 from ._base import ChatFunction as ChatFunction
 from ._base import RunSession as RunSession
 from ._base import describe as describe
-from ._batch import POLL_GRACE_SECONDS as POLL_GRACE_SECONDS
-from ._batch import UNREAD as UNREAD
-from ._batch import UNSTATED_EXPIRY_SECONDS as UNSTATED_EXPIRY_SECONDS
-from ._batch import BatchAPI as BatchAPI
-from ._batch import BatchedSession as BatchedSession
-from ._batch import BatchGone as BatchGone
-from ._batch import BatchState as BatchState
-from ._batch import Lines as Lines
-from ._batch import batch_api as batch_api
+from ._batcher import CLAIM_PREFIX as CLAIM_PREFIX
+from ._batcher import BatchClaims as BatchClaims
+from ._batcher import BatchLedger as BatchLedger
 from ._callable import UserCode as UserCode
 from ._callable import callable_fingerprint as callable_fingerprint
 from ._callable import check_signature as check_signature
@@ -33,23 +27,17 @@ from ._openai import parse_duration as parse_duration
 from ._secrets import Secrets as Secrets
 
 __all__ = (
+    "CLAIM_PREFIX",
     "OPENAI_BASE_URL",
-    "POLL_GRACE_SECONDS",
-    "UNREAD",
-    "UNSTATED_EXPIRY_SECONDS",
     "Attempt",
-    "BatchAPI",
-    "BatchGone",
-    "BatchState",
-    "BatchedSession",
+    "BatchClaims",
+    "BatchLedger",
     "ChatFunction",
     "ClientFacts",
-    "Lines",
     "RunSession",
     "Secrets",
     "UserCode",
     "as_chat_client",
-    "batch_api",
     "callable_fingerprint",
     "check_signature",
     "describe",

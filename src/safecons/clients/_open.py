@@ -19,6 +19,7 @@ from ._base import (
     RunSession,
     describe,
 )
+from ._batcher import BatchLedger, batched_session
 from ._callable import CallableClient, check_chat_signature
 from ._facts import facts_of
 from ._openai import OpenAICompatible
@@ -49,10 +50,18 @@ def request_fingerprint(client: object) -> dict[str, Any]:
 
 
 def open_session(
-    client: ChatClient, *, concurrency: int
+    client: ChatClient,
+    *,
+    concurrency: int,
+    ledger: BatchLedger | None = None,
+    progress: bool = False,
 ) -> AbstractAsyncContextManager[RunSession]:
     """A session of ``client`` as a run uses it (:class:`~safecons.clients._base.RunSession`),
     telling safecons' own callable adapter the run's concurrency.
+
+    A client made with ``batch=True`` gets a batched session
+    (:func:`~safecons.clients._batcher.batched_session`): ``ledger`` (the run's cache) records
+    its batches, and ``progress`` shows a bar of each lot of batches while they run.
 
     A client of the user's own making is the user's code: what its session raises, other than
     a :class:`~safecons.clients.CallFailed` or an :class:`~safecons.AuthenticationError`, is a
@@ -61,8 +70,21 @@ def open_session(
     if isinstance(client, CallableClient):
         return client.session(concurrency=concurrency)
     if isinstance(client, OpenAICompatible):
+        if client.batch:
+            return _batched(client, ledger=ledger, progress=progress)
         return client.session()
     return _users_session(client)
+
+
+@asynccontextmanager
+async def _batched(
+    client: OpenAICompatible, *, ledger: BatchLedger | None, progress: bool
+) -> AsyncIterator[RunSession]:
+    async with (
+        client.session() as live,
+        batched_session(client, live, ledger=ledger, progress=progress) as session,
+    ):
+        yield session
 
 
 @asynccontextmanager
@@ -83,6 +105,8 @@ class _UsersSession:
     """
 
     structured_output = False
+    #: Every call is a request of its own: none waits without a permit.
+    holds = 0
 
     def __init__(self, session: ChatSession, who: str) -> None:
         self._session = session

@@ -53,6 +53,8 @@ OPENAI_HOST = "api.openai.com"
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
 #: The longest wait between two looks at a provider batch's progress (seconds).
 DEFAULT_BATCH_POLL_SECONDS: Final = 30.0
+#: How long a batched client's waiting calls wait for another before they go out (seconds).
+DEFAULT_BATCH_WAIT_SECONDS: Final = 2.0
 _MAX_ERROR_TEXT = 300
 _RETRYABLE_STATUS = frozenset(
     {
@@ -423,14 +425,17 @@ def _check_transport(transport: object) -> TransportName | httpx.AsyncBaseTransp
     )
 
 
-def _check_poll(seconds: object) -> float:
+def _check_seconds(name: str, seconds: object, *, zero: bool = False) -> float:
+    """A finite number of seconds, > 0 (``zero``: >= 0), or an error naming ``name``."""
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, int | float)
         or not math.isfinite(seconds)
-        or seconds <= 0
+        or seconds < 0
+        or (seconds == 0 and not zero)
     ):
-        raise InputError(f"batch_poll_seconds: expected a number of seconds > 0, got {seconds!r}")
+        bound = ">= 0" if zero else "> 0"
+        raise InputError(f"{name}: expected a number of seconds {bound}, got {seconds!r}")
     return float(seconds)
 
 
@@ -522,6 +527,12 @@ class OpenAICompatible:
     batch_poll_seconds
         With ``batch=True``: the longest wait between two looks at a batch's progress (the
         first looks come sooner: 1 s, then doubling up to this).
+    batch_wait_seconds
+        With ``batch=True``: how long the calls waiting to go out wait for another after the
+        last one came before they are sent as a batch (default 2 s; never more than 60 s from
+        the first). A stage's calls start together, so they go out together; a larger value
+        gathers calls that come in slowly (a slow live SUT feeding a batched judge) into fewer
+        batches.
 
     Notes
     -----
@@ -561,6 +572,7 @@ class OpenAICompatible:
         batch: bool = False,
         cancel_on_interrupt: bool = False,
         batch_poll_seconds: float = DEFAULT_BATCH_POLL_SECONDS,
+        batch_wait_seconds: float = DEFAULT_BATCH_WAIT_SECONDS,
         _url: str | None = None,
         _deployment: str | None = None,
         _auth_header: Literal["authorization", "api-key"] = "authorization",
@@ -598,7 +610,10 @@ class OpenAICompatible:
         self.http_timeout = http_timeout
         self.max_response_bytes = _check_max_response_bytes(max_response_bytes)
         self.batch, self.cancel_on_interrupt = _check_batch(batch, cancel_on_interrupt)
-        self.batch_poll_seconds = _check_poll(batch_poll_seconds)
+        self.batch_poll_seconds = _check_seconds("batch_poll_seconds", batch_poll_seconds)
+        self.batch_wait_seconds = _check_seconds(
+            "batch_wait_seconds", batch_wait_seconds, zero=True
+        )
         self._url = _url or f"{self.base_url}/chat/completions"
         self._deployment = _deployment
         self._auth_header = _auth_header
@@ -782,6 +797,8 @@ class OpenAICompatible:
 class _OpenAISession:
     #: The judge may ask this session for structured output (``response_format``).
     structured_output = True
+    #: Every call is a request of its own: none waits without a permit.
+    holds = 0
 
     def __init__(self, client: OpenAICompatible, wire: Wire) -> None:
         self._c = client

@@ -79,6 +79,7 @@ async def judge_sample(
         encode=encode_judgment,
         decode=session.decode,
         budgeted=not session.local,
+        deferred=session.deferred,
     )
     if got.value is None:
         sample.judge.add(got)
@@ -118,7 +119,7 @@ async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None
     judge_session: JudgeSession | None = None
     if judge is not None:
         judge_session = await eng.enter(
-            open_judge(judge, concurrency=eng.options.concurrency_limit, adapt=eng.adapt)
+            open_judge(judge, concurrency=eng.options.concurrency_limit, session=eng.session)
         )
         eng.protect(judge_session.client)
     return Sessions(sut_session, endpoint, judge_session)
@@ -208,6 +209,7 @@ async def _respond(
         endpoint=endpoint,
         encode=encode_completion,
         decode=decode_completion,
+        deferred=session.holds > 0,
     )
     if got.value is None:
         sample.sut.add(got)

@@ -86,6 +86,9 @@ class JudgeSession(Protocol):
     local: bool
     #: Sees the two answers in an order (so a swap test can move them).
     ordered: bool
+    #: Its session holds its calls to send them later together (a ``batch=True`` client's,
+    #: :attr:`~safecons.clients._base.RunSession.holds`): the run defers them.
+    deferred: bool
 
     @property
     def client(self) -> ChatClient | None:
@@ -154,6 +157,7 @@ class ChatJudge:
         self._structured = (
             settings.structured_output and session is not None and session.structured_output
         )
+        self.deferred = session is not None and session.holds > 0
 
     #: The judge reads the answers in the order they are shown.
     ordered = True
@@ -223,6 +227,7 @@ class ObjectJudge:
 
     local = True
     client = None
+    deferred = False
 
     def __init__(self, judge: PostureJudge, max_threads: int) -> None:
         self.endpoint = describe(judge)
@@ -308,10 +313,11 @@ async def open_judge(
     judge: object,
     *,
     concurrency: int,
-    adapt: Callable[[ChatClient, RunSession], Awaitable[RunSession]] | None = None,
+    session: Callable[[ChatClient], Awaitable[RunSession]] | None = None,
 ) -> AsyncIterator[JudgeSession]:
-    """The judge, ready to judge for the length of a run; an LLM judge's session goes through
-    ``adapt`` (the engine's, which batches the calls of a ``batch=True`` client)."""
+    """The judge, ready to judge for the length of a run. An LLM judge's session is the one
+    ``session`` opens for its client (the engine's, open for as long as the engine is), else
+    one of its own for the block."""
     if _is_object_judge(judge):
         assert isinstance(judge, PostureJudge)
         object_judge = ObjectJudge(judge, max_threads=concurrency)
@@ -320,6 +326,8 @@ async def open_judge(
         return
     settings = as_llm_judge(judge)
     client = as_chat_client(settings.client, "judge")
-    async with open_session(client, concurrency=concurrency) as live:
-        session = live if adapt is None else await adapt(client, live)
-        yield ChatJudge(client, settings, session)
+    if session is not None:
+        yield ChatJudge(client, settings, await session(client))
+        return
+    async with open_session(client, concurrency=concurrency) as own:
+        yield ChatJudge(client, settings, own)

@@ -23,7 +23,6 @@ import json
 import math
 import numbers
 import os
-import secrets
 import socket
 import sqlite3
 import stat
@@ -31,12 +30,13 @@ import threading
 import time
 import urllib.parse
 import warnings
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..clients._house import CLAIM_PREFIX, BatchClaims
 from ..errors import CacheError, InputError
 
 #: The kinds of call a cache holds (the run's ``CallKind``).
@@ -89,22 +89,6 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LOOKUP_CHUNK = 500
 
 
-#: What begins a claim's id in the batch table's ``batch`` column (no provider's batch id).
-CLAIM_PREFIX = "claim:"
-
-
-def new_claim() -> str:
-    """A claim id for :meth:`ResponseCache.claim_batch_lines`: ``claim:<tag>:<pid>@<host>``,
-    the tag (:func:`claim_tag`) also sent in the batch's metadata, so that a run taking over a
-    stale claim can find a batch its maker created but did not live to record."""
-    return f"{CLAIM_PREFIX}{secrets.token_hex(12)}:{os.getpid()}@{socket.gethostname()}"
-
-
-def claim_tag(claim: str) -> str:
-    """The part of ``claim`` a batch carries in its metadata (no host, no process)."""
-    return claim.removeprefix(CLAIM_PREFIX).split(":", 1)[0]
-
-
 def _is_claim(batch: str) -> bool:
     return batch.startswith(CLAIM_PREFIX)
 
@@ -122,21 +106,6 @@ def _claimant_alive(claim: str) -> bool:
     except OSError:
         return True  # there, under another user
     return True
-
-
-@dataclass
-class BatchClaims:
-    """What :meth:`ResponseCache.claim_batch_lines` found of each key asked for."""
-
-    #: Claimed now: the caller makes their batch.
-    ours: list[str] = field(default_factory=list)
-    #: Held by a recorded batch (batch id -> keys): picked up, not made again.
-    held: dict[str, list[str]] = field(default_factory=dict)
-    #: Claimed by another run still at work (claim -> keys): wait for its record.
-    theirs: dict[str, list[str]] = field(default_factory=dict)
-    #: Taken over from a stale claim (claim -> keys; they are in :attr:`ours` too): its
-    #: maker may have made the batch before it died, tagged :func:`claim_tag`.
-    stale: dict[str, list[str]] = field(default_factory=dict)
 
 
 def cache_key(**parts: Any) -> str:
@@ -534,16 +503,19 @@ class ResponseCache:
             ).fetchall()
         return rows
 
-    def prune_batch_lines(self) -> int:
-        """Forget the recorded batch lines whose answers are stored (a rerun replays those
-        from the cache and never needs their batch again); how many were forgotten."""
+    def prune_batch_lines(self, endpoint: str) -> int:
+        """Forget the recorded batch lines of ``endpoint`` whose answers are stored (a rerun
+        replays those from the cache and never needs their batch again); how many were
+        forgotten."""
         if self.read_only:
             return 0
         with self._lock:
             try:
                 return int(
                     self._conn.execute(
-                        "DELETE FROM batch_lines WHERE key IN (SELECT key FROM responses)"
+                        "DELETE FROM batch_lines "
+                        "WHERE endpoint=? AND key IN (SELECT key FROM responses)",
+                        (endpoint,),
                     ).rowcount
                 )
             except sqlite3.OperationalError:
@@ -569,7 +541,7 @@ class ResponseCache:
         endpoint: str,
         keys: Iterable[str],
         stale_after: float,
-        anew: Collection[str] = (),
+        anew: Iterable[str] = (),
     ) -> BatchClaims:
         """Claim the calls ``keys`` of ``endpoint`` for a batch about to be made, so that no
         other run on this cache (another process, or another thread) makes a second batch of
@@ -586,6 +558,7 @@ class ResponseCache:
         if self.read_only:
             raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
         wanted = sorted(set(keys))
+        again = set(anew)
         now = time.time()
         claims = BatchClaims()
         with self._lock:
@@ -601,7 +574,7 @@ class ResponseCache:
                         into[key] = (str(batch), float(created))
                 taken_over: list[tuple[str, str]] = []
                 for key in wanted:
-                    if key in batches and key not in anew:
+                    if key in batches and key not in again:
                         claims.held.setdefault(batches[key][0], []).append(key)
                     elif key in claimed and claimed[key][0] != claim:
                         other, when = claimed[key]

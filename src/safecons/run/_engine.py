@@ -19,14 +19,14 @@ from typing import TypeVar
 import anyio
 import anyio.abc
 
+from .._progress import progress_bar
 from .._tokens import request_tokens
-from ..clients import MAX_BATCH_LINES, ChatClient
-from ..clients._house import Attempt, BatchedSession, RunSession, batch_api, open_session
-from ._batches import Batcher
+from ..clients import ChatClient
+from ..clients._house import Attempt, RunSession, open_session
 from ._cache import opened_cache
 from ._calls import CallKind, ModelCall
 from ._options import RunOptions
-from ._runner import CallOutcome, Runner, UnitGate, first_exception, progress_bar, run_in_order
+from ._runner import CallOutcome, Runner, UnitGate, first_exception, run_in_order
 
 __all__ = ("Engine", "call_tokens", "engine")
 
@@ -68,7 +68,7 @@ class Engine:
     options
         The run's options (concurrency, retries per kind of call, timeout, budget, progress).
     runner
-        Makes each call (shared with other engines when a caller scores in batches).
+        Makes each call (shared with other engines when a caller scores in parts).
     stack
         Where the sessions the engine opens are closed when the block ends.
     """
@@ -78,14 +78,12 @@ class Engine:
         options: RunOptions,
         runner: Runner,
         stack: AsyncExitStack,
-        tasks: anyio.abc.TaskGroup | None = None,
     ) -> None:
         self.options = options
         self.runner = runner
         self._stack = stack
-        self._tasks = tasks
         self._gate = UnitGate(UNITS_PER_PERMIT * options.concurrency_limit)
-        self._batcher: Batcher | None = None
+        self._held = 0  # the most calls an open session lets wait at once
 
     def protect(self, client: object) -> None:
         """Scrub ``client``'s secrets from every error of the run (and, with a cache, warn
@@ -93,30 +91,26 @@ class Engine:
         self.runner.protect(client)
 
     async def session(self, client: ChatClient) -> RunSession:
-        """A session of ``client`` for as long as the engine is open."""
-        self.protect(client)
-        session = await self._stack.enter_async_context(
-            open_session(client, concurrency=self.options.concurrency_limit)
-        )
-        return await self.adapt(client, session)
+        """A session of ``client`` for as long as the engine is open.
 
-    async def adapt(self, client: ChatClient, session: RunSession) -> RunSession:
-        """``session``, or, for a client made with ``batch=True``, a session whose calls are
-        lines of the provider's batches (:mod:`safecons.run._batches`)."""
-        api = batch_api(client)
-        if api is None:
-            return session
-        if self._tasks is None:
-            raise RuntimeError("an engine made without a task group cannot batch")
-        batcher = self._batcher
-        if batcher is None:
-            batcher = self._batcher = Batcher(
-                self.runner.cache, progress=self.options.progress, gate_waiting=self._gate.full
+        A session whose calls wait for answers that come later (:attr:`RunSession.holds`)
+        lets as many more units start as it may hold calls: they
+        wait on their calls, and the session sends them together.
+        """
+        self.protect(client)
+        options = self.options
+        session = await self._stack.enter_async_context(
+            open_session(
+                client,
+                concurrency=options.concurrency_limit,
+                ledger=self.runner.cache,
+                progress=options.progress,
             )
-            # Units park until their batch ends: let as many start as one batch can hold.
-            self._gate.widen(MAX_BATCH_LINES)
-            self._tasks.start_soon(batcher.serve)
-        return BatchedSession(session, api, batcher.add(api))  # type: ignore[arg-type]
+        )
+        if session.holds > self._held:
+            self._gate.widen(session.holds - self._held)
+            self._held = session.holds
+        return session
 
     async def enter(self, context: AbstractAsyncContextManager[T]) -> T:
         """Enter ``context`` (a judge's session, say) until the engine closes."""
@@ -132,18 +126,18 @@ class Engine:
         encode: Callable[[T], str] | None = None,
         decode: Callable[[str], T] | None = None,
         budgeted: bool = True,
+        deferred: bool = False,
     ) -> CallOutcome[T]:
         """Make one call of the plan: replayed where the cache holds ``call``'s key, else up to
         ``retries[kind] + 1`` attempts of ``attempt``, its unit lending its place in the gate
         while it backs off. ``call=None`` (a local judge) is never cached, nor paced by
-        tokens (:func:`call_tokens`)."""
+        tokens (:func:`call_tokens`). ``deferred``: the call's session holds its calls
+        (:attr:`RunSession.holds`): each attempt is handed the call's key, takes no permit
+        and has no per-attempt timeout."""
         runner = self.runner
-        batcher = self._batcher
-        if batcher is not None and call is not None and endpoint in batcher.endpoints:
-            return await self._batched(
-                kind, attempt=attempt, call=call, endpoint=endpoint, encode=encode, decode=decode
-            )
-        return await runner.call(
+        if deferred and call is None:
+            raise ValueError("a deferred call needs its ModelCall: its key names it")
+        got = await runner.call(
             attempt,
             retries=self.options.retries[kind],
             kind=kind,
@@ -152,40 +146,17 @@ class Engine:
             endpoint=endpoint,
             encode=encode,
             decode=decode,
-            # A batched run does not lend a backing-off unit's place: the batcher counts a
-            # unit waiting for its place again as neither parked nor done, so lending it could
-            # leave the run waiting for a unit that waits for the run.
-            while_backing_off=self._gate.lend if batcher is None else None,
+            while_backing_off=self._gate.lend,
             budgeted=budgeted,
+            deferred=deferred,
+            key=call.key if deferred and call is not None else None,
             # A function, not a number: the permits work it out only for an endpoint whose
             # provider has said how many tokens remain, so other runs never count tokens.
             tokens=None if call is None else functools.partial(call_tokens, call),
         )
-
-    async def _batched(
-        self,
-        kind: CallKind,
-        *,
-        attempt: Callable[[Attempt], Awaitable[T]],
-        call: ModelCall,
-        endpoint: str,
-        encode: Callable[[T], str] | None,
-        decode: Callable[[str], T] | None,
-    ) -> CallOutcome[T]:
-        """A call whose attempts are lines of a provider batch, each keyed by the call's key
-        (its ``custom_id``): no permit, no per-attempt timeout (a batch has 24 hours)."""
-        key = call.key
-        got = await self.runner.call(
-            attempt,
-            retries=self.options.retries[kind],
-            kind=kind,
-            cache_key=key,
-            endpoint=endpoint,
-            encode=encode,
-            decode=decode,
-            line=key,
-        )
-        return got if got.cached or not got.attempts else dataclasses.replace(got, batched=True)
+        if deferred and not got.cached and got.attempts:
+            return dataclasses.replace(got, deferred=True)
+        return got
 
     async def each(
         self, units: Iterable[Callable[[], Awaitable[None]]], *, total: int, desc: str, unit: str
@@ -194,8 +165,6 @@ class Engine:
         progress bar named ``desc`` counting ``unit``\\ s; the first error a unit raises ends
         the others and is raised."""
         bar = progress_bar(total, self.options.progress, desc=desc, unit=unit)
-        if self._batcher is not None:
-            units = self._batcher.tracked(units)
         notices = self.runner.notices
         notices.bar = bar  # a long wait for a provider's word shows on it
         try:
@@ -209,8 +178,8 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
     """An :class:`Engine` for ``options``; the cache it opens and the sessions it opens on
     the way are closed when the block ends.
 
-    ``runner`` shares one limiter, budget and cache across several engines (the batches of a
-    LazyFrame, an actor's batches); without one, a runner is made from ``options``.
+    ``runner`` shares one limiter, budget and cache across several engines (the parts of a
+    LazyFrame, an actor's frames); without one, a runner is made from ``options``.
 
     Examples
     --------
@@ -229,16 +198,7 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
         async with AsyncExitStack() as stack:
             if runner is None:
                 runner = options.runner(stack.enter_context(opened_cache(options.cache)))
-            # Where a batched run's sender works, stopped once the sessions are closed. Not
-            # on the exit stack: a task group that re-raises the cancellation it was exited
-            # with makes that exception its own context there, and asyncio's task-group
-            # bookkeeping then walks the chain for ever.
-            async with anyio.create_task_group() as tasks:
-                try:
-                    async with AsyncExitStack() as sessions:
-                        yield Engine(options, runner, sessions, tasks)
-                finally:
-                    tasks.cancel_scope.cancel()
+            yield Engine(options, runner, stack)
     except BaseExceptionGroup as group:
         first = first_exception(group)
         if isinstance(first, anyio.get_cancelled_exc_class()):

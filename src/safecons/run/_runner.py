@@ -42,7 +42,6 @@ __all__ = (
     "UnitGate",
     "first_exception",
     "portal_call",
-    "progress_bar",
     "replay",
     "run_in_order",
     "run_sync",
@@ -128,7 +127,8 @@ class CallOutcome(Generic[T]):
     a call not made because the run's ``max_calls`` budget was spent; ``rate_limited`` counts
     the 429 answers among the attempts; ``output`` is the last unusable output a failed call
     got (a judge reply that did not parse), for the user to see what the model said;
-    ``batched`` marks a call a provider's batch answered (or failed).
+    ``deferred`` marks a call that a session holding its calls answered (or failed), such
+    as a client that sends its calls later together (:attr:`RunSession.holds`).
     """
 
     value: T | None
@@ -138,7 +138,7 @@ class CallOutcome(Generic[T]):
     skipped: bool = False
     rate_limited: int = 0
     output: str | None = None
-    batched: bool = False
+    deferred: bool = False
 
 
 class Runner:
@@ -261,7 +261,8 @@ class Runner:
         decode: Callable[[str], T] | None = None,
         while_backing_off: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         budgeted: bool = True,
-        line: str | None = None,
+        deferred: bool = False,
+        key: str | None = None,
         tokens: Tokens = None,
     ) -> CallOutcome[T]:
         """Make up to ``retries + 1`` failed attempts of ``attempt`` and return the outcome.
@@ -279,9 +280,11 @@ class Runner:
         and within the timeout, back off before the next; store a value as soon as one comes.
         ``while_backing_off`` wraps each backoff sleep (the caller can lend out its own resources
         while the call waits). ``budgeted=False`` keeps a local call (a judge object, no network)
-        out of ``max_calls``. ``line`` makes each attempt that line of a provider batch (its
-        ``custom_id``): it takes no permit (it sends nothing itself) and has no timeout (the batch's
-        24-hour window is its deadline). ``tokens`` is each attempt's estimated tokens, for the
+        out of ``max_calls``. ``deferred`` says the session holds its calls and
+        waits for their answers with nothing in flight (:attr:`RunSession.holds`): such an
+        attempt takes no permit and has no timeout (the provider's window is its deadline).
+        ``key`` (the call's cache key) is handed to each attempt (:attr:`Attempt.key`: the id
+        the session gives the call). ``tokens`` is each attempt's estimated tokens, for the
         permits to pace the endpoint under a tokens-per-minute limit
         (:data:`~safecons.run._permits.Tokens`).
 
@@ -311,7 +314,8 @@ class Runner:
                 tally,
                 endpoint=endpoint,
                 budgeted=budgeted,
-                line=line,
+                deferred=deferred,
+                key=key,
                 tokens=tokens,
             )
             if ended is None:
@@ -344,7 +348,8 @@ class Runner:
         *,
         endpoint: str,
         budgeted: bool,
-        line: str | None = None,
+        deferred: bool = False,
+        key: str | None = None,
         tokens: Tokens = None,
     ) -> _Ended[T] | None:
         """One attempt under a permit and the timeout: how it ended the call, or None when
@@ -353,16 +358,15 @@ class Runner:
         if budgeted:
             self._spent += 1
         tally.retry_after, tally.asked_to_wait = None, False
-        batched = line is not None
-        start = Attempt(line=line)
+        start = Attempt(key=key)
         succeeded = False
-        permits = _no_permit() if batched else self.permits.slot(endpoint, tokens=tokens)
+        permits = _no_permit() if deferred else self.permits.slot(endpoint, tokens=tokens)
         async with permits as permit:
-            # A parked batch line is not in flight: it holds no connection.
-            stats.in_flight += not batched
+            # A deferred call waiting for its answer is not in flight: it holds no connection.
+            stats.in_flight += not deferred
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             try:
-                with anyio.fail_after(None if batched else self.timeout_seconds):
+                with anyio.fail_after(None if deferred else self.timeout_seconds):
                     value = await attempt(start)
             except TimeoutError:
                 tally.error = self._timed_out(start)
@@ -390,7 +394,7 @@ class Runner:
                 return _Ended(value, None)
             finally:
                 permit.rate_limits = start.rate_limits  # the endpoint is paced by it
-                stats.in_flight -= not batched
+                stats.in_flight -= not deferred
                 stats.min_target = min(stats.min_target, self.permits.lowest_target)
                 tally.made += start.started or succeeded
                 if budgeted and not start.started:
@@ -486,7 +490,7 @@ class Runner:
 
 @asynccontextmanager
 async def _no_permit() -> AsyncIterator[Slot]:
-    """What a batch line holds in place of a permit: nothing that others wait for."""
+    """What a deferred call holds in place of a permit: nothing that others wait for."""
     yield Slot(0.0)
 
 
@@ -575,8 +579,7 @@ async def run_in_order(
 
     try:
         async with anyio.create_task_group() as tg:
-            # A place first, then the next job: a job is taken only to start at once (a
-            # batched run counts the jobs taken as in progress).
+            # A place first, then the next job: a job is taken only to start at once.
             pending = iter(jobs)
             while True:
                 await gate.acquire()
@@ -598,17 +601,6 @@ def first_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(first, BaseExceptionGroup):
         first = first.exceptions[0]
     return first
-
-
-def progress_bar(total: int, enabled: bool, *, desc: str, unit: str = "call") -> Any:
-    """A tqdm bar (terminal or notebook), or None when disabled or tqdm is not installed."""
-    if not enabled or total == 0:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # the progress extra is optional
-        return None
-    return tqdm(total=total, desc=desc, unit=unit)
 
 
 def run_sync(
@@ -649,8 +641,8 @@ def portal_call(
     finished frame away. A timed wait returns to the interpreter every
     :data:`PORTAL_POLL_SECONDS`, which runs the pending handler. On an interrupt the task is
     cancelled (the run keeps what it finished) and the interrupt propagates. The cancelled
-    run's clean-up (closing connections; cancelling provider batches with
-    ``cancel_on_interrupt=True``, at most 15 s) is waited for untimed as the portal closes: a
+    run's clean-up (closing connections and sessions, which may cancel work a provider
+    still runs, at most 15 s) is waited for untimed as the portal closes: a
     second interrupt meanwhile is heard once it ends.
     """
     future = portal.start_task_soon(fn, *args)

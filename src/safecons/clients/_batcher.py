@@ -1,20 +1,26 @@
-"""Provider batches in a run: which calls go in which batch, when, and how a rerun picks one up.
+"""A batched client's session: its calls are lines of provider batches it sends on its own
+schedule, and how a rerun picks a batch up.
 
-A unit's call to a ``batch=True`` client parks its request as a line (:meth:`Batcher.line`)
-instead of sending it. When every unit in progress is parked (or done) and no more can start,
-the run is *quiet*: nothing can happen until the lines are answered, so the batcher sends them
-all, as few files as the API's limits allow (:data:`~safecons.clients.MAX_BATCH_LINES` lines,
-:data:`~safecons.clients.MAX_BATCH_BYTES` bytes), one batch each, polls them and wakes each
-unit with its line's output record. A stage's calls therefore go out together: the SUT's
-samples in one round, the judge's verdicts (which need the SUT's answers) in the next.
+A call to a ``batch=True`` client parks its request as a line (:meth:`Batcher.park`) instead
+of sending it. The session's sender (:meth:`Batcher.serve`) sends the pending lines once none
+has come for the client's ``batch_wait_seconds``, once the oldest has waited
+:data:`MAX_WAIT_SECONDS`, or at once when they fill a file (:data:`MAX_BATCH_LINES` lines,
+:data:`MAX_BATCH_BYTES` bytes): as few files as the API's limits allow, one batch each. It
+polls them and wakes each call with its line's output record. A stage's calls start
+together and park within moments of each other, so they go out together: the SUT's samples
+in one round, the judge's verdicts (which need the SUT's answers) in the next. Nothing here
+knows the run's scheduler, and the run knows nothing of batches: the session says that its
+calls wait (:attr:`BatchedSession.holds`), and the run lets that many wait without a permit
+or a per-attempt timeout.
 
-Resuming: every batch is recorded in the run's cache, with the keys of the calls it answers,
-as soon as the provider has created it. A rerun with the same cache asks the provider for the
-recorded batch of each of its calls before it makes a new one, so an interrupted notebook or
-CLI run picks up the batch it paid for. A recorded batch that has ended without some of its
-lines (expired, cancelled, failed) is not waited on again: those lines go in a new batch. A
-line that failed is forgotten, so the next run sends it anew; answers are cached by the
-runner under the calls' own keys, which live calls share.
+Resuming: every batch is recorded in the run's cache (a :class:`BatchLedger`), with the keys of
+the calls it answers, as soon as the provider has created it; its calls are claimed there
+before its file is uploaded. A rerun with the same cache asks the provider for the recorded
+batch of each of its calls before it makes a new one, so an interrupted notebook or CLI run
+picks up the batch it paid for, and a second process waits for the first's batch. A recorded
+batch that has ended without some of its lines (expired, cancelled, failed) is not waited on
+again: those lines go in a new batch. A line that failed is forgotten, so the next run sends it
+anew; answers are cached by the runner under the calls' own keys, which live calls share.
 """
 
 from __future__ import annotations
@@ -22,31 +28,120 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
+import os
+import secrets
+import socket
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.lowlevel
 
-from ..clients import BatchError
-from ..clients._house import (
+from .._progress import progress_bar
+from .._text import valid_unicode
+from ..errors import AuthenticationError
+from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
+from ._batch import (
+    MAX_BATCH_LINES,
     POLL_GRACE_SECONDS,
     UNREAD,
     UNSTATED_EXPIRY_SECONDS,
     BatchAPI,
+    BatchError,
     BatchGone,
     BatchState,
-    Lines,
+    short,
 )
-from ._cache import BatchClaims, ResponseCache, claim_tag, new_claim
-from ._runner import progress_bar
+from ._openai import OpenAICompatible
 
-__all__ = ("Batcher",)
+__all__ = (
+    "CLAIM_PREFIX",
+    "BatchClaims",
+    "BatchLedger",
+    "BatchedSession",
+    "Batcher",
+    "LiveSession",
+    "batched_session",
+    "claim_tag",
+    "new_claim",
+)
+
+#: The longest the oldest pending line waits for more before the lines are sent (seconds):
+#: a stage whose calls trickle in (a live SUT feeding a batched judge) still sends its lines.
+MAX_WAIT_SECONDS: Final = 60.0
+#: What begins a claim's id where a ledger keeps batch ids (no provider's batch id does).
+CLAIM_PREFIX: Final = "claim:"
+
+
+def new_claim() -> str:
+    """A claim id for :meth:`BatchLedger.claim_batch_lines`: ``claim:<tag>:<pid>@<host>``,
+    the tag (:func:`claim_tag`) also sent in the batch's metadata, so that a run taking over a
+    stale claim can find a batch its maker created but did not live to record."""
+    return f"{CLAIM_PREFIX}{secrets.token_hex(12)}:{os.getpid()}@{socket.gethostname()}"
+
+
+def claim_tag(claim: str) -> str:
+    """The part of ``claim`` a batch carries in its metadata (no host, no process)."""
+    return claim.removeprefix(CLAIM_PREFIX).split(":", 1)[0]
+
+
+@dataclass
+class BatchClaims:
+    """What :meth:`BatchLedger.claim_batch_lines` found of each key asked for."""
+
+    #: Claimed now: the caller makes their batch.
+    ours: list[str] = field(default_factory=list)
+    #: Held by a recorded batch (batch id -> keys): picked up, not made again.
+    held: dict[str, list[str]] = field(default_factory=dict)
+    #: Claimed by another run still at work (claim -> keys): wait for its record.
+    theirs: dict[str, list[str]] = field(default_factory=dict)
+    #: Taken over from a stale claim (claim -> keys; they are in :attr:`ours` too): its
+    #: maker may have made the batch before it died, tagged :func:`claim_tag`.
+    stale: dict[str, list[str]] = field(default_factory=dict)
+
+
+class BatchLedger(Protocol):
+    """Where a batched session records its batches and claims its calls: the run's response
+    cache (:class:`safecons.run._cache.ResponseCache` keeps them in a table of its file).
+    Every method may raise (a locked or broken file): the batcher warns and goes on."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def record_batch(
+        self, batch: str, *, endpoint: str, keys: Iterable[str], claim: str | None = None
+    ) -> None: ...
+
+    def batches_holding(self, endpoint: str, keys: Iterable[str]) -> dict[str, list[str]]: ...
+
+    def prune_batch_lines(self, endpoint: str) -> int: ...
+
+    def forget_batch_lines(self, batch: str, keys: Iterable[str]) -> None: ...
+
+    def claim_batch_lines(
+        self,
+        claim: str,
+        *,
+        endpoint: str,
+        keys: Iterable[str],
+        stale_after: float,
+        anew: Iterable[str] = (),
+    ) -> BatchClaims: ...
+
+    def refresh_batch_claim(self, claim: str) -> None: ...
+
+    def release_batch_claim(self, claim: str) -> None: ...
+
 
 #: The first wait before looking at a batch again (seconds; doubling up to the client's
 #: ``batch_poll_seconds``).
@@ -101,43 +196,32 @@ def _answered(record: Mapping[str, Any]) -> bool:
     return isinstance(response, Mapping) and response.get("status_code") == HTTPStatus.OK
 
 
-class _Queue:
-    """The parked lines of one batched endpoint."""
-
-    def __init__(self, api: BatchAPI) -> None:
-        self.api = api
-        self.lines: dict[str, _Line] = {}  # parked and in a batch, by custom_id
-        self.pending: dict[str, _Line] = {}  # parked, not yet in a batch
-
-    def take(self) -> dict[str, _Line]:
-        taken, self.pending = self.pending, {}
-        return taken
-
-
 class Batcher:
-    """A run's batched endpoints, their parked lines, and the task that sends them.
+    """The lines of one batched session, and the task that sends them (:meth:`serve`).
 
-    The engine counts its units in and out (:meth:`tracked`), and :meth:`serve` (a task of
-    the engine's) sends the parked lines whenever the run is quiet. ``gate_waiting`` says
-    whether a unit waits for a place to start (then no more units start until lines are
-    answered). ``cache`` records every batch; without one, a batch cannot be picked up again.
+    ``api`` is the client's Batch API; ``ledger`` (the run's cache) records every batch, so
+    that a rerun, a second process or a retry picks it up instead of making another; without
+    one, a batch cannot be picked up again. ``wait`` is how long the pending lines wait for
+    another after the last came (the client's ``batch_wait_seconds``).
     """
 
     def __init__(
         self,
-        cache: ResponseCache | None,
+        api: BatchAPI,
+        ledger: BatchLedger | None,
         *,
         progress: bool,
-        gate_waiting: Callable[[], bool],
+        wait: float,
     ) -> None:
-        self._cache = cache
+        self.api = api
+        self._cache = ledger
         self._progress = progress
-        self._gate_waiting = gate_waiting
-        self._queues: dict[str, _Queue] = {}
-        self._running = 0  # units in progress
-        self._waiting = 0  # units parked on a line
-        self._feeding = 0  # unit feeds still starting units
-        self._wake = anyio.Event()
+        self._wait = wait
+        self.lines: dict[str, _Line] = {}  # parked and in a batch, by custom_id
+        self.pending: dict[str, _Line] = {}  # parked, not yet in a batch
+        self._pending_bytes = 0
+        self._first = self._last = 0.0  # when the oldest and the newest pending line came
+        self._added = anyio.Event()
         self._warned: set[str] = set()
         self._delivered: set[str] = set()  # calls whose line was answered in this run
         # Recorded batches this run gave up on for a call: never picked up again for it, even
@@ -145,109 +229,87 @@ class Batcher:
         self._given_up: set[tuple[str, str]] = set()
         self._pruned = False
 
-    @property
-    def endpoints(self) -> frozenset[str]:
-        return frozenset(q.api.identity for q in self._queues.values())
-
-    def add(self, api: BatchAPI) -> Lines:
-        """Batch the calls of ``api``'s endpoint and credentials (two clients of one endpoint
-        with other keys or headers have batches of their own); where its sessions hand their
-        lines."""
-        queue = self._queues.get(api.queue_key)
-        if queue is None:
-            queue = self._queues[api.queue_key] = _Queue(api)
-
-        async def lines(custom_id: str, data: bytes) -> tuple[Mapping[str, Any], str]:
-            return await self._park(queue, custom_id, data)
-
-        return lines
-
-    def tracked(
-        self, units: Iterable[Callable[[], Awaitable[None]]]
-    ) -> Iterator[Callable[[], Awaitable[None]]]:
-        """``units``, each counted while it runs; the feed counted until it ends."""
-        self._feeding += 1
-        try:
-            for unit in units:
-                self._running += 1  # counted from when it is handed out to start
-                yield self._counted(unit)
-        finally:
-            self._feeding -= 1
-            self._poke()
-
-    def _counted(self, unit: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            try:
-                await unit()
-            finally:
-                self._running -= 1
-                self._poke()
-
-        return run
-
-    def _poke(self) -> None:
-        self._wake.set()
-
-    def _quiet(self) -> bool:
-        """Lines are parked and nothing else can happen until they are answered."""
-        pending = any(q.pending for q in self._queues.values())
-        no_more = self._feeding == 0 or self._gate_waiting()
-        return pending and self._waiting >= self._running and no_more
-
-    async def _park(
-        self, queue: _Queue, custom_id: str, data: bytes
-    ) -> tuple[Mapping[str, Any], str]:
-        line = queue.lines.get(custom_id)
+    async def park(self, custom_id: str, data: bytes) -> tuple[Mapping[str, Any], str]:
+        """Park the line ``data`` of the call ``custom_id`` until the batch that holds it has
+        ended: its output record and the batch's id. Two calls with one key share a line."""
+        line = self.lines.get(custom_id)
         if line is None:
-            line = queue.lines[custom_id] = queue.pending[custom_id] = _Line(data)
-        self._waiting += 1
-        self._poke()
+            line = self.lines[custom_id] = _Line(data)
+            self._pend({custom_id: line})
         try:
             await line.done.wait()
         finally:
-            self._waiting -= 1
-            self._poke()
-        queue.lines.pop(custom_id, None)
+            if line.done.is_set():
+                self.lines.pop(custom_id, None)
         self._delivered.add(custom_id)
         assert line.record is not None
         return line.record, line.batch
 
+    def _pend(self, lines: Mapping[str, _Line]) -> None:
+        now = anyio.current_time()
+        if not self.pending:
+            self._first = now
+        self._last = now
+        for key, line in lines.items():
+            if key not in self.pending:
+                self.pending[key] = line
+                self._pending_bytes += len(line.data)
+        self._added.set()
+
+    def _take(self) -> dict[str, _Line]:
+        taken, self.pending, self._pending_bytes = self.pending, {}, 0
+        return taken
+
+    async def _due(self) -> None:
+        """Return once the pending lines are to go: none has come for ``wait`` seconds, the
+        oldest has waited :data:`MAX_WAIT_SECONDS`, or they fill a file."""
+        while True:
+            self._added = anyio.Event()
+            if not self.pending:
+                await self._added.wait()
+                continue
+            api = self.api
+            if len(self.pending) >= api.max_lines or self._pending_bytes >= api.max_bytes:
+                return
+            due = min(self._last + self._wait, self._first + MAX_WAIT_SECONDS)
+            left = due - anyio.current_time()
+            if left <= 0:
+                return
+            with anyio.move_on_after(left):
+                await self._added.wait()
+
     async def serve(self) -> None:
-        """Send the parked lines each time the run is quiet (until cancelled).
+        """Send the pending lines each time they are due (until cancelled), each lot in
+        batches of its own while earlier ones still run.
 
-        The connections to the Batch APIs are this task's own, opened on first use: when the
-        run is interrupted they are still open for cancelling or naming its batches.
+        The connection to the Batch API is this task's own, opened on first use and closed
+        after every batch it sent has been seen to: when the run is interrupted it is still
+        open for cancelling or naming them.
         """
-        async with AsyncExitStack() as apis:
-            opened: set[str] = set()
-            while True:
-                self._wake = anyio.Event()
-                if not self._quiet():
-                    await self._wake.wait()
-                    continue
-                async with anyio.create_task_group() as tg:
-                    for name, queue in self._queues.items():
-                        if not queue.pending:
-                            continue
-                        if name not in opened:
-                            await apis.enter_async_context(queue.api.open())
-                            opened.add(name)
-                        tg.start_soon(self._send, queue, queue.take())
+        async with AsyncExitStack() as stack:
+            opened = False
+            async with anyio.create_task_group() as tg:
+                while True:
+                    await self._due()
+                    if not opened:
+                        await stack.enter_async_context(self.api.open())
+                        opened = True
+                    tg.start_soon(self._send, self._take())
 
-    async def _send(self, queue: _Queue, lines: dict[str, _Line]) -> None:
+    async def _send(self, lines: dict[str, _Line]) -> None:
         """Put ``lines`` in batches (recorded ones first), and answer each once they end.
 
         Interrupted (Ctrl-C), every batch not yet ended is cancelled or left running, as the
         client says, and named (:meth:`_interrupted`).
         """
-        api = queue.api
+        api = self.api
         # A call whose answer this run already had is asked again (a verdict that did not
         # parse): its recorded batch holds that same answer, so it goes in a new one.
         held = self._recorded(api.identity, [k for k in lines if k not in self._delivered])
         resumed, ended = set(held), set[str]()
         try:
             await self._create(api, lines, held, resumed)
-            await self._wait_all(queue, lines, held, resumed=resumed, ended=ended)
+            await self._wait_all(lines, held, resumed=resumed, ended=ended)
         except BaseException:
             # Interrupted, or ended by an error (a key the Batch API no longer takes): name
             # every batch still running (or cancel it, as the client says) before going.
@@ -387,7 +449,6 @@ class Batcher:
 
     async def _wait_all(
         self,
-        queue: _Queue,
         lines: dict[str, _Line],
         held: dict[str, list[str]],
         *,
@@ -400,7 +461,7 @@ class Batcher:
         bar = progress_bar(
             sum(map(len, held.values())),
             self._progress,
-            desc=f"batch {queue.api.identity.rsplit('#', 1)[-1]}",
+            desc=f"batch {self.api.identity.rsplit('#', 1)[-1]}",
             unit="line",
         )
         seen: dict[str, int] = {}
@@ -422,7 +483,6 @@ class Batcher:
                     tg.start_soon(
                         functools.partial(
                             self._finish,
-                            queue,
                             batch=batch,
                             keys=keys,
                             lines=lines,
@@ -463,7 +523,6 @@ class Batcher:
 
     async def _finish(
         self,
-        queue: _Queue,
         *,
         batch: str,
         keys: list[str],
@@ -473,7 +532,7 @@ class Batcher:
         ended: set[str],
     ) -> None:
         """Wait for ``batch`` to end and answer its lines (or send them anew)."""
-        api = queue.api
+        api = self.api
         try:
             state = await self._poll(api, batch, advanced)
             ended.add(batch)
@@ -481,7 +540,7 @@ class Batcher:
             # The provider says the batch does not exist (for this key).
             self._forget(batch, keys)
             if resumed:
-                self._requeue(queue, keys, lines)  # a recorded one: its calls go anew
+                self._requeue(keys, lines)  # a recorded one: its calls go anew
                 return
             for key in keys:
                 lines[key].answer(
@@ -505,7 +564,7 @@ class Batcher:
             if garbled and resumed:
                 # Read twice, garbled twice: no rerun will read it. Bought anew, once.
                 self._forget(batch, lost)
-                self._requeue(queue, lost, lines)
+                self._requeue(lost, lines)
             elif garbled:
                 # Left recorded: a rerun reads the files once more, then sends them anew.
                 self._unread(batch, lost, lines, unread, again=True)
@@ -518,7 +577,7 @@ class Batcher:
         if resumed and missing:
             # It ended without them before this run: they go in a new batch, not in errors.
             self._forget(batch, missing)
-            self._requeue(queue, missing, lines)
+            self._requeue(missing, lines)
             keys = [key for key in keys if _ran(records.get(key))]
         why = _why(state)
         failed = []
@@ -621,10 +680,8 @@ class Batcher:
                     records.setdefault(key, record)
         return records, "; ".join(unread) or None, garbled
 
-    def _requeue(self, queue: _Queue, keys: Iterable[str], lines: dict[str, _Line]) -> None:
-        for key in keys:
-            queue.pending[key] = lines[key]
-        self._poke()
+    def _requeue(self, keys: Iterable[str], lines: dict[str, _Line]) -> None:
+        self._pend({key: lines[key] for key in keys})
 
     def _recorded(self, endpoint: str, lines: Iterable[str]) -> dict[str, list[str]]:
         if self._cache is None:
@@ -633,7 +690,7 @@ class Batcher:
             if not self._pruned:
                 # The lines of calls whose answers are stored are never needed again.
                 self._pruned = True
-                self._cache.prune_batch_lines()
+                self._cache.prune_batch_lines(endpoint)
             held = self._cache.batches_holding(endpoint, lines)
         except Exception as exc:
             self._warn("read", f"could not read its recorded batches ({type(exc).__name__}: {exc})")
@@ -735,3 +792,107 @@ def _why(state: BatchState) -> str:
 def _name(keys: list[str]) -> str:
     digest = hashlib.blake2b("\n".join(keys).encode(), digest_size=6).hexdigest()
     return f"safecons-{digest}.jsonl"
+
+
+class LiveSession(Protocol):
+    """What a batched session needs of the client's own session: the body it would send,
+    and how it reads an answer."""
+
+    def request_body(
+        self,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def read_answer(self, status: int, data: bytes) -> Completion: ...
+
+
+class BatchedSession:
+    """A session whose every call is a line of a provider batch.
+
+    :meth:`attempt` builds the request the live session would send, hands it as a line to
+    the run (``lines``), and reads the line's output record as the live session reads an
+    answer. A line that failed (its status was not 200, the error file holds it, the batch
+    expired or was cancelled before it) is that call's error and is not tried again in this
+    run: running again sends it anew. A judge's verdict that does not parse is tried again,
+    as a live call is, in a later batch.
+    """
+
+    #: The judge may ask for structured output: the line's body is the live request's.
+    structured_output = True
+
+    #: How many of its calls may wait at once for their batch (a run lets that many units
+    #: start, each call waiting with no permit and no per-attempt timeout).
+    holds = MAX_BATCH_LINES
+
+    def __init__(self, live: LiveSession, batcher: Batcher) -> None:
+        self._live = live
+        self._api = batcher.api
+        self._batcher = batcher
+
+    async def attempt(
+        self,
+        attempt: Attempt,
+        messages: Messages,
+        *,
+        temperature: float,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One attempt as the line ``attempt.key`` (its call's key) of a batch."""
+        custom_id = attempt.key
+        if custom_id is None:
+            raise RuntimeError("a batched call was made without its key (a safecons bug)")
+        body = self._live.request_body(
+            messages, temperature=temperature, seed=seed, response_format=response_format
+        )
+        record, batch = await self._batcher.park(custom_id, self._api.line(custom_id, body))
+        return self._read(record, batch)
+
+    def _read(self, record: Mapping[str, Any], batch: str) -> Completion:
+        again = f"a line of batch {batch}; running again sends it anew"
+        response, error = record.get("response"), record.get("error")
+        if isinstance(response, Mapping) and isinstance(response.get("status_code"), int):
+            body = response.get("body")
+            try:
+                # A string body may hold a lone surrogate; an object, any nesting.
+                data = (
+                    valid_unicode(body).encode()
+                    if isinstance(body, str)
+                    else json.dumps(body).encode("utf-8", "replace")
+                )
+            except (ValueError, RecursionError):
+                data = b"not JSON safecons can read"
+            try:
+                return self._live.read_answer(response["status_code"], data)
+            except (CallFailed, AuthenticationError) as exc:
+                raise NonRetryableCallError(f"{exc} ({again})") from None
+        scrub = self._api.client.secrets.scrub
+        if isinstance(error, Mapping) and error.get("code") == UNREAD:
+            # Not failed: not readable now. The message says how a rerun picks it up.
+            said = scrub(short(error.get("message"), 600))
+            raise NonRetryableCallError(f"{self._api.identity}: batch {batch}: {said}")
+        if isinstance(error, Mapping):
+            said = scrub(f"{short(error.get('code'))}: {short(error.get('message'))}")[:300]
+            raise NonRetryableCallError(f"{self._api.identity}: the line failed: {said} ({again})")
+        raise NonRetryableCallError(f"{self._api.identity}: {again} came back with no answer")
+
+
+@asynccontextmanager
+async def batched_session(
+    client: OpenAICompatible, live: LiveSession, *, ledger: BatchLedger | None, progress: bool
+) -> AsyncIterator[BatchedSession]:
+    """A session of the ``batch=True`` ``client`` whose calls are lines of its provider's
+    batches, sent by a task of its own for as long as the block runs; ``live`` is the client's
+    own session (the bodies it would send, how it reads an answer). Interrupted, the sender
+    cancels or names every batch still running before the block ends."""
+    batcher = Batcher(BatchAPI(client), ledger, progress=progress, wait=client.batch_wait_seconds)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(batcher.serve)
+        try:
+            yield BatchedSession(live, batcher)
+        finally:
+            tasks.cancel_scope.cancel()
