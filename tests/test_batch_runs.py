@@ -391,6 +391,12 @@ def test_the_client_checks_its_batch_arguments() -> None:
         sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch="yes")
     with pytest.raises(sc.InputError, match="batch_poll_seconds"):
         sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch_poll_seconds=0)
+    for bad in (-1, float("nan"), "2", True):
+        with pytest.raises(sc.InputError, match=r"^batch_wait_seconds: expected .* >= 0"):
+            sc.OpenAICompatible(
+                model="m", base_url="http://x/v1", api_key="", batch_wait_seconds=bad
+            )
+    assert sc.OpenAICompatible(model="m", api_key="", batch_wait_seconds=0).batch_wait_seconds == 0
     client = sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch=True)
     assert "batch=True" in repr(client)
     live = sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="")

@@ -218,6 +218,25 @@ def test_every_bad_argument_is_a_safecons_error_naming_it():
         ),
         (lambda: sc.CallableClient(42), "fn"),  # type: ignore[arg-type]
     ]
+    # Each of these was taken as given, to fail later (or never) far from where it was passed.
+    for name, bad in [
+        ("http_timeout", -1),
+        ("http_timeout", "600"),
+        ("http_timeout", float("inf")),
+        ("send_seed", "yes"),
+        ("send_temperature", 1),
+        ("params", 5),
+        ("params", {1: "x"}),
+        ("batch_wait_seconds", -0.5),
+    ]:
+        cases.append(
+            (
+                lambda n=name, b=bad: sc.OpenAICompatible(
+                    model="m", base_url="http://x.test/v1", **{n: b}
+                ),
+                name,
+            )
+        )
     for make, name in cases:
         with pytest.raises(sc.SafeconsError, match=f"^{name}") as info:
             make()

@@ -379,6 +379,10 @@ def _check_key_needed(
 
 def _check_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """The extra request-body fields, none of them one safecons sets itself."""
+    if params is not None and not (
+        isinstance(params, Mapping) and all(isinstance(k, str) for k in params)
+    ):
+        raise InputError(f"params: expected a mapping of request-body fields, got {params!r}")
     reserved = {"model", "messages", "temperature", "seed"} & set(params or {})
     if reserved:
         raise InputError(f"params: {sorted(reserved)} are set by safecons, not in params")
@@ -398,12 +402,11 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     return dict(headers or {})
 
 
-def _check_batch(batch: object, cancel_on_interrupt: object) -> tuple[bool, bool]:
-    for name, value in (("batch", batch), ("cancel_on_interrupt", cancel_on_interrupt)):
-        if not isinstance(value, bool):
-            raise InputError(f"{name}: expected True or False, got {value!r}")
-    assert isinstance(batch, bool) and isinstance(cancel_on_interrupt, bool)
-    return batch, cancel_on_interrupt
+def _check_flag(name: str, value: object) -> bool:
+    """``value``, a bool, or an error naming ``name``."""
+    if not isinstance(value, bool):
+        raise InputError(f"{name}: expected True or False, got {value!r}")
+    return value
 
 
 def _check_transport(transport: object) -> TransportName | httpx.AsyncBaseTransport:
@@ -604,12 +607,13 @@ class OpenAICompatible:
             key, self._key_env or _default_key_env, self.headers, self.base_url, self._withheld_env
         )
         self.params = _check_params(params)
-        self.send_temperature = send_temperature
-        self.send_seed = send_seed
+        self.send_temperature = _check_flag("send_temperature", send_temperature)
+        self.send_seed = _check_flag("send_seed", send_seed)
         self.transport = _check_transport(transport)
-        self.http_timeout = http_timeout
+        self.http_timeout = _check_seconds("http_timeout", http_timeout)
         self.max_response_bytes = _check_max_response_bytes(max_response_bytes)
-        self.batch, self.cancel_on_interrupt = _check_batch(batch, cancel_on_interrupt)
+        self.batch = _check_flag("batch", batch)
+        self.cancel_on_interrupt = _check_flag("cancel_on_interrupt", cancel_on_interrupt)
         self.batch_poll_seconds = _check_seconds("batch_poll_seconds", batch_poll_seconds)
         self.batch_wait_seconds = _check_seconds(
             "batch_wait_seconds", batch_wait_seconds, zero=True
