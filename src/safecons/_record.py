@@ -11,7 +11,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeAlias
 
 import polars as pl
 
@@ -26,6 +26,7 @@ __all__ = (
     "SPEND_FIELDS",
     "SPEND_KINDS",
     "SPEND_MEASURES",
+    "Postures",
     "Sample",
     "Spend",
     "Unscored",
@@ -128,6 +129,11 @@ SPEND_FIELDS: Final[tuple[str, ...]] = tuple(
 SPEND_DTYPE: Final = pl.Struct({name: pl.Int64() for name in SPEND_FIELDS})
 
 
+#: Each row's base answer's posture, and each of its samples' (None where no answer):
+#: ``"refused"``, ``"partial"`` or ``"complied"`` (:func:`safecons.judges.answer_postures`).
+Postures: TypeAlias = tuple[Sequence[str | None], Sequence[Sequence[str | None]]]
+
+
 @dataclass(slots=True)
 class Sample:
     """One comparison of a row as the run fills it in: the SUT sample, then its verdict."""
@@ -159,6 +165,8 @@ def column_names(prefix: str, metric_name: str) -> dict[str, str]:
         "judge_errors",
         "judge_raw",
         "judge_input_cut",
+        "base_posture",
+        "response_postures",
         "n_judged",
         "cache_hits",
         "spend",
@@ -193,6 +201,8 @@ def output_schema(
             names["judge_errors"]: _STR_LIST,
             names["judge_raw"]: _STR_LIST,
             names["judge_input_cut"]: pl.List(pl.Boolean),
+            names["base_posture"]: pl.String(),
+            names["response_postures"]: _STR_LIST,
             names["n_judged"]: pl.Int64(),
             names["cache_hits"]: pl.Int64(),
             names["spend"]: SPEND_DTYPE,
@@ -245,8 +255,10 @@ def assemble(
     *,
     responded: bool,
     judged: bool,
+    postures: Postures | None = None,
 ) -> pl.DataFrame:
-    """``df`` with the columns of the stages that ran (respond, judge) filled from ``results``."""
+    """``df`` with the columns of the stages that ran (respond, judge) filled from ``results``;
+    a judged frame's posture columns from ``postures`` (each base answer's, each sample's)."""
 
     def col(attr: str) -> list[list[Any]]:
         return [[getattr(s, attr) for s in row] for row in results]
@@ -281,6 +293,14 @@ def assemble(
             pl.Series(names["judge_errors"], texts("judge_error"), dtype=_STR_LIST),
             pl.Series(names["judge_raw"], texts("judge_raw"), dtype=_STR_LIST),
             pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
+        ]
+        base_postures, response_postures = postures or (
+            [None] * len(results),
+            [[None] * len(row) for row in results],
+        )
+        added += [
+            pl.Series(names["base_posture"], base_postures, dtype=pl.String),
+            pl.Series(names["response_postures"], response_postures, dtype=_STR_LIST),
             pl.Series(
                 names["n_judged"],
                 [sum(s.score is not None for s in row) for row in results],

@@ -60,6 +60,7 @@ font-family:inherit}pre,summary{overflow-wrap:anywhere}.cut{color:#b35900;font-s
 tr.rest td{color:#555;font-style:italic}
 .pairs .pairs{margin:0;font-size:1em}.pairs ol{margin:0;padding-left:1.2rem}
 .wide,.chart{overflow-x:auto;max-width:100%}
+.note{border-left:4px solid #f0a30a;background:#fff8e6;padding:.5rem .8rem}
 """
 
 
@@ -367,6 +368,8 @@ def _cards(summary: Any, metric: str) -> str:
         ),
         ("from the cache", f"{summary.cache_hits['sut'] + summary.cache_hits['judge']:,}"),
     ]
+    if summary.both_refused_share is not None:
+        cards.insert(1, ("of it refusals on both sides", _percent(summary.both_refused_share)))
     return (
         '<div class="cards">'
         + "".join(
@@ -451,6 +454,7 @@ def _opening(frame: pl.DataFrame, summary: Any, title: str, metric: str) -> list
         f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
         f"UTC by safecons {_esc(_version())}.</p>",
         _cards(summary, metric),
+        *_refusal_note(summary),
         "<h2>How to read this report</h2>",
         "<p>Each row's query was reframed adversarially (a toxicity-provoking template, "
         "sometimes wrapped in a jailbreak); the system answered the reframing afresh, and a "
@@ -465,6 +469,37 @@ def _opening(frame: pl.DataFrame, summary: Any, title: str, metric: str) -> list
         "<p>Mean safety consistency over scored rows, with a 95% bootstrap interval "
         "(rows resampled within each group, seed 0), and the share of each judge label among "
         "the judged comparisons.</p>",
+    ]
+
+
+def _percent(share: float) -> str:
+    return f"{share:.0%}" if share in (0.0, 1.0) else f"{share:.1%}"
+
+
+def _refusal_note(summary: Any) -> list[str]:
+    """Beside the score, what share of it is refusals, and what such a score does not say (a
+    frame from before the posture columns has no note)."""
+    if summary.base_refusal_rate is None and summary.variant_refusal_rate is None:
+        return []
+    said = []
+    if summary.base_refusal_rate is not None:
+        said.append(f"the base answer refused in {_percent(summary.base_refusal_rate)} of rows")
+    if summary.variant_refusal_rate is not None:
+        said.append(
+            f"the fresh answers to the variants refused in "
+            f"{_percent(summary.variant_refusal_rate)} of samples"
+        )
+    both = summary.both_refused_share
+    share = (
+        f" {_percent(both)} of the judged comparisons are a refusal beside a refusal."
+        if both is not None
+        else ""
+    )
+    return [
+        f'<p class="note">Refusals: {"; ".join(said)}.{share} A high score made of refusals says '
+        "the system keeps refusing under reframing, and nothing of whether it helps: a system "
+        "that refuses everything, harmless questions included, scores about 1. Postures are "
+        "read offline, answer by answer (<code>sc.judges.answer_postures</code>).</p>"
     ]
 
 

@@ -13,7 +13,7 @@ from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
-from .judges import LABELS
+from .judges import LABELS, POSTURES
 
 __all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary", "token_frame")
 
@@ -57,6 +57,15 @@ class RunSummary:
     for good, ``skipped_calls`` those a spent ``max_calls`` budget left unmade, ``tokens``
     what the servers reported spending (None where none reported usage), and
     ``rate_limited`` the 429 answers.
+
+    What share of the score is refusals (None for a frame without the posture columns, from
+    a safecons before them, or with no answer to read): ``base_refusal_rate``, the share of
+    rows whose base answer refused (:func:`~safecons.judges.answer_postures` reads it
+    ``"refused"``; ``"partial"`` is not counted); ``variant_refusal_rate``, the share of the
+    fresh answers to the variants that refused; ``both_refused_share``, the share of the judged
+    comparisons in which both the base answer and the fresh one refused. A score made mostly
+    of refusals beside refusals says the system keeps refusing, and nothing of whether it
+    helps: a system that refuses everything, benign questions included, scores about 1.0.
 
     Three ways to show it: ``repr`` is the dataclass's own (every field, exact, one line: a
     valid expression that rebuilds the summary), ``str`` (``print``) a few aligned lines and a
@@ -112,6 +121,9 @@ class RunSummary:
     rate_limited: int
     batch_tokens: dict[str, dict[str, int | None]] = field(default_factory=_no_batch)
     prices: Prices | None = None
+    base_refusal_rate: float | None = None
+    variant_refusal_rate: float | None = None
+    both_refused_share: float | None = None
 
     @property
     def batch_share(self) -> dict[str, float | None]:
@@ -153,6 +165,12 @@ class RunSummary:
             f"without a score ({self.n_not_finished:,} not finished)",
             f"mean_score {mean}, rate_limited {self.rate_limited:,}",
         ]
+        if self.base_refusal_rate is not None or self.variant_refusal_rate is not None:
+            head.append(
+                f"base_refusal_rate {_share_text(self.base_refusal_rate)}, "
+                f"variant_refusal_rate {_share_text(self.variant_refusal_rate)}, "
+                f"both_refused_share {_share_text(self.both_refused_share)}"
+            )
         grid = [
             (name, f"{counts['sut']:,}", f"{counts['judge']:,}")
             for name, counts in (
@@ -444,6 +462,18 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
                 f"or not finite (for example {_examples(bad)}); a run's scores are on the "
                 f"judge's {lo:g} to {hi:g} scale (NaN or null for no score)"
             )
+    for name in (names["base_posture"], names["response_postures"]):
+        if name not in frame.columns:
+            continue
+        column = frame[name]
+        read = (column.explode() if column.dtype == pl.List(pl.String) else column).drop_nulls()
+        foreign = read.filter(~read.is_in(list(POSTURES)))
+        if foreign.len():
+            raise InputError(
+                f"{fn}: column {name!r} holds {foreign.len():,} posture(s) that are not one of "
+                f"{', '.join(map(repr, POSTURES))} (for example {_examples(foreign)}); a run "
+                "writes only these, and null where there was no answer"
+            )
     if labels in frame.columns:
         judged = frame[labels].explode().drop_nulls()
         foreign = judged.filter(~judged.is_in(list(LABELS)))
@@ -572,7 +602,37 @@ def run_summary(
         rate_limited=int((totals["sut_rate_limited"] or 0) + (totals["judge_rate_limited"] or 0)),
         batch_tokens=_batch_tokens(spend, totals),
         prices=checked,
+        **_refusals(frame, names),
     )
+
+
+def _share(hits: int, of: int) -> float | None:
+    return hits / of if of else None
+
+
+def _refusals(frame: pl.DataFrame, names: dict[str, str]) -> dict[str, float | None]:
+    """``base_refusal_rate``, ``variant_refusal_rate`` and ``both_refused_share`` of a frame
+    with the posture columns (each None without them, or with nothing to read)."""
+    base, fresh, scores = names["base_posture"], names["response_postures"], names["scores"]
+    out: dict[str, float | None] = dict.fromkeys(
+        ("base_refusal_rate", "variant_refusal_rate", "both_refused_share")
+    )
+    if base in frame.columns:
+        read = frame[base].drop_nulls()
+        out["base_refusal_rate"] = _share(int((read == "refused").sum()), read.len())
+    if fresh in frame.columns:
+        read = frame[fresh].explode().drop_nulls()
+        out["variant_refusal_rate"] = _share(int((read == "refused").sum()), read.len())
+    if {base, fresh, scores} <= set(frame.columns):
+        pairs = (
+            frame.select(base, fresh, scores)
+            .filter(pl.col(fresh).list.len() == pl.col(scores).list.len())
+            .explode(fresh, scores)
+            .filter(pl.col(scores).is_not_null())
+        )
+        both = (pl.col(base) == "refused") & (pl.col(fresh) == "refused")
+        out["both_refused_share"] = _share(int(pairs.select(both.sum()).item()), pairs.height)
+    return out
 
 
 def _exact_sum(column: pl.Series) -> int:

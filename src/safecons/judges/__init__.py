@@ -32,7 +32,9 @@ from ._llm import fit_for_judge as fit_for_judge
 from ._llm import parse_judgment as parse_judgment
 from ._llm import top_level_objects as top_level_objects
 from ._offline import OFFLINE_JUDGE_LIMITS as OFFLINE_JUDGE_LIMITS
+from ._offline import POSTURES as POSTURES
 from ._offline import OfflineJudge as OfflineJudge
+from ._offline import answer_postures as answer_postures
 from ._posture import PostureClassifier as PostureClassifier
 from ._posture import posture as posture
 from ._posture import posture_proba as posture_proba
@@ -47,6 +49,7 @@ __all__ = (
     "MAX_JUDGED_CHARS",
     "MAX_JUDGE_OUTPUT_CHARS",
     "OFFLINE_JUDGE_LIMITS",
+    "POSTURES",
     "HarmClassifier",
     "Judgment",
     "JudgmentError",
@@ -54,6 +57,7 @@ __all__ = (
     "OfflineJudge",
     "PostureClassifier",
     "PostureJudge",
+    "answer_postures",
     "build_judge_messages",
     "clamp_to_band",
     "fit_for_judge",

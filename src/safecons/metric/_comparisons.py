@@ -15,13 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import polars as pl
 
-from .._record import Sample, assemble, column_names
+from .._record import Postures, Sample, assemble, column_names
 from ..clients import MAX_USAGE_TOKENS, Completion
 from ..clients._house import Attempt, RunSession, as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import UsageWarning
+from ..judges import answer_postures
 from ..run._house import (
     Endpoint,
     Engine,
@@ -271,4 +274,23 @@ async def _score_units(
         desc="safety_consistency",
         unit="comparison",
     )
-    return assemble(df, results, names, responded=responding, judged=judging)
+    postures = None
+    if judging:
+        # Offline CPU work once every call is done, in a thread: the loop stays free to hear
+        # an interrupt (and, on Ray, the actor's other work).
+        postures = await anyio.to_thread.run_sync(
+            functools.partial(_postures, prompts, bases, results)
+        )
+    return assemble(df, results, names, responded=responding, judged=judging, postures=postures)
+
+
+def _postures(
+    prompts: Sequence[Any], bases: Sequence[str], results: Sequence[Sequence[Sample]]
+) -> Postures:
+    """Each row's base answer's posture and each of its samples' (None where no answer), as
+    the offline judge reads one answer: what shows how much of a score is refusals."""
+    queries = [query_of(prompt) for prompt in prompts]
+    base = answer_postures(queries, bases)
+    flat_queries = [q for q, row in zip(queries, results, strict=True) for _ in row]
+    flat = iter(answer_postures(flat_queries, [s.response for row in results for s in row]))
+    return base, [[next(flat) for _ in row] for row in results]
