@@ -19,12 +19,11 @@ import anyio
 import anyio.to_thread
 import polars as pl
 
-from .._record import Postures, Sample, assemble, column_names
+from .._record import Sample, assemble, column_names
 from ..clients import MAX_USAGE_TOKENS, Completion
 from ..clients._house import Attempt, RunSession, as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import UsageWarning
-from ..judges import answer_postures
 from ..run._house import (
     Endpoint,
     Engine,
@@ -39,6 +38,7 @@ from ..run._house import (
 )
 from ..variants import query_of
 from ._judging import Comparison, JudgeSession, Verdict, encode_judgment, open_judge
+from ._postures import PostureReader
 
 __all__ = ("Sessions", "judge_sample", "open_sessions", "score_frame", "sut_call")
 
@@ -247,6 +247,8 @@ async def _score_units(
     variants = df[f"{prefix}variant_text"].to_list()
     sut_session, endpoint, judge_session = sessions.sut, sessions.endpoint, sessions.judge
     seed = eng.options.seed
+    queries = [query_of(prompt) for prompt in prompts]
+    reader = PostureReader(queries, bases, results) if judging else None
 
     async def unit(i: int, j: int, sample: Sample) -> None:
         if sut_session is not None:
@@ -254,43 +256,40 @@ async def _score_units(
                 endpoint, messages[i], ids[i], j, temperature=config.sut_temperature, seed=seed
             )
             await _respond(eng, sut_session, call, sample, endpoint=endpoint.identity)
+        if reader is not None and sample.response is not None:
+            reader.answered(i, j)
         if judge_session is not None and sample.response is not None:
             comparison = judge_session.prepare(
                 slot(ids[i], j),
-                query=query_of(prompts[i]),
+                query=queries[i],
                 variant=variants[i],
                 base=bases[i],
                 candidate=sample.response,
             )
             await judge_sample(eng, judge_session, comparison, sample)
 
-    await eng.each(
-        (
-            functools.partial(unit, i, j, sample)
-            for i, row in enumerate(results)
-            for j, sample in enumerate(row)
-        ),
-        total=sum(len(r) for r in results),
-        desc="safety_consistency",
-        unit="comparison",
+    async with anyio.create_task_group() as tasks:
+        if reader is not None:
+            tasks.start_soon(reader.read)
+        try:
+            await eng.each(
+                (
+                    functools.partial(unit, i, j, sample)
+                    for i, row in enumerate(results)
+                    for j, sample in enumerate(row)
+                ),
+                total=sum(len(r) for r in results),
+                desc="safety_consistency",
+                unit="comparison",
+            )
+        finally:
+            if reader is not None:
+                reader.close()
+    return assemble(
+        df,
+        results,
+        names,
+        responded=responding,
+        judged=judging,
+        postures=None if reader is None else reader.postures,
     )
-    postures = None
-    if judging:
-        # Offline CPU work once every call is done, in a thread: the loop stays free to hear
-        # an interrupt (and, on Ray, the actor's other work).
-        postures = await anyio.to_thread.run_sync(
-            functools.partial(_postures, prompts, bases, results)
-        )
-    return assemble(df, results, names, responded=responding, judged=judging, postures=postures)
-
-
-def _postures(
-    prompts: Sequence[Any], bases: Sequence[str], results: Sequence[Sequence[Sample]]
-) -> Postures:
-    """Each row's base answer's posture and each of its samples' (None where no answer), as
-    the offline judge reads one answer: what shows how much of a score is refusals."""
-    queries = [query_of(prompt) for prompt in prompts]
-    base = answer_postures(queries, bases)
-    flat_queries = [q for q, row in zip(queries, results, strict=True) for _ in row]
-    flat = iter(answer_postures(flat_queries, [s.response for row in results for s in row]))
-    return base, [[next(flat) for _ in row] for row in results]

@@ -1,0 +1,86 @@
+"""Each answer's posture, read while the run's calls go on.
+
+A judged frame records the posture of each row's base answer and of each fresh answer
+(:func:`safecons.judges.answer_postures`: offline, about half a millisecond an answer). Read
+after the calls, that would add its whole time to the run's; read here, in a worker thread
+fed as the answers come, it overlaps the calls' waiting, and the loop stays free to handle
+answers and to hear an interrupt.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+import anyio
+import anyio.to_thread
+
+from .._record import Postures, Sample
+from ..judges import answer_postures
+
+__all__ = ("PostureReader",)
+
+#: The most answers read in one hop to the worker thread.
+CHUNK = 256
+
+
+class PostureReader:
+    """Reads the postures of ``bases`` (one per row, answering ``queries``) at once and of
+    each sample of ``results`` once :meth:`answered` names it, in a worker thread, until
+    :meth:`close`; :attr:`postures` once :meth:`read` has returned. Each distinct answer to a
+    query is read once."""
+
+    def __init__(
+        self, queries: Sequence[str], bases: Sequence[str], results: Sequence[Sequence[Sample]]
+    ) -> None:
+        self._queries = queries
+        self._bases = bases
+        self._results = results
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, int]](math.inf)
+        self._base: list[str | None] = [None] * len(bases)
+        self._fresh: list[list[str | None]] = [[None] * len(row) for row in results]
+        self._read: dict[tuple[str, str], str | None] = {}
+
+    def answered(self, row: int, sample: int) -> None:
+        """The sample ``sample`` of row ``row`` has its answer: read its posture."""
+        self._send.send_nowait((row, sample))
+
+    def close(self) -> None:
+        """No more answers come: :meth:`read` returns once it has read those sent."""
+        self._send.close()
+
+    @property
+    def postures(self) -> Postures:
+        return self._base, self._fresh
+
+    async def read(self) -> None:
+        """Read the bases, then each answer as it is named, until :meth:`close`."""
+        self._base = await self._postures(list(zip(self._queries, self._bases, strict=True)))
+        async with self._receive:
+            async for first in self._receive:
+                chunk = [first]
+                while len(chunk) < CHUNK:
+                    try:
+                        chunk.append(self._receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                pairs = []
+                for i, j in chunk:
+                    response = self._results[i][j].response
+                    assert response is not None
+                    pairs.append((self._queries[i], response))
+                for (i, j), posture in zip(chunk, await self._postures(pairs), strict=True):
+                    self._fresh[i][j] = posture
+
+    async def _postures(self, pairs: list[tuple[str, str]]) -> list[str | None]:
+        """The postures of ``pairs`` (query, answer), those not read before read in the
+        worker thread."""
+        new = list(dict.fromkeys(pair for pair in pairs if pair not in self._read))
+        if new:
+            queries, answers = zip(*new, strict=True)
+            read = await anyio.to_thread.run_sync(
+                functools.partial(answer_postures, list(queries), list(answers))
+            )
+            self._read.update(zip(new, read, strict=True))
+        return [self._read[pair] for pair in pairs]
