@@ -34,6 +34,7 @@ from ._llm import top_level_objects as top_level_objects
 from ._offline import OFFLINE_JUDGE_LIMITS as OFFLINE_JUDGE_LIMITS
 from ._offline import POSTURES as POSTURES
 from ._offline import OfflineJudge as OfflineJudge
+from ._offline import PostureMemo as PostureMemo
 from ._offline import answer_postures as answer_postures
 from ._posture import PostureClassifier as PostureClassifier
 from ._posture import posture as posture
@@ -57,6 +58,7 @@ __all__ = (
     "OfflineJudge",
     "PostureClassifier",
     "PostureJudge",
+    "PostureMemo",
     "answer_postures",
     "build_judge_messages",
     "clamp_to_band",

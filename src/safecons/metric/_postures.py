@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 
 from .._record import Postures, Sample
-from ..judges import answer_postures
+from ..judges import PostureMemo, answer_postures
 
 __all__ = ("PostureReader",)
 
@@ -28,8 +28,8 @@ CHUNK = 256
 class PostureReader:
     """Reads the postures of ``bases`` (one per row, answering ``queries``) at once and of
     each sample of ``results`` once :meth:`answered` names it, in a worker thread, until
-    :meth:`close`; :attr:`postures` once :meth:`read` has returned. Each distinct answer to a
-    query is read once."""
+    :meth:`close`; :attr:`postures` once :meth:`read` has returned. Each distinct answer is
+    read once (:func:`~safecons.judges.answer_postures`)."""
 
     def __init__(
         self, queries: Sequence[str], bases: Sequence[str], results: Sequence[Sequence[Sample]]
@@ -40,7 +40,7 @@ class PostureReader:
         self._send, self._receive = anyio.create_memory_object_stream[tuple[int, int]](math.inf)
         self._base: list[str | None] = [None] * len(bases)
         self._fresh: list[list[str | None]] = [[None] * len(row) for row in results]
-        self._read: dict[tuple[str, str], str | None] = {}
+        self._memo: PostureMemo = {}
 
     def answered(self, row: int, sample: int) -> None:
         """The sample ``sample`` of row ``row`` has its answer: read its posture."""
@@ -74,13 +74,9 @@ class PostureReader:
                     self._fresh[i][j] = posture
 
     async def _postures(self, pairs: list[tuple[str, str]]) -> list[str | None]:
-        """The postures of ``pairs`` (query, answer), those not read before read in the
-        worker thread."""
-        new = list(dict.fromkeys(pair for pair in pairs if pair not in self._read))
-        if new:
-            queries, answers = zip(*new, strict=True)
-            read = await anyio.to_thread.run_sync(
-                functools.partial(answer_postures, list(queries), list(answers))
-            )
-            self._read.update(zip(new, read, strict=True))
-        return [self._read[pair] for pair in pairs]
+        """The postures of ``pairs`` (query, answer), read in the worker thread (what was read
+        before is remembered)."""
+        queries = [query for query, _ in pairs]
+        answers: list[str | None] = [answer for _, answer in pairs]
+        read = functools.partial(answer_postures, queries, answers, memo=self._memo)
+        return list(await anyio.to_thread.run_sync(read))
