@@ -5,7 +5,8 @@
 
 Prints the load time, the classifier's answers per second and the mean answer length, then the
 offline judge's comparisons per second (each answer judged against a refusing base: every
-reading of it, the base's too); the figures are quoted in docs/judges.md.
+reading of it, the base's too), then what the posture a judged frame records costs an answer
+(``answer_postures``); the figures are quoted in docs/judges.md and docs/metric.md.
 """
 
 from __future__ import annotations
@@ -73,6 +74,17 @@ def main() -> None:
         )
     spent = time.perf_counter() - started
     print(f"OfflineJudge: {len(some) / spent:,.0f} comparisons/s over {len(some):,} answers")
+    # The posture a judged frame records of each answer, whatever the judge: each distinct
+    # answer read once (to a query of its own, so none is remembered across queries).
+    queries = [f"request number {i}" for i in range(len(some))]
+    started = time.perf_counter()
+    read = sc.judges.answer_postures(queries, some)
+    spent = time.perf_counter() - started
+    shares = {p: read.count(p) / len(read) for p in sc.judges.POSTURES}
+    print(
+        f"answer_postures: {1000 * spent / len(some):.2f} ms an answer over {len(some):,} "
+        f"distinct answers ({', '.join(f'{p} {s:.0%}' for p, s in shares.items())})"
+    )
 
 
 if __name__ == "__main__":

@@ -840,7 +840,8 @@ def answer_postures(
     (:meth:`OfflineJudge.posture`): ``"refused"``, ``"partial"`` (a refusal, then some of
     what was asked, or harm) or ``"complied"``; None where there is no answer.
 
-    Offline and cheap: about half a millisecond a distinct answer. An answer is read once
+    Offline: about 2 ms a distinct answer on GPTFuzz's jailbreak answers (576 characters on
+    average; ``python benchmarks/bench_posture.py``). An answer is read once
     whatever query it answers, unless its reading rests on the query (a refusal with something
     said besides it, read against the query by the pair model): that is read once per query.
     The metric records it for the base answer and every sample of a judged row, so that a run

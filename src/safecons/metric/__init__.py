@@ -10,6 +10,7 @@ as a system under test and a judge (:data:`SUT`, :data:`Judge`, :data:`ChatFunct
 - :mod:`._fronts`: the fronts.
 - :mod:`._job`: a call of the metric, validated once (:class:`Job`); LazyFrame batches.
 - :mod:`._comparisons`: the metric's units on the engine: each SUT sample, then its judge call.
+- :mod:`._postures`: each answer's posture, read in a worker thread while the calls go on.
 - :mod:`._judging`: a judge, whatever the user passed (chat client, callable, ``LLMJudge``,
   judge object), as one thing a unit can ask for a verdict; :func:`judge_sample`, the judge
   unit that ``audit_judge`` runs too.

@@ -1,7 +1,7 @@
 """Each answer's posture, read while the run's calls go on.
 
 A judged frame records the posture of each row's base answer and of each fresh answer
-(:func:`safecons.judges.answer_postures`: offline, about half a millisecond an answer). Read
+(:func:`safecons.judges.answer_postures`: offline, about 2 ms a distinct answer). Read
 after the calls, that would add its whole time to the run's; read here, in a worker thread
 fed as the answers come, it overlaps the calls' waiting, and the loop stays free to handle
 answers and to hear an interrupt.
