@@ -94,8 +94,8 @@ class Engine:
         """A session of ``client`` for as long as the engine is open.
 
         A session whose calls wait for answers that come later (:attr:`RunSession.holds`)
-        lets as many more units start as it may hold calls: they
-        wait on their calls, and the session sends them together.
+        lets as many more units start as it may hold calls: they wait on their calls, and
+        the session sends them together.
         """
         self.protect(client)
         options = self.options
@@ -136,7 +136,7 @@ class Engine:
         and has no per-attempt timeout."""
         runner = self.runner
         if deferred and call is None:
-            raise ValueError("a deferred call needs its ModelCall: its key names it")
+            raise RuntimeError("a deferred call was made without its ModelCall (a safecons bug)")
         got = await runner.call(
             attempt,
             retries=self.options.retries[kind],
