@@ -15,6 +15,14 @@ for each path, so the Ray path's cost is a fixed start-up (actors, the check pas
 overhead per row (the lease of every attempt from the limiter actor, Arrow batches). Last,
 the limiter actor alone: leases granted and given back per second, the ceiling of one job's
 calls per second whatever the cluster.
+
+    python benchmarks/bench_ray.py --limits               # many workers, one provider limit
+
+The provider-limits table instead: ``safecons.ray`` with several actors against one
+``FakeOpenAIServer`` that admits ``rpm / 60`` requests a second (fixed one-second windows or
+token buckets, 429 with ``Retry-After`` past the limit, OpenAI's rate-limit headers), the judge
+local, beside the single-process run at the same limit: rows scored, the share of requests
+answered 429, and the wall time against the limit's own (``ideal/wall``).
 """
 
 from __future__ import annotations
@@ -103,6 +111,72 @@ def ray_run(base_url: str, rows: int, cap: int, actors: int, batch_size: int) ->
     if n != rows or errored:
         raise SystemExit(f"ray run: {n} rows back of {rows}, {errored} errored")
     return wall
+
+
+def limited(cases: list[tuple[int, int, str]], *, actors: int, cap: int, batch_size: int) -> None:
+    """The provider-limits table: ``(rpm, rows, mode)`` per line (``mode`` one of the harness's
+    ``LIMIT_MODES``), the Ray path with ``actors`` actors and the single-process run, one SUT
+    call a row, the judge local."""
+    import polars as pl
+    import ray.data
+    from harness import LIMIT_MODES, LIMITED_MAX_TOKENS, columns
+
+    import safecons as sc
+    import safecons.ray as scr
+    from safecons.testing import FakeOpenAIServer, RateLimit, StandInJudge
+
+    print(
+        f"\nprovider limits, many workers: {actors} Ray actors sharing one limit (and the "
+        f"single-process run), a server admitting rpm/60 requests a second, 429 with "
+        f"Retry-After past it; cap {cap}, responses_per_query=2, the judge local"
+    )
+    print(
+        f"{'path':>7} {'mode':>12} {'RPM':>6} {'rows':>6} {'scored':>7} {'requests':>9} "
+        f"{'429 %':>6} {'wall s':>7} {'ideal s':>8} {'ideal/wall':>11}"
+    )
+    refusal = "I'm sorry, but I can't help with that."
+    options = {"responses_per_query": 2, "concurrency_limit": cap, "cache": False}
+    for rpm, rows, mode in cases:
+        for path in ("ray", "polars"):
+            limit = RateLimit(rpm, None, window=1.0, **LIMIT_MODES[mode])  # type: ignore[arg-type]
+            with FakeOpenAIServer(
+                responder=lambda body: refusal, latency=0.02, rate_limit=limit, log_size=None
+            ) as srv:
+                sut = sc.OpenAICompatible(
+                    base_url=srv.base_url,
+                    model="sut",
+                    api_key="",
+                    params={"max_tokens": LIMITED_MAX_TOKENS},
+                )
+                df = pl.DataFrame(columns(rows))
+                began = time.perf_counter()
+                if path == "ray":
+                    blocks = max(actors * 4, rows // batch_size)
+                    size = -(-rows // blocks)
+                    ds = ray.data.from_arrow(
+                        [df.slice(k, size).to_arrow() for k in range(0, rows, size)]
+                    )
+                    out = scr.safety_consistency(
+                        ds, sut=sut, judge=StandInJudge(), actors=actors, batch_size=batch_size,
+                        **options,
+                    )  # fmt: skip
+                    scored = sum(
+                        b.column("sc_error").null_count
+                        for b in out.iter_batches(batch_format="pyarrow", batch_size=None)
+                    )
+                else:
+                    done = sc.safety_consistency(
+                        df, sut=sut, judge=StandInJudge(), progress=False, **options
+                    )
+                    scored = int(done["sc_error"].null_count())
+                wall = time.perf_counter() - began
+                stats = srv.stats
+            ideal = rows / (rpm / 60)
+            share = 100 * stats.rate_limited / max(1, stats.requests)
+            print(
+                f"{path:>7} {mode:>12} {rpm:6,} {rows:6,} {scored:7,} {stats.requests:9,} "
+                f"{share:6.1f} {wall:7.2f} {ideal:8.2f} {ideal / wall:11.2f}"
+            )
 
 
 def limiter_ceiling(pairs: int, concurrency: int) -> tuple[float, float]:
@@ -211,6 +285,11 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="the provider-limits table (many workers sharing one limit) instead",
+    )
     # The worked estimate's assumptions (docs/scale-out.md): put your endpoint's own.
     parser.add_argument("--estimate-rows", type=int, default=10_000_000)
     parser.add_argument("--estimate-rpm", type=float, default=10_000.0)
@@ -238,6 +317,17 @@ def main() -> int:
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
+    if args.limits:
+        try:
+            limited(
+                [(600, 300, "window"), (600, 300, "bucket"), (6_000, 1_200, "bucket")],
+                actors=args.actors,
+                cap=max(args.concurrency),
+                batch_size=args.batch_size,
+            )
+        finally:
+            ray.shutdown()
+        return 0
     calls_per_row = 2 * (RESPONSES_PER_QUERY - 1)
     server = Server(args.latency, 200)
     try:

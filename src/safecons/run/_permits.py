@@ -333,7 +333,7 @@ class Pace:
         word, self.word = self.word, anyio.Event()
         word.set()
         if not self.ordered:
-            self._heard_unordered(limits, now)
+            self._heard_unordered(number, limits, now)
             return
         # Attempts started before this one and still in flight may reach the server after
         # it (64 connections do not keep their order): counted as not yet counted, for
@@ -360,11 +360,12 @@ class Pace:
             base=through,
         )
 
-    def _heard_unordered(self, limits: RateLimits, now: float) -> None:
+    def _heard_unordered(self, number: int, limits: RateLimits, now: float) -> None:
         """An answer's word when attempts reach the server in no known order (many processes
         share the pace): every attempt still in flight is counted as used after it, the worst
         case, and within one window the strictest word stands."""
         self._requests.heard_unordered(
+            number,
             remaining=limits.remaining_requests,
             limit=limits.limit_requests,
             reset=limits.reset_requests,
@@ -373,6 +374,7 @@ class Pace:
             total=self.started,
         )
         self._tokens.heard_unordered(
+            number,
             remaining=limits.remaining_tokens,
             limit=limits.limit_tokens,
             reset=limits.reset_tokens,
@@ -510,6 +512,7 @@ class _Budget:
 
     def heard_unordered(
         self,
+        number: int,
         *,
         remaining: int | None,
         limit: int | None,
@@ -519,10 +522,23 @@ class _Budget:
         total: int,
     ) -> None:
         """As :meth:`heard`, for answers in no known order: ``base`` counts every attempt in
-        flight as used after this one (``total`` is the running total now). A word of an
-        earlier window than the one counted is stale; of a later one, it replaces it; of the
-        same one, it replaces it only if it leaves less."""
+        flight as used after this one (``total`` is the running total now).
+
+        When the window turned with no newer word (a guess, let out at the limit's rate), the
+        word of an attempt ``number`` started after the turn replaces the guess. Otherwise a
+        word of an earlier window than the one counted is stale; of a later one, it replaces
+        it; of the same one, it replaces it only if it leaves less. (The turned window's own
+        end is no provider's: a token bucket's reset, the time until it is full again, fell
+        before it, so each fresh word read as a window already past, and many workers were
+        held to the guess's rate, an eighth of the limit.)"""
         if remaining is None:
+            return
+        if self._turned is not None and self._allowance == 0 and number > self._heard:
+            # The window turned with no word, and this attempt started after the turn: its
+            # word is the provider's own count of the window that the turn only guessed.
+            self._heard, self._base, self._carried = number, base, 0
+            reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
+            self._take(remaining, limit, reset, now)
             return
         reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
         reset_at = now + reset
