@@ -199,6 +199,26 @@ def test_report_refuses_other_file_types_existing_files_and_links(scored, tmp_pa
         sc.report(scored, tmp_path)
 
 
+def test_a_report_written_again_replaces_its_own_file_and_no_other(scored, tmp_path):
+    # A notebook cell run again: the report it wrote is replaced; a file of the user's that
+    # is not a report of safecons', or a link to one, is not.
+    page = tmp_path / "report.html"
+    assert sc.report(scored, page) == page
+    first = page.read_text()
+    assert '<meta name="generator" content="safecons report ' in first
+    assert sc.report(scored, page, title="again") == page
+    assert "<title>again</title>" in page.read_text()
+    mine = tmp_path / "mine.html"
+    mine.write_text("<!doctype html><p>a page of mine</p>")
+    with pytest.raises(sc.InputError, match=r"already exists.*overwrite=True"):
+        sc.report(scored, mine)
+    link = tmp_path / "link.html"
+    link.symlink_to(page)
+    with pytest.raises(sc.InputError, match="symbolic link"):
+        sc.report(scored, link)
+    assert "<title>again</title>" in page.read_text()
+
+
 def test_safecons_report_checks_its_output_before_reading_the_input(scored, tmp_path, capsys):
     src = tmp_path / "scored.parquet"
     scored.write_parquet(src)

@@ -406,6 +406,7 @@ def report_html(
     sections += _run_section(summary, config)
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="generator" content="{_GENERATOR} {_esc(_version())}">'
         f"<title>{_esc(title)}</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>"
@@ -694,6 +695,26 @@ def _version() -> str:
     return __version__
 
 
+#: The ``generator`` a report names in its head: how :func:`report` knows a file it may
+#: replace without ``overwrite=True``.
+_GENERATOR: Final = "safecons report"
+
+
+def _our_report(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file (not a link) that :func:`report` wrote."""
+    where = Path(path)
+    try:
+        if where.is_symlink() or not where.is_file():
+            return False
+        with where.open("rb") as file:
+            head = file.read(512)
+    except OSError:
+        return False
+    return head.startswith(b"<!doctype html>") and (
+        f'<meta name="generator" content="{_GENERATOR} '.encode() in head
+    )
+
+
 def report(
     run: SafetyConsistencyRun | pl.DataFrame | pl.LazyFrame,
     path: str | os.PathLike[str],
@@ -716,7 +737,8 @@ def report(
     path
         Where the ``.html`` (or ``.htm``) goes. Its folder must exist; a folder, a symbolic
         link or an existing file there is an error (checked before any work), unless
-        ``overwrite=True`` (a link is never written through).
+        ``overwrite=True`` (a link is never written through), or unless the file is a report
+        safecons wrote: a notebook cell run again replaces its own report.
     title
         The report's title.
     by
@@ -730,7 +752,8 @@ def report(
     prefix, metric_name
         The run's column prefix and score column.
     overwrite
-        Replace a file that exists at ``path``.
+        Replace any file that exists at ``path`` (a report safecons wrote is replaced
+        without it).
 
     Returns
     -------
@@ -749,6 +772,9 @@ def report(
     >>> out.read_text().startswith("<!doctype html>")
     True
     """
+    # A cell run again writes its report again: a file safecons wrote as a report is no work
+    # of the user's to protect. Any other file stays unless overwrite=True.
+    overwrite = overwrite or _our_report(path)
     target = check_output(
         path, parameter="report: path", suffixes=(".html", ".htm"), overwrite=overwrite
     )
