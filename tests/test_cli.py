@@ -210,6 +210,49 @@ def test_cache_info_prints_dates(tmp_path, capsys):
     assert info["oldest"].endswith("+00:00") and info["entries"] == 1
 
 
+class _GoneReader:
+    """A stdout whose reader has gone (``| head`` closed it)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("argv", [["cache", "info", "CACHE"], ["demo", "--no-progress"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path, capsys, monkeypatch, argv):
+    from safecons import ResponseCache
+    from safecons.cli import EXIT_BROKEN_PIPE
+
+    path = tmp_path / "calls.sqlite"
+    with ResponseCache(path) as cache:
+        cache.put("k", kind="sut", endpoint="e", value="v")
+    monkeypatch.chdir(tmp_path)  # the demo writes its report where it runs
+    monkeypatch.setattr(sys, "stdout", _GoneReader())
+    assert main([str(path) if a == "CACHE" else a for a in argv]) == EXIT_BROKEN_PIPE
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_safecons_into_a_closed_pipe_prints_no_traceback(tmp_path):
+    # A real pipe whose reader closes before the command writes (it is still importing).
+    from safecons import ResponseCache
+
+    path = tmp_path / "calls.sqlite"
+    with ResponseCache(path) as cache:
+        cache.put("k", kind="sut", endpoint="e", value="v")
+    done = subprocess.Popen(
+        [sys.executable, "-m", "safecons", "cache", "info", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert done.stdout is not None and done.stderr is not None
+    done.stdout.close()
+    err = done.stderr.read().decode()
+    assert done.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
 @pytest.mark.parametrize("days", ["-5", "nan", "inf", "-0.5", "soon", "1e308"])
 def test_cache_clear_refuses_an_age_that_would_clear_all_or_nothing(tmp_path, capsys, days):
     from safecons import ResponseCache

@@ -417,7 +417,9 @@ def test_the_cli_dry_run_prints_the_plan_s_tokens_and_sends_nothing(tmp_path, ca
     [
         ("sut_prompt=-1", "sut_prompt is -1.0; expected a finite number >= 0"),
         ("sut_prompt", "expected NAME=PRICE pairs"),
-        ("sut_prompt=cheap", "expected NAME=PRICE pairs"),
+        ("sut_prompt=cheap", "sut_prompt: expected a price per 1M tokens (a number"),
+        ("sut_prompt=abc,judge_prompt=1", "got 'abc'"),
+        ("=1", "expected NAME=PRICE pairs"),
         ("sut_input=1", "unknown field(s) 'sut_input'"),
         ("batch_discount=2", "batch_discount is 2.0; expected a number from 0 to 1"),
     ],

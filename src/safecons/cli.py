@@ -52,6 +52,9 @@ EXIT_OK, EXIT_USAGE, EXIT_SOME_ERRORED, EXIT_NONE_SCORED, EXIT_BUDGET, EXIT_INTE
     5,
     130,
 )
+#: Every command's exit when what reads its output closes it first (``safecons ... | head``):
+#: 128 + SIGPIPE, what a shell reports for a Unix tool stopped the same way.
+EXIT_BROKEN_PIPE: Final = 141
 _EXIT_CODES = f"""\
 exit codes:
   {EXIT_OK}    every row scored
@@ -60,6 +63,7 @@ exit codes:
   {EXIT_NONE_SCORED}    no row scored (every row errored: is the endpoint up, the key right?)
   {EXIT_BUDGET}    the --max-calls budget stopped the run (rerun with the same --cache to continue)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); with --cache, finished calls are kept
+  {EXIT_BROKEN_PIPE}  the reader of the output went away (| head): what was printed is all there is
 """
 
 
@@ -644,13 +648,17 @@ def _prices_option(text: str) -> Any:
     values: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, sep, value = item.partition("=")
-        try:
-            if not sep:
-                raise ValueError
-            values[name.strip()] = float(value)
-        except ValueError:
+        if not sep or not name.strip():
             raise argparse.ArgumentTypeError(
                 f"expected NAME=PRICE pairs separated by commas, got {item!r}"
+            )
+        try:
+            values[name.strip()] = float(value)
+        except ValueError:
+            # The pair is well formed: what is wrong is the price.
+            raise argparse.ArgumentTypeError(
+                f"{name.strip()}: expected a price per 1M tokens (a number, such as 0.15), "
+                f"got {value.strip()!r}"
             ) from None
     if not values:
         raise argparse.ArgumentTypeError("expected NAME=PRICE pairs, got nothing")
@@ -877,9 +885,23 @@ def _show_warning(  # noqa: PLR0917 (warnings.showwarning's own signature)
     print(f"safecons: warning: {display_text(str(message))}", file=file or sys.stderr)
 
 
+def _stdout_gone() -> int:
+    """What reads the output went away: no traceback, and nothing more written to it (the
+    interpreter's last flush of a broken pipe would print one more error)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no file (a test's capture)
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``safecons`` command."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except BrokenPipeError:  # --help into | head
+        return _stdout_gone()
     try:
         with warnings.catch_warnings():
             # Each command's own account says which rows have no score and what to do.
@@ -906,6 +928,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         print(f"safecons: interrupted: {said}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_gone()
     return code
 
 
