@@ -380,7 +380,9 @@ def test_a_server_without_a_batch_api_is_a_clear_error() -> None:
         transport=httpx.MockTransport(handler),
         batch=True,
     )
-    with pytest.raises(ConfigError, match=r"no Batch API.*batch=False"):
+    with pytest.raises(
+        ConfigError, match=r"no Batch API.*batch=False \(safecons run: drop --batch\)"
+    ):
         rows(1).pipe(
             sc.safety_consistency, sut=sut, judge=sc.OfflineJudge(), cache=False, progress=False
         )
@@ -694,3 +696,20 @@ def test_a_swap_test_with_a_batched_judge_sends_both_orders_in_one_batch(tmp_pat
         batches = srv.batches()
     assert out["swap_error"].null_count() == 3
     assert [lines_of(b) for b in batches] == [6]  # both orders of three pairs
+
+
+def test_the_batch_docs_recipe_runs_as_written(tmp_path, monkeypatch, capsys):
+    # docs/batch.md's "Try it first on the fake server", run as a reader would paste it.
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "batch.md").read_text()
+    start = text.index("## Try it first on the fake server")
+    block = re.search(r"```python\n(.*?)```", text[start:], re.S)
+    assert block is not None
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the recipe is quiet
+        exec(compile(block.group(1), "docs/batch.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "2 batches" in out and "Consistent" in out
+    assert (tmp_path / "calls.sqlite").exists()

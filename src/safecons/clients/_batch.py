@@ -550,7 +550,8 @@ class BatchAPI:
             raise ConfigError(
                 f"{self.identity}: the server has no Batch API at {where} ({problem}). "
                 "OpenAI, Azure OpenAI and LiteLLM's proxy serve one; vLLM's, Ollama's and "
-                "llama.cpp's servers do not: make the client with batch=False"
+                "llama.cpp's servers do not: make the client with batch=False (safecons run: "
+                "drop --batch)"
             )
         if status in _RETRYABLE or status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             return
