@@ -156,6 +156,31 @@ async def test_other_4xx_not_retryable_and_temperature_hint():
         await complete(client)
 
 
+async def test_a_long_provider_message_keeps_its_end_where_the_reason_is():
+    # A provider says what it refused first and why last: the cut keeps both (issue 31, item
+    # 6: the model's name went with the end of "... the model `x` does not exist").
+    said = (
+        "Invalid request: the request could not be served. "
+        + "Details follow. " * 40
+        + "The model `gpt-4o-mini-typo` does not exist or you do not have access to it."
+    )
+    client = OpenAICompatible(
+        model="m",
+        base_url="http://x.test/v1",
+        transport=httpx.MockTransport(
+            Recorder(httpx.Response(404, json={"error": {"message": said}}))
+        ),
+    )
+    with pytest.raises(NonRetryableCallError) as info:
+        await complete(client)
+    text = str(info.value)
+    assert "HTTP 404: Invalid request" in text
+    assert text.rstrip(")").endswith("you do not have access to it.") or (
+        "`gpt-4o-mini-typo` does not exist or you do not have access to it." in text
+    )
+    assert " … " in text and len(text) < len(said)
+
+
 @pytest.mark.parametrize("status", [401, 403])
 async def test_auth_errors_abort_and_never_show_the_key(status):
     reply = httpx.Response(

@@ -592,8 +592,19 @@ class Inflater:
 
 
 def cut(text: str, limit: int = _MAX_DETAIL) -> str:
-    """A server's text as a message quotes it: valid Unicode, at most ``limit`` characters."""
+    """A server's text as a message quotes it: valid Unicode, at most about ``limit``
+    characters, its middle cut out (a provider says what went wrong first and why last: "The
+    model `x` does not exist").
+
+    Examples
+    --------
+    >>> cut("Invalid request: " + "x" * 400 + " the model `gpt-x` does not exist.", 60)
+    'Invalid request: xxxxxxxxxxx … model `gpt-x` does not exist.'
+    """
     # Every server text that reaches a message passes here: made valid Unicode too, so that an
     # error raised out of a run (an AuthenticationError) can be printed or logged.
     text = valid_unicode(text)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+    if len(text) <= limit:
+        return text
+    head = max(1, (limit - 3) // 2)
+    return f"{text[:head]} … {text[len(text) - (limit - 3 - head) :]}"
