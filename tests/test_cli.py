@@ -30,6 +30,10 @@ def test_demo_runs_offline_and_says_what_it_uses(capsys):
     assert "rows: 12, scored: 12, errored: 0" in out
     assert "sut: 24 calls, 24 attempts, 0 from the cache" in out
     assert "judge: 24 calls, 24 attempts" in out
+    # And so does its report, which may be read without these words around it.
+    report = (Path.cwd() / "report.html").read_text()
+    assert "System under test: <b>a STAND-IN (safecons.testing.StandInSUT)" in report
+    assert "judge: <b>safecons&#x27; offline judge (OfflineJudge" in report
 
 
 def test_demo_is_reproducible(capsys):

@@ -42,6 +42,34 @@ def test_the_report_is_self_contained(run, tmp_path):
     assert '<th class="text">responses_per_query</th><td class="text">3</td>' in text
 
 
+def test_the_report_says_what_was_measured_and_by_what_judge(run, tmp_path):
+    # Issue 31, item 2: a file people email around names the system and the judge.
+    assert run.sut == "the Python callable StandInSUT"
+    assert run.judge is not None and run.judge.startswith("safecons' offline judge")
+    text = sc.report(run, tmp_path / "r.html").read_text()
+    assert "System under test: <b>the Python callable StandInSUT</b>" in text
+    assert "judge: <b>safecons&#x27; offline judge (OfflineJudge" in text
+    # A frame alone does not know: the report says so instead of leaving a reader to guess.
+    framed = sc.report(run.frame, tmp_path / "f.html").read_text()
+    assert "What was measured: <b>not recorded</b>" in framed
+
+
+def test_what_a_report_names_of_a_client_holds_no_secret():
+    from safecons.metric._judging import measured
+
+    key = "sk-live-SECRET-0123456789"
+    client = sc.OpenAICompatible(
+        model="gpt-4o-mini", base_url="https://user.example.com/v1", api_key=key
+    )
+    said = measured(client, "sut")
+    assert said == "model 'gpt-4o-mini' at user.example.com"
+    assert key not in said
+    batched = sc.OpenAICompatible(model="m", api_key=key, batch=True)
+    assert measured(sc.LLMJudge(batched), "judge") == (
+        "an LLM judge: model 'm' at api.openai.com through its Batch API"
+    )
+
+
 def test_model_text_is_escaped_and_long_text_folded(tmp_path):
     df = pl.DataFrame(
         {

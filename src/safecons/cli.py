@@ -205,6 +205,12 @@ def _demo(args: argparse.Namespace) -> int:
         responses_per_query=args.responses_per_query,
         dpi_ratio=args.dpi_ratio,
     )
+    # Plainly, in the report a reader may be emailed without this command's words around it.
+    run = dataclasses.replace(
+        run,
+        sut="a STAND-IN (safecons.testing.StandInSUT) that refuses or complies at random: "
+        "not a model, so the scores say nothing about any model",
+    )
     with pl.Config(tbl_rows=20, fmt_str_lengths=50, tbl_width_chars=140):
         print(
             run.frame.select(

@@ -61,6 +61,7 @@ tr.rest td{color:#555;font-style:italic}
 .pairs .pairs{margin:0;font-size:1em}.pairs ol{margin:0;padding-left:1.2rem}
 .wide,.chart{overflow-x:auto;max-width:100%}
 .note{border-left:4px solid #f0a30a;background:#fff8e6;padding:.5rem .8rem}
+.measured{font-size:1.05rem;margin:.3rem 0}
 """
 
 
@@ -396,7 +397,7 @@ def report_html(
     groups = _breakdowns(frame, by, prefix)
     tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
     config = run.config if isinstance(run, SafetyConsistencyRun) else None
-    sections = _opening(frame, summary, title, metric_name)
+    sections = _opening(run, frame, summary, title, metric_name)
     sections += _score_sections(frame, tables, prefix, metric_name)
     sections.append("<h2>Charts</h2>")
     sections += _charts(frame, {k: tables[k][0] for k in groups[:2]}, prefix, metric_name)
@@ -447,11 +448,29 @@ def _breakdowns(frame: pl.DataFrame, by: str | Sequence[str] | None, prefix: str
     return keys or defaults
 
 
-def _opening(frame: pl.DataFrame, summary: Any, title: str, metric: str) -> list[str]:
-    """The report's head: title, when and by what it was written, the cards, and how to read
-    the scores that follow."""
+def _measured(run: object) -> str:
+    """What the run measured and with what judge, as the run knows it; a frame alone does not
+    say, and the report says so rather than leave a reader to guess."""
+    if not isinstance(run, SafetyConsistencyRun) or (run.sut is None and run.judge is None):
+        return (
+            '<p class="measured">What was measured: <b>not recorded</b>. A scored frame does '
+            "not say which system and judge produced it: pass the run itself "
+            "(<code>sc.safety_consistency_run</code>) to name them here.</p>"
+        )
+    said = []
+    if run.sut is not None:
+        said.append(f"System under test: <b>{_esc(run.sut)}</b>")
+    if run.judge is not None:
+        said.append(f"judge: <b>{_esc(run.judge)}</b>")
+    return f'<p class="measured">{"; ".join(said)}.</p>'
+
+
+def _opening(run: object, frame: pl.DataFrame, summary: Any, title: str, metric: str) -> list[str]:
+    """The report's head: title, what was measured and by what judge, when and by what it was
+    written, the cards, and how to read the scores that follow."""
     return [
         f"<h1>{_esc(title)}</h1>",
+        _measured(run),
         f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
         f"UTC by safecons {_esc(_version())}.</p>",
         _cards(summary, metric),

@@ -34,7 +34,7 @@ from ._inputs import (
     check_rows,
     resolve_config,
 )
-from ._judging import check_judge, planning_judge
+from ._judging import check_judge, measured, planning_judge
 
 __all__ = ("LAZY_BATCH_ROWS", "Job", "MetricOptions", "SafetyConsistencyRun", "run_batches")
 
@@ -79,7 +79,9 @@ class SafetyConsistencyRun:
     ``summary`` is :func:`~safecons.run_summary` of ``frame`` (so it equals the summary of the
     frame written to Parquet and read back); ``elapsed_seconds``, ``max_in_flight`` and
     ``min_concurrency_target`` (the lowest in-flight target adaptive pressure reached) are
-    facts of the run, not of its rows.
+    facts of the run, not of its rows. ``sut`` and ``judge`` say what was measured and what
+    measured it, in a reader's words and free of secrets (a model and its host: what a report
+    names); None where the run had none.
     """
 
     frame: pl.DataFrame
@@ -89,6 +91,8 @@ class SafetyConsistencyRun:
     elapsed_seconds: float
     max_in_flight: int
     min_concurrency_target: int
+    sut: str | None = None
+    judge: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +219,8 @@ class Job:
             elapsed_seconds=time.perf_counter() - started,
             max_in_flight=runner.stats.max_in_flight,
             min_concurrency_target=runner.stats.min_target,
+            sut=None if self.sut is None else measured(self.sut, "sut"),
+            judge=None if self.judge is None else measured(self.judge, "judge"),
         )
 
     def warn_if_unscored(self, unscored: Unscored | pl.DataFrame) -> None:

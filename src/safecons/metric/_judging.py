@@ -9,12 +9,19 @@ text was cut) and then judge it; the run, the dry run and the cache all read tha
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..clients import ChatClient, NonRetryableCallError, RetryableCallError
+from ..clients import (
+    CallableClient,
+    ChatClient,
+    NonRetryableCallError,
+    OpenAICompatible,
+    RetryableCallError,
+)
 from ..clients._house import (
     Attempt,
     RunSession,
@@ -22,6 +29,7 @@ from ..clients._house import (
     as_chat_client,
     check_signature,
     describe,
+    facts_of,
     open_session,
 )
 from ..judges import (
@@ -30,6 +38,7 @@ from ..judges import (
     Judgment,
     JudgmentError,
     LLMJudge,
+    OfflineJudge,
     PostureJudge,
     build_judge_messages,
     fit_for_judge,
@@ -275,6 +284,36 @@ class ObjectJudge:
 def as_llm_judge(judge: object) -> LLMJudge:
     """A chat judge's settings: the ``LLMJudge`` given, or the defaults around a client."""
     return judge if isinstance(judge, LLMJudge) else LLMJudge(judge)
+
+
+def measured(obj: object, role: str) -> str:
+    """What played ``role`` (``"sut"`` or ``"judge"``) in a run, in a reader's words and free
+    of secrets (a model and its host, never a key or a URL's query): what a report names.
+
+    Examples
+    --------
+    >>> import safecons as sc
+    >>> measured(sc.OpenAICompatible(model="gpt-4o-mini", api_key="sk-x"), "sut")
+    "model 'gpt-4o-mini' at api.openai.com"
+    >>> measured(sc.OfflineJudge(), "judge")
+    "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
+    """
+    if isinstance(obj, OfflineJudge):
+        return "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
+    if isinstance(obj, LLMJudge):
+        return f"an LLM judge: {measured(obj.client, role)}"
+    if _is_object_judge(obj):
+        return f"a judge object of yours ({type(obj).__qualname__})"
+    client = as_chat_client(obj, role)
+    if isinstance(client, OpenAICompatible):
+        facts = facts_of(client)
+        where = urllib.parse.urlsplit(client.base_url).hostname or client.base_url
+        batch = " through its Batch API" if facts.batch else ""
+        return f"model {facts.model!r} at {where}{batch}"
+    if isinstance(client, CallableClient):
+        name = describe(client).removeprefix("callable:").rsplit("#", 1)[0]
+        return f"the Python callable {name}"
+    return f"a client of yours ({type(client).__qualname__})"
 
 
 def _is_object_judge(judge: object) -> bool:
