@@ -141,6 +141,28 @@ def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits
     assert "not finished: 0" in second
 
 
+@pytest.mark.network
+def test_tokens_the_run_did_not_spend_say_why(tmp_path, capsys):
+    # Issue 31, item 3: "n/a" with its reason, not "the server reported no usage" everywhere.
+    responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    cache = str(tmp_path / "calls.sqlite")
+    with FakeOpenAIServer(responder=responder) as srv:
+        assert main(_run_args(tmp_path, srv, "--cache", cache)) == 0
+        first = capsys.readouterr().out
+        assert main(_run_args(tmp_path, srv, "--cache", cache, "--force")) == 0
+        replayed = capsys.readouterr().out
+        wrong = _run_args(tmp_path, srv, "--force")
+        wrong[wrong.index("--judge-base-url") + 1] = "http://127.0.0.1:9/v1"
+        assert main(wrong) == 4
+        failed = capsys.readouterr().out
+    assert "n/a" not in first.split("tokens")[1]  # the fake server reports usage
+    assert "  sut: n/a (every call replayed from the cache: no tokens spent this run" in replayed
+    assert "  judge: n/a (no call succeeded, and a failed call's usage is not counted)" in failed
+    assert main(["demo", "--no-progress"]) == 0
+    demo = capsys.readouterr().out
+    assert "  judge: n/a (no server: it runs on this machine, and spends no tokens)" in demo
+
+
 def test_a_judge_without_a_base_url_or_a_key_is_refused_before_any_call(
     tmp_path, capsys, monkeypatch
 ):

@@ -89,15 +89,32 @@ def _exit_code(summary: Any) -> int:
     return EXIT_OK
 
 
-def _token_lines(summary: Any) -> list[str]:
+def _no_tokens(summary: Any, kind: str, local: frozenset[str]) -> str:
+    """Why a kind of call has no tokens to show: what happened, not "missing"."""
+    if summary.calls[kind] == 0:
+        return "no call"
+    if kind in local:
+        return "no server: it runs on this machine, and spends no tokens"
+    if summary.attempts[kind] == 0 and summary.cache_hits[kind]:
+        return (
+            "every call replayed from the cache: no tokens spent this run (the run that "
+            "stored the answers spent them)"
+        )
+    if summary.failed_calls[kind] + summary.skipped_calls[kind] >= summary.calls[kind]:
+        return "no call succeeded, and a failed call's usage is not counted"
+    return "the server reported no usage"
+
+
+def _token_lines(summary: Any, local: frozenset[str] = frozenset()) -> list[str]:
     """The run's tokens per kind as the servers reported them (``usage``), the share a
-    provider batch answered, and their cost when the summary has prices."""
+    provider batch answered, and their cost when the summary has prices; ``local`` names the
+    kinds of call that reach no server (the demo's)."""
     lines = ["tokens (as the servers reported them):"]
     share = summary.batch_share
     for kind in ("sut", "judge"):
         tokens = summary.tokens[kind]
         if tokens["prompt"] is None and tokens["completion"] is None:
-            lines.append(f"  {kind}: n/a (the server reported no usage)")
+            lines.append(f"  {kind}: n/a ({_no_tokens(summary, kind, local)})")
             continue
         shown = "n/a" if share[kind] is None else f"{share[kind]:.1%}"
         lines.append(
@@ -127,11 +144,14 @@ def _cost_line(cost: dict[str, dict[str, float | None]], prices: Any, label: str
 def _print_run(
     run: Any,
     prefix: str,
+    *,
     output: str | None = None,
     cache: str | None = None,
     prices: Any = None,
+    local: frozenset[str] = frozenset(),
 ) -> None:
-    """A few lines a person reads: what was scored, what was spent, where the output went."""
+    """A few lines a person reads: what was scored, what was spent, where the output went
+    (``local``: the kinds of call that reach no server)."""
     summary = run.summary if prices is None else dataclasses.replace(run.summary, prices=prices)
     metric = run.config["metric_name"]
     frame = run.frame
@@ -159,7 +179,7 @@ def _print_run(
             f"{summary.cache_hits[kind]} from the cache, {summary.failed_calls[kind]} failed, "
             f"{summary.skipped_calls[kind]} not made (budget)"
         )
-    print("\n".join(_token_lines(summary)))
+    print("\n".join(_token_lines(summary, local)))
     errors = frame[f"{prefix}error"].drop_nulls()
     if errors.len():
         print("most common row errors:")
@@ -220,7 +240,7 @@ def _demo(args: argparse.Namespace) -> int:
                 pl.col("safety_consistency").round(3),
             )
         )
-    _print_run(run, "sc_")
+    _print_run(run, "sc_", local=frozenset({"sut", "judge"}))
     if asked is not None and target is not None:
         written = _write_report(run, target, overwrite=args.force)
         print(f"\n{_wrote(written, asked)}: open it in a browser (it works offline)")
