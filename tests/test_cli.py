@@ -126,19 +126,50 @@ def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits
         # The budget stopped it: exit 5, which a script can act on (rerun with the cache).
         assert main(_run_args(tmp_path, srv, "--cache", cache, "--max-calls", "6")) == 5
         first = capsys.readouterr().out
-        assert main(_run_args(tmp_path, srv, "--cache", cache)) == 2
-        assert "already exists" in capsys.readouterr().err  # the partial output is kept
-        assert main(_run_args(tmp_path, srv, "--cache", cache, "--force")) == 0
+        # Without the cache the rerun would pay again: the unfinished output is kept.
+        assert main(_run_args(tmp_path, srv)) == 2
+        assert "already exists" in capsys.readouterr().err
+        # The same command continues it in place (issue 31, item 4): no --force.
+        assert main(_run_args(tmp_path, srv, "--cache", cache)) == 0
         second = capsys.readouterr().out
+        # Finished, it is no longer continued: replacing it takes --force.
+        assert main(_run_args(tmp_path, srv, "--cache", cache)) == 2
+        assert "already exists" in capsys.readouterr().err
     # The summary counts what was made: 6 attempts of the budget, the rest not made.
     assert "sut: 8 calls, 6 attempts, 0 from the cache, 0 failed, 2 not made (budget)" in first
     assert "not finished: 4" in first
     assert (
-        f"rerun the same command with --cache {cache} and --force (it replaces the output "
-        "file) to continue" in first
+        f"rerun the same command with --cache {cache} (it continues this output file in "
+        "place) to continue" in first
     )
+    assert "continued the 4 unfinished row(s) an earlier run left in" in second
     assert "sut: 8 calls, 2 attempts, 6 from the cache" in second
     assert "not finished: 0" in second
+
+
+@pytest.mark.network
+def test_a_run_that_scored_no_row_writes_no_output_so_the_fixed_command_runs(tmp_path, capsys):
+    responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    out = tmp_path / "out.parquet"
+    with FakeOpenAIServer(responder=responder) as srv:
+        wrong = _run_args(tmp_path, srv)
+        wrong[wrong.index("--sut-base-url") + 1] = "http://127.0.0.1:9/v1"  # nothing there
+        assert main(wrong) == 4
+        said = capsys.readouterr().out
+        assert f"no row scored: nothing written to {out}" in said and not out.exists()
+        assert main(_run_args(tmp_path, srv)) == 0  # the fixed command: no --force
+    assert pl.read_parquet(out)["sc_error"].null_count() == 4
+
+
+def test_an_output_not_written_by_safecons_run_is_never_continued(tmp_path, capsys):
+    mine = tmp_path / "out.parquet"
+    pl.DataFrame({"x": [1]}).write_parquet(mine, metadata={"safecons.not_finished": "3"})
+    args = ["run", str(_rows(tmp_path)), "--output", str(mine), "--sut-model", "m"]
+    args += ["--sut-base-url", "http://127.0.0.1:9/v1", "--judge-model", "j"]
+    args += ["--judge-base-url", "http://127.0.0.1:9/v1", "--cache", str(tmp_path / "c.sqlite")]
+    assert main(args) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert pl.read_parquet(mine)["x"].to_list() == [1]
 
 
 @pytest.mark.network

@@ -189,8 +189,10 @@ def _print_run(
             print(f"  {count}x {middle_cut(text, _ERROR_LINE)}")
     if summary.n_not_finished:
         again = f"with --cache {cache}" if cache else "with a --cache file"
-        if output:
+        if output and not (cache and output.lower().endswith(".parquet")):
             again += " and --force (it replaces the output file)"
+        elif output:
+            again += " (it continues this output file in place)"
         print(
             f"{summary.n_not_finished} row(s) were not finished (the --max-calls budget was "
             f"spent): rerun the same command {again} to continue"
@@ -315,23 +317,65 @@ def _read_input(path: Path) -> pl.DataFrame:
 _FRAME_SUFFIXES = (".parquet", ".jsonl", ".ndjson")
 
 
-def _check_output(args: argparse.Namespace) -> Path:
-    # Checked before the run: a paid run must not end in an unwritable output.
-    return check_output(
+#: The key-value metadata ``safecons run`` writes into a Parquet output: that it wrote it, and
+#: how many of its rows the ``--max-calls`` budget left unfinished.
+_WRITTEN_BY: Final = "safecons.run"
+_NOT_FINISHED: Final = "safecons.not_finished"
+
+
+def _unfinished_output(path: str, cache: str | None) -> int:
+    """How many rows an earlier ``safecons run`` left unfinished in the Parquet output at
+    ``path`` (0: none, or not such a file): with ``--cache``, the same command continues it
+    and may replace it without ``--force``, since every finished call replays from the cache.
+    """
+    where = Path(path)
+    if cache is None or where.suffix.lower() != ".parquet" or where.is_symlink():
+        return 0
+    try:
+        if not where.is_file():
+            return 0
+        said = pl.read_parquet_metadata(where)
+    except Exception:  # not Parquet, unreadable: not ours to replace
+        return 0
+    if said.get(_WRITTEN_BY) != "1":
+        return 0
+    count = said.get(_NOT_FINISHED, "0")
+    return int(count) if count.isdigit() else 0
+
+
+def _check_output(args: argparse.Namespace) -> tuple[Path, int]:
+    """The output, checked before the run (a paid run must not end in an unwritable output),
+    and how many unfinished rows of an earlier run of it this run may continue."""
+    unfinished = 0 if args.force else _unfinished_output(args.output, args.cache)
+    path = check_output(
         args.output,
         parameter="--output",
         suffixes=_FRAME_SUFFIXES,
-        overwrite=args.force,
+        overwrite=args.force or unfinished > 0,
         overwrite_hint="--force",
         suffix_hint=" (the result has list columns, which CSV cannot hold)",
         not_same_as=[("--cache", args.cache)],
     )
+    return path, unfinished
 
 
-def _write_frame(df: pl.DataFrame, path: Path, *, overwrite: bool) -> Path:
+def _write_frame(
+    df: pl.DataFrame, path: Path, *, overwrite: bool, not_finished: int | None = None
+) -> Path:
     """Write ``df``; a file that appeared at ``path`` during the run is kept (a fresh name is
-    used, and said), so the end of a paid run never fails or destroys a file."""
-    write = df.write_parquet if path.suffix.lower() == ".parquet" else df.write_ndjson
+    used, and said), so the end of a paid run never fails or destroys a file. With
+    ``not_finished`` (``safecons run``'s output), a Parquet file says in its metadata that
+    ``safecons run`` wrote it, and how many rows it left unfinished."""
+    if path.suffix.lower() == ".parquet":
+        marks = (
+            None if not_finished is None else {_WRITTEN_BY: "1", _NOT_FINISHED: str(not_finished)}
+        )
+
+        def write(where: Path) -> None:
+            df.write_parquet(where, metadata=marks)
+
+    else:
+        write = df.write_ndjson  # type: ignore[assignment]
     written = write_output(path, write, overwrite=overwrite)
     if written != path:
         print(f"{path} appeared during the run and was kept: the output went to {written}")
@@ -423,7 +467,7 @@ def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -
 def _run(args: argparse.Namespace) -> int:
     from .metric import safety_consistency_run
 
-    output = _check_output(args)
+    output, unfinished = _check_output(args)
     if args.batch and not args.cache:
         raise SafeconsError(
             "--batch: needs --cache FILE, where each batch is recorded as soon as the provider "
@@ -446,9 +490,26 @@ def _run(args: argparse.Namespace) -> int:
         max_calls=args.max_calls,
         **_parse_set(args.set or []),
     )
-    written = _write_frame(run.frame, output, overwrite=args.force)
+    summary = run.summary
+    if summary.n_rows and not summary.n_scored and not summary.n_not_finished:
+        # Every row failed (a wrong port, model or key): an output of errors only would stand
+        # in the way of the fixed command. Nothing is written, and the summary says why.
+        _print_run(run, "sc_", cache=args.cache, prices=args.prices)
+        print(
+            f"no row scored: nothing written to {output} (the errors are above); fix the "
+            "cause and run the command again"
+        )
+        return _exit_code(summary)
+    written = _write_frame(
+        run.frame,
+        output,
+        overwrite=args.force or unfinished > 0,
+        not_finished=summary.n_not_finished,
+    )
+    if unfinished and written == output:
+        print(f"continued the {unfinished} unfinished row(s) an earlier run left in {output}")
     _print_run(run, "sc_", output=str(written), cache=args.cache, prices=args.prices)
-    return _exit_code(run.summary)
+    return _exit_code(summary)
 
 
 #: The audit table's columns ``safecons audit`` prints, each under a short heading (the legend
@@ -565,7 +626,7 @@ def _audit(args: argparse.Namespace) -> int:
     from .golden import golden_set
     from .judges import OFFLINE_JUDGE_LIMITS, OfflineJudge
 
-    output = _check_output(args) if args.output else None
+    output = _check_output(args)[0] if args.output else None
     if args.data is not None and not Path(args.data).is_dir():
         raise SafeconsError(f"--data: no such folder {args.data!r}")
     golden = golden_set(args.data)
@@ -842,7 +903,12 @@ def _add_run(sub: _Commands) -> None:
         help="with --batch: cancel the run's batches on Ctrl-C (by default they keep running, "
         "and a rerun with the same --cache picks them up)",
     )
-    add("--force", action="store_true", help="replace an existing --output file")
+    add(
+        "--force",
+        action="store_true",
+        help="replace an existing --output file (not needed to continue a Parquet output "
+        "this command left unfinished, with the same --cache)",
+    )
     run.set_defaults(func=_run)
 
 
