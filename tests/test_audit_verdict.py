@@ -53,6 +53,25 @@ def test_a_judge_that_knows_the_gold_labels_passes():
     assert all(row[c] == 1.0 for c in CONTROLLED)
 
 
+def test_an_audit_shows_its_verdict_and_figures_a_row_each(tmp_path):
+    # Issue 31, item 7: in a notebook the table's twenty columns were cut; print and the
+    # notebook's display show the verdict, why, and each figure beside its threshold.
+    failed = audited(constant_judge("Consistent"))
+    passed = audited(oracle_judge(sc.golden_set()))
+    figures_ = failed.figures()
+    assert figures_["figure"].to_list() == [column for column, _, _ in VERDICT_THRESHOLDS]
+    kappa = figures_.row(0, named=True)
+    assert kappa["least"] == 0.40 and kappa["met"] is False
+    assert all(passed.figures()["met"].drop_nulls())
+    text = str(failed)
+    assert text.startswith("judge ") and "FAILED the audit" in text.splitlines()[0]
+    assert any(line.startswith("  - kappa ") for line in text.splitlines())
+    assert "PASSED the audit" in str(passed)
+    page = failed._repr_html_()
+    assert "failed the audit" in page and "<li>kappa " in page
+    assert page.count("<tr>") == len(VERDICT_THRESHOLDS) + 1  # the head and a row a figure
+
+
 def test_a_position_only_judge_is_caught_by_the_swap_test():
     reasons = audited(position_only_judge).reasons
     assert any(r.startswith("swap_consistency 0.000 < 0.80") for r in reasons)

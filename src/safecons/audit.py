@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import html
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -232,6 +233,69 @@ class JudgeAudit:
         """Whether the judge can be used to score the metric, by the documented thresholds
         (:data:`VERDICT_THRESHOLDS`, ``docs/judges.md``): every one met on all pairs."""
         return not self.reasons
+
+    def figures(self) -> pl.DataFrame:
+        """The verdict's figures on all pairs, one row each: ``figure``, ``value``, ``least``
+        (its threshold) and ``met`` (None where the audit did not measure it), and what it
+        measures: the table's twenty columns made a few readable rows.
+
+        Examples
+        --------
+        >>> import safecons as sc
+        >>> audit = sc.audit_judge(sc.OfflineJudge(), sc.golden_set(), progress=False)
+        >>> audit.figures()["figure"].to_list()[:2]
+        ['kappa', 'agreement_decisive']
+        """
+        every = self.table.filter(slice="all")
+        row = every.row(0, named=True) if every.height else {}
+        values = [row.get(column) for column, _, _ in VERDICT_THRESHOLDS]
+        return pl.DataFrame(
+            {
+                "figure": [column for column, _, _ in VERDICT_THRESHOLDS],
+                "value": pl.Series(values, dtype=pl.Float64),
+                "least": [least for _, least, _ in VERDICT_THRESHOLDS],
+                "met": [
+                    None if value is None else bool(value >= least)
+                    for value, (_, least, _) in zip(values, VERDICT_THRESHOLDS, strict=True)
+                ],
+                "measures": [what for _, _, what in VERDICT_THRESHOLDS],
+            }
+        )
+
+    def __str__(self) -> str:
+        """The verdict first, then why, then the figures (``print(audit)``)."""
+        head = (
+            f"judge {self.judge}: {'PASSED' if self.passed else 'FAILED'} the audit "
+            f"({self.pairs.height:,} pairs, {self.calls.height:,} calls)"
+        )
+        why = [f"  - {reason}" for reason in self.reasons]
+        lines = [
+            f"  {figure:<22} {'n/a' if value is None else f'{value:.3f}':>6}  (>= {least:.2f})"
+            for figure, value, least, _, _ in self.figures().iter_rows()
+        ]
+        return "\n".join([head, *why, "figures on all pairs:", *lines])
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the verdict, its reasons and the figures, a row each (the table's
+        twenty columns would be cut to fit)."""
+        verdict = "passed" if self.passed else "failed"
+        colour = "#1a9850" if self.passed else "#d73027"
+        why = "".join(f"<li>{html.escape(reason)}</li>" for reason in self.reasons)
+        rows = "".join(
+            f"<tr><td>{figure}</td><td>{'n/a' if value is None else f'{value:.3f}'}</td>"
+            f"<td>{least:.2f}</td><td>{'' if met is None else ('yes' if met else 'no')}</td>"
+            f"<td style='text-align:left'>{html.escape(measures)}</td></tr>"
+            for figure, value, least, met, measures in self.figures().iter_rows()
+        )
+        return (
+            f"<div><b style='color:{colour}'>{html.escape(self.judge)}: {verdict} the "
+            f"audit</b> ({self.pairs.height:,} pairs, {self.calls.height:,} calls)"
+            + (f"<ul>{why}</ul>" if why else "")
+            + "<table><thead><tr><th>figure</th><th>value</th><th>least</th><th>met</th>"
+            "<th>measures</th></tr></thead><tbody>"
+            + rows
+            + "</tbody></table><p>All figures per slice: <code>audit.table</code>.</p></div>"
+        )
 
 
 #: What a judge must show on all pairs of the golden set to pass the audit: (the table's
