@@ -271,6 +271,13 @@ def test_dry_run_counts_planned_and_cached_calls(tmp_path):
         sut, judge = clients(srv)
         plan = sc.planned_calls(rows(5), sut=sut, judge=judge, cache=path, responses_per_query=4)
         assert (plan.sut, plan.judge, plan.sut_cached, plan.judge_cached) == (15, 15, 0, 0)
+        # A dry run makes no cache file where there was none (issue 31, item 9), nor changes
+        # one: an empty file holds nothing.
+        assert not path.exists()
+        path.touch()
+        plan = sc.planned_calls(rows(5), sut=sut, judge=judge, cache=path, responses_per_query=4)
+        assert plan.sut_cached == 0 and path.stat().st_size == 0
+        path.unlink()
         rows(3).pipe(
             sc.safety_consistency,
             sut=sut,

@@ -236,7 +236,8 @@ def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> C
     sut_client = as_chat_client(job.sut, "sut")
     judge_client = judging.client
     tally = _Tally()
-    with opened_cache(job.options.cache) as store:
+    # Read-only: a dry run makes no cache file where there is none, and changes none.
+    with opened_cache(job.options.cache, read_only=True) as store:
         if store is not None:
             # The plan's hits rest on the same identities as the run's.
             warned: set[str] = set()

@@ -741,36 +741,44 @@ def get_default_cache() -> Path | None:
 CacheArg = str | os.PathLike[str] | ResponseCache | bool | None
 
 
-def resolve_cache(
-    cache: CacheArg,
-) -> ResponseCache | None:
-    """Turn a ``cache=`` argument into an open cache (False: none, even if a default is set)."""
+def resolve_cache(cache: CacheArg, *, read_only: bool = False) -> ResponseCache | None:
+    """Turn a ``cache=`` argument into an open cache (False: none, even if a default is set).
+
+    ``read_only`` (a dry run's): a file is opened read-only, and a path where no file is yet
+    is no cache (nothing is cached there), not a file made for it.
+    """
     if cache is False:
         return None
     if isinstance(cache, ResponseCache):
         return cache
-    if cache is None:
+    path: str | os.PathLike[str]
+    if cache is None or cache is True:
         default = get_default_cache()
-        return None if default is None else ResponseCache(default)
-    if cache is True:
-        default = get_default_cache()
-        if default is None:
+        if default is None and cache is True:
             raise InputError(
                 "cache=True uses the session's default cache, and none is set: pass a path, "
                 "or call safecons.set_default_cache(path) first"
             )
-        return ResponseCache(default)
-    return ResponseCache(cache)
+        if default is None:
+            return None
+        path = default
+    else:
+        path = cache
+    if read_only:
+        # No file, or an empty one, holds nothing: opened read-only it would be an error.
+        held = os.path.lexists(path) and (os.path.islink(path) or os.path.getsize(path) > 0)
+        return ResponseCache(path, read_only=True) if held else None
+    return ResponseCache(path)
 
 
 @contextmanager
-def opened_cache(cache: CacheArg) -> Iterator[ResponseCache | None]:
+def opened_cache(cache: CacheArg, *, read_only: bool = False) -> Iterator[ResponseCache | None]:
     """:func:`resolve_cache` for the length of a ``with`` block.
 
     A cache opened here from a path (or the session default) is closed at the end; one the
     caller passed in open stays open.
     """
-    store = resolve_cache(cache)
+    store = resolve_cache(cache, read_only=read_only)
     try:
         yield store
     finally:
