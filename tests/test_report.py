@@ -54,6 +54,28 @@ def test_the_report_says_what_was_measured_and_by_what_judge(run, tmp_path):
     assert "What was measured: <b>not recorded</b>" in framed
 
 
+def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
+    # Issue 31, item 9: every row failed, and the cause was only in the rows at the bottom.
+    def down(messages, *, temperature):
+        raise sc.clients.CallFailed("connection refused: is the server running?")
+
+    with pytest.warns(sc.UnscoredRowsWarning):
+        failed = (
+            sc.demo_frame()
+            .head(3)
+            .pipe(sc.safety_consistency, sut=down, judge=sc.OfflineJudge(), progress=False)
+        )
+    text = sc.report(failed, tmp_path / "r.html").read_text()
+    top = text[: text.index("<h2>")]
+    assert "No row was scored: all 3 failed. Most often (3 rows):" in top
+    assert "is the server running?" in top
+    scored = sc.report(sc.demo_frame().head(3).pipe(
+        sc.safety_consistency, sut=lambda m, temperature: "No.", judge=sc.OfflineJudge(),
+        progress=False,
+    ), tmp_path / "ok.html").read_text()  # fmt: skip
+    assert "No row was scored" not in scored and "have no score" not in scored
+
+
 def test_what_a_report_names_of_a_client_holds_no_secret():
     from safecons.metric._judging import measured
 

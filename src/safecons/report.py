@@ -29,7 +29,7 @@ import polars as pl
 from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
 from ._record import DEFAULT_PREFIX, column_names
-from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, short_text
+from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, middle_cut, short_text
 from ._version import __version__
 from .audit import JudgeAudit
 from .errors import InputError, SafeconsError
@@ -61,7 +61,7 @@ tr.rest td{color:#555;font-style:italic}
 .pairs .pairs{margin:0;font-size:1em}.pairs ol{margin:0;padding-left:1.2rem}
 .wide,.chart{overflow-x:auto;max-width:100%}
 .note{border-left:4px solid #f0a30a;background:#fff8e6;padding:.5rem .8rem}
-.measured{font-size:1.05rem;margin:.3rem 0}
+.measured{font-size:1.05rem;margin:.3rem 0}.failed{border-left-color:#d73027;background:#fdecea}
 """
 
 
@@ -397,7 +397,7 @@ def report_html(
     groups = _breakdowns(frame, by, prefix)
     tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
     config = run.config if isinstance(run, SafetyConsistencyRun) else None
-    sections = _opening(run, frame, summary, title, metric_name)
+    sections = _opening(run, frame, summary, title, metric_name, prefix=prefix)
     sections += _score_sections(frame, tables, prefix, metric_name)
     sections.append("<h2>Charts</h2>")
     sections += _charts(frame, {k: tables[k][0] for k in groups[:2]}, prefix, metric_name)
@@ -465,14 +465,38 @@ def _measured(run: object) -> str:
     return f'<p class="measured">{"; ".join(said)}.</p>'
 
 
-def _opening(run: object, frame: pl.DataFrame, summary: Any, title: str, metric: str) -> list[str]:
+def _failures(frame: pl.DataFrame, summary: Any, prefix: str) -> list[str]:
+    """At the top, what failed: how many rows have no score and the most common reason (a
+    run whose every row failed would otherwise show empty cards and charts, the cause only in
+    the rows at the bottom)."""
+    if not summary.n_errored:
+        return []
+    errors = frame[f"{prefix}error"].drop_nulls()
+    if errors.is_empty():
+        return []
+    reason, count = errors.value_counts(sort=True).row(0)
+    head = (
+        f"No row was scored: all {summary.n_rows:,} failed"
+        if summary.n_scored == 0
+        else f"{summary.n_errored:,} of {summary.n_rows:,} rows have no score"
+    )
+    return [
+        f'<p class="note failed">{head}. Most often ({count:,} rows): '
+        f"{html.escape(middle_cut(str(reason), 600))}</p>"
+    ]
+
+
+def _opening(
+    run: object, frame: pl.DataFrame, summary: Any, title: str, metric: str, *, prefix: str
+) -> list[str]:
     """The report's head: title, what was measured and by what judge, when and by what it was
-    written, the cards, and how to read the scores that follow."""
+    written, what failed, the cards, and how to read the scores that follow."""
     return [
         f"<h1>{_esc(title)}</h1>",
         _measured(run),
         f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
         f"UTC by safecons {_esc(_version())}.</p>",
+        *_failures(frame, summary, prefix),
         _cards(summary, metric),
         *_refusal_note(summary),
         "<h2>How to read this report</h2>",
