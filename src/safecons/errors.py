@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = (
     "AuthenticationError",
+    "BatchPickedUpWarning",
     "CacheError",
     "ConfigError",
     "InputError",
@@ -64,6 +65,12 @@ class PacingWarning(SafeconsWarning):
 
     Given once per endpoint and run; the message names the endpoint and what its provider said.
     """
+
+
+class BatchPickedUpWarning(SafeconsWarning):
+    """A run picked up a provider batch an earlier run made and recorded in the cache: its
+    calls are answered by that batch, at no new charge (the run's attempts count its lines;
+    ``from the cache`` does not). Given once per batch, naming it."""
 
 
 class UsageWarning(SafeconsWarning):

@@ -46,7 +46,7 @@ import anyio.lowlevel
 
 from .._progress import progress_bar
 from .._text import valid_unicode
-from ..errors import AuthenticationError
+from ..errors import AuthenticationError, BatchPickedUpWarning
 from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
 from ._batch import (
     MAX_BATCH_LINES,
@@ -306,6 +306,13 @@ class Batcher:
         # A call whose answer this run already had is asked again (a verdict that did not
         # parse): its recorded batch holds that same answer, so it goes in a new one.
         held = self._recorded(api.identity, [k for k in lines if k not in self._delivered])
+        for batch, keys in held.items():
+            warnings.warn(
+                f"{api.identity}: picked up batch {batch} ({len(keys):,} call(s)), made by an "
+                "earlier run and recorded in the cache: no new charge",
+                BatchPickedUpWarning,
+                stacklevel=2,
+            )
         resumed, ended = set(held), set[str]()
         try:
             await self._create(api, lines, held, resumed)
