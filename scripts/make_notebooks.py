@@ -121,7 +121,9 @@ VALIDATION = [
         "if HAVE_DATA:\n"
         '    position = sc.reliability.position_bias(pairs, by=["dataset", "judge"], ci=0.95)\n'
         "    display(position)\n"
-        '    display(sc.charts.position_chart(position, by=["dataset", "judge"]))'
+        '    display(sc.charts.position_chart(position, by=["dataset", "judge"]))\n'
+        "else:\n"
+        '    print("skipped: the LLMBar data was not found")'
     ),
     new_markdown_cell(
         "## Agreement with the human label, with ties (S1) and without (S2), and kappa"
@@ -131,7 +133,9 @@ VALIDATION = [
         '    table = sc.reliability.judge_table(pairs, gold="gold", by=["dataset", "judge"])\n'
         "    display(table)\n"
         '    agree = sc.reliability.agreement(pairs, gold="gold", by="judge")\n'
-        "    display(sc.charts.agreement_chart(agree))"
+        "    display(sc.charts.agreement_chart(agree))\n"
+        "else:\n"
+        '    print("skipped: the LLMBar data was not found")'
     ),
     new_markdown_cell(
         "## Do flips bunch where the answers are alike?\n\nThe gap here is an outside "
@@ -146,7 +150,9 @@ VALIDATION = [
         "    )\n"
         '    flips = sc.reliability.flip_rate_by_gap(sized, gap="gap", bins=4, by="judge")\n'
         "    display(flips)\n"
-        '    display(sc.charts.flip_rate_chart(flips, by="judge"))'
+        '    display(sc.charts.flip_rate_chart(flips, by="judge"))\n'
+        "else:\n"
+        '    print("skipped: the LLMBar data was not found")'
     ),
     new_markdown_cell(
         "## Human annotators: PandaLM\n\nThree annotators on 999 pairs; the authors publish "
@@ -172,6 +178,7 @@ VALIDATION = [
     new_code_cell(
         "golden = sc.golden_set(DATA if HAVE_DATA else None)\n"
         "audit = sc.audit_judge(sc.OfflineJudge(), golden, repeats=2, progress=False)\n"
+        "display(audit)  # the verdict, why, and each figure beside its threshold\n"
         'display(audit.table.filter(pl.col("slice") != "template_family"))\n'
         "sc.charts.agreement_chart(audit)"
     ),

@@ -39,6 +39,15 @@ def test_the_notebook_is_committed_without_outputs(path):
 DATA = Path(__file__).parents[1].parent / "shared" / "data"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_cell_that_needs_the_data_says_when_it_skips(path):
+    # Issue 31, item 7: without the data, three cells of the validation study printed nothing.
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("if HAVE_DATA"):
+            assert "\nelse:\n" in cell.source and "skip" in cell.source, cell.source[:80]
+
+
 _RUNS: dict[Path, object] = {}
 
 
