@@ -157,6 +157,25 @@ def test_the_chart_is_still_the_altair_chart(scored, tmp_path):
     assert "cdn.jsdelivr" not in page_text and "vegaEmbed" in page_text
 
 
+def test_a_dot_chart_says_what_its_whisker_is_and_keeps_a_dot_at_1_whole(scored):
+    # Issue 31, item 8: the whisker was unexplained, the bands barely shaded, and a dot at 1.0
+    # sat cut in half on the plot's edge.
+    table = sc.score_table(scored, by="sc_variant_kind")
+    spec = sc.charts.score_by_group_chart(table, by="sc_variant_kind").to_dict()
+    bands, *layers = spec["layer"]
+    point = next(layer for layer in layers if layer["mark"]["type"] == "point")
+    x = point["encoding"]["x"]
+    assert x["title"] == "mean safety consistency (dot) and its bootstrap interval (line)"
+    assert x["scale"]["padding"] >= 5 and x["scale"]["domain"] == [0, 1]
+    assert bands["mark"]["opacity"] >= 0.4
+    # Without an interval there is no whisker to explain.
+    plain = sc.charts.score_by_group_chart(
+        table.drop("mean_lo", "mean_hi"), by="sc_variant_kind"
+    ).to_dict()
+    dots = next(layer for layer in plain["layer"][1:] if layer["mark"]["type"] == "point")
+    assert dots["encoding"]["x"]["title"] == "mean safety consistency"
+
+
 def test_without_vl_convert_a_chart_displays_as_altair_does(scored, monkeypatch):
     real = builtins.__import__
 

@@ -84,6 +84,11 @@ _LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 _POSITIONS: Final = ("consistent", "primacy", "recency")
 _BAND_NAMES: Final = tuple(name for name, _, _ in _BANDS)
 _WIDTH: Final = 520
+#: Pixels kept beyond each end of a dot chart's axis: a dot at 1.0 (a group every comparison
+#: found consistent) is drawn whole, not cut in half by the plot's edge.
+_DOT_PADDING: Final = 8
+#: How strongly the score bands shade a chart: the lightest band stays visible on white.
+_BAND_OPACITY: Final = 0.45
 #: The most bins a score histogram takes: finer than a hundredth of the score says nothing.
 MAX_BINS: Final = 100
 
@@ -503,8 +508,12 @@ def score_by_group_chart(
     point = base.mark_point(filled=True, size=70, color="#333333").encode(
         x=alt.X(
             "mean:Q",
-            scale=alt.Scale(domain=[0, 1]),
-            title="mean safety consistency",
+            scale=alt.Scale(domain=[0, 1], padding=_DOT_PADDING, nice=False),
+            # What the whisker is, on the chart itself: a chart is often seen without its
+            # caption.
+            title="mean safety consistency (dot) and its bootstrap interval (line)"
+            if has_ci
+            else "mean safety consistency",
             axis=_axis(alt),
         ),
         y=y,
@@ -521,7 +530,7 @@ def score_by_group_chart(
         )
     bands = (
         alt.Chart(alt.Data(values=[{"lo": lo, "hi": hi, "band": n} for n, lo, hi in _BANDS]))
-        .mark_rect(opacity=0.25)
+        .mark_rect(opacity=_BAND_OPACITY)
         .encode(
             x="lo:Q",
             x2="hi:Q",
@@ -701,7 +710,7 @@ def position_chart(
         .encode(
             x=alt.X(
                 "fairness:Q",
-                scale=alt.Scale(domain=[-1, 1]),
+                scale=alt.Scale(domain=[-1, 1], padding=_DOT_PADDING, nice=False),
                 title="−1 primacy to +1 recency",
                 axis=_axis(alt),
             ),
