@@ -463,27 +463,27 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
                 f"judge's {lo:g} to {hi:g} scale (NaN or null for no score)"
             )
     for name in (names["base_posture"], names["response_postures"]):
-        if name not in frame.columns:
-            continue
-        column = frame[name]
-        read = (column.explode() if column.dtype == pl.List(pl.String) else column).drop_nulls()
-        foreign = read.filter(~read.is_in(list(POSTURES)))
-        if foreign.len():
-            raise InputError(
-                f"{fn}: column {name!r} holds {foreign.len():,} posture(s) that are not one of "
-                f"{', '.join(map(repr, POSTURES))} (for example {_examples(foreign)}); a run "
-                "writes only these, and null where there was no answer"
-            )
-    if labels in frame.columns:
-        judged = frame[labels].explode().drop_nulls()
-        foreign = judged.filter(~judged.is_in(list(LABELS)))
-        if foreign.len():
-            raise InputError(
-                f"{fn}: column {labels!r} holds {foreign.len():,} label(s) that are not one of "
-                f"{', '.join(map(repr, LABELS))} (for example {_examples(foreign)}); a run "
-                "writes only these, spelled so, and null for a comparison not judged"
-            )
+        _only(frame, name, POSTURES, fn, what="posture", null="where there was no answer")
+    _only(frame, labels, LABELS, fn, what="label", null="for a comparison not judged")
     return frame
+
+
+def _only(
+    frame: pl.DataFrame, name: str, allowed: Sequence[str], fn: str, *, what: str, null: str
+) -> None:
+    """Raise unless the text column ``name`` (or list of texts), where the frame has it,
+    holds only ``allowed`` values and nulls."""
+    if name not in frame.columns:
+        return
+    column = frame[name]
+    read = (column.explode() if isinstance(column.dtype, pl.List) else column).drop_nulls()
+    foreign = read.filter(~read.is_in(list(allowed)))
+    if foreign.len():
+        raise InputError(
+            f"{fn}: column {name!r} holds {foreign.len():,} {what}(s) that are not one of "
+            f"{', '.join(map(repr, allowed))} (for example {_examples(foreign)}); a run "
+            f"writes only these, spelled so, and null {null}"
+        )
 
 
 def run_summary(

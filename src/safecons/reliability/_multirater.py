@@ -342,15 +342,35 @@ def krippendorff_alpha(
         expected = values**2 - (totals**2).sum(axis=-1)
         return {name: 1.0 - divide((values - 1.0) * disagree, expected)}
 
+    return _alpha_result(
+        items, keys, [key("disagree"), key("one"), key("m"), *cats], stat, 1,
+        name=name, ci=ci, n_boot=n_boot, seed=seed,
+    )  # fmt: skip
+
+
+def _alpha_result(
+    items: pl.DataFrame,
+    keys: list[str],
+    quantities: list[str],
+    stat: Callable[[np.ndarray], dict[str, FloatArray]],
+    at: int,
+    *,
+    name: str,
+    ci: float | None,
+    n_boot: int,
+    seed: int,
+) -> pl.DataFrame:
+    """Krippendorff's alpha of the pairable items, ``quantities[at]`` counting items and the
+    next their values, for either metric."""
     return _panel_result(
         items,
         keys,
-        quantities=[key("disagree"), key("one"), key("m"), *cats],
-        keep=m >= MIN_PAIRABLE,
+        quantities=quantities,
+        keep=pl.col(key("m")) >= MIN_PAIRABLE,
         stat=stat,
         counts={
-            "n_items": lambda s: s[:, 1].astype(np.int64),
-            "n_values": lambda s: s[:, 2].astype(np.int64),
+            "n_items": lambda s: s[:, at].astype(np.int64),
+            "n_values": lambda s: s[:, at + 1].astype(np.int64),
         },
         name=name,
         reason=_ALPHA_UNDEFINED,
@@ -410,19 +430,7 @@ def _ordinal_alpha(
         alpha = 1.0 - divide((n - 1.0) * disagreement, expected)
         return {name: np.where(n_items > 0, alpha, np.nan)}
 
-    return _panel_result(
-        items,
-        keys,
-        quantities=[key("one"), key("m"), *cats, *coincidences],
-        keep=m >= MIN_PAIRABLE,
-        stat=stat,
-        counts={
-            "n_items": lambda s: s[:, 0].astype(np.int64),
-            "n_values": lambda s: s[:, 1].astype(np.int64),
-        },
-        name=name,
-        reason=_ALPHA_UNDEFINED,
-        ci=ci,
-        n_boot=n_boot,
-        seed=seed,
-    )
+    return _alpha_result(
+        items, keys, [key("one"), key("m"), *cats, *coincidences], stat, 0,
+        name=name, ci=ci, n_boot=n_boot, seed=seed,
+    )  # fmt: skip
