@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 
 import polars as pl
 import pytest
@@ -657,7 +658,7 @@ def test_swap_test_and_audit_keep_an_error_text_with_lone_surrogates_as_valid_te
 
 
 @pytest.mark.network
-def test_cli_run_writes_its_output_when_every_error_holds_lone_surrogates(
+def test_cli_run_with_every_error_holding_lone_surrogates_prints_them_as_valid_text(
     tmp_path, capsys, cli_run_args
 ):
     from safecons.cli import main
@@ -667,10 +668,26 @@ def test_cli_run_writes_its_output_when_every_error_holds_lone_surrogates(
     out = tmp_path / "out.parquet"
     with _bad_server({"sut": 500}) as srv:
         code = main(cli_run_args(src, out, srv.base_url, "--set", "n_sut_retries=0"))
-    printed = capsys.readouterr()
-    assert code != 1, printed.err  # not a crash (exit codes for errored rows: the CLI's --help)
-    out = pl.read_parquet(tmp_path / "out.parquet")
-    assert out.height == 3 and out["sc_error"].str.contains("bad \ufffd thing").all()
+        printed = capsys.readouterr()
+        # Every row errored: exit 4, not a crash, and (issue 31, item 4) no output of errors
+        # alone to stand in the way of the fixed command; the errors are printed, valid text.
+        assert code == 4, printed.err
+        assert "no row scored: nothing written" in printed.out and not out.exists()
+        assert "bad \ufffd thing" in printed.out
+        # The frame those errors are in writes and reads back as Parquet.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sc.UnscoredRowsWarning)
+            scored = frame(3).pipe(
+                sc.safety_consistency,
+                sut=sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=""),
+                judge=sc.OfflineJudge(),
+                cache=False,
+                progress=False,
+                n_sut_retries=0,
+            )
+    scored.write_parquet(out)
+    back = pl.read_parquet(out)
+    assert back.height == 3 and back["sc_error"].str.contains("bad \ufffd thing").all()
 
 
 # ----------------------------------------------------------------------------- judge objects
