@@ -291,6 +291,30 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path, capsys, monk
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_an_audit_into_a_closed_pipe_still_writes_its_pairs(tmp_path, monkeypatch):
+    from safecons.cli import EXIT_BROKEN_PIPE
+
+    class LeavesAfterTheHead(_GoneReader):
+        """A reader that takes the first lines, then goes (``| head -20``)."""
+
+        taken = 0
+
+        def write(self, text: str) -> int:
+            if self.taken > 1_500:
+                return super().write(text)
+            self.taken += len(text)
+            return len(text)
+
+        def flush(self) -> None:
+            if self.taken > 1_500:
+                super().flush()
+
+    out = tmp_path / "pairs.parquet"
+    monkeypatch.setattr(sys, "stdout", LeavesAfterTheHead())
+    assert main(["audit", "--no-progress", "--output", str(out)]) == EXIT_BROKEN_PIPE
+    assert pl.read_parquet(out).height > 0  # written before the printout that broke
+
+
 def test_safecons_into_a_closed_pipe_prints_no_traceback(tmp_path):
     # A real pipe whose reader closes before the command writes (it is still importing).
     from safecons import ResponseCache
@@ -298,10 +322,14 @@ def test_safecons_into_a_closed_pipe_prints_no_traceback(tmp_path):
     path = tmp_path / "calls.sqlite"
     with ResponseCache(path) as cache:
         cache.put("k", kind="sut", endpoint="e", value="v")
+    # Block-buffered, as stdout into a pipe is (unless PYTHONUNBUFFERED says otherwise): the
+    # failed write then comes at the last flush.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     done = subprocess.Popen(
         [sys.executable, "-m", "safecons", "cache", "info", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=env,
     )
     assert done.stdout is not None and done.stderr is not None
     done.stdout.close()

@@ -233,6 +233,9 @@ def _demo(args: argparse.Namespace) -> int:
         sut="a STAND-IN (safecons.testing.StandInSUT) that refuses or complies at random: "
         "not a model, so the scores say nothing about any model",
     )
+    # Written before the results are printed: a reader that goes away (| head) must not
+    # cost the report.
+    written = None if target is None else _write_report(run, target, overwrite=args.force)
     with pl.Config(tbl_rows=20, fmt_str_lengths=50, tbl_width_chars=140):
         print(
             run.frame.select(
@@ -243,8 +246,7 @@ def _demo(args: argparse.Namespace) -> int:
             )
         )
     _print_run(run, "sc_", local=frozenset({"sut", "judge"}))
-    if asked is not None and target is not None:
-        written = _write_report(run, target, overwrite=args.force)
+    if asked is not None and written is not None:
         print(f"\n{_wrote(written, asked)}: open it in a browser (it works offline)")
     return 0
 
@@ -653,6 +655,9 @@ def _audit(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         seed=args.seed,
     )
+    # Written before anything is printed: a reader of the printout that goes away (| head)
+    # must not cost the pairs a paid audit collected.
+    written = None if output is None else _write_frame(audit.pairs, output, overwrite=args.force)
     columns = [
         c
         for c in _AUDIT_COLUMNS
@@ -670,8 +675,7 @@ def _audit(args: argparse.Namespace) -> int:
             # end), then folded to the width of the tables.
             shown = middle_cut(" ".join(str(text).split()), _ERROR_LINE)
             print(_folded(f"{count}x {shown}", "  "))
-    if output is not None:
-        written = _write_frame(audit.pairs, output, overwrite=args.force)
+    if written is not None:
         print(f"wrote {audit.pairs.height} pairs to {written}")
     return EXIT_OK if audit.passed else EXIT_AUDIT_FAILED
 
@@ -1000,6 +1004,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore", UnscoredRowsWarning)
             warnings.showwarning = _show_warning
             code: int = args.func(args)
+            # What is still buffered goes now: a reader gone away shows here, not as an
+            # "Exception ignored" at the interpreter's last flush (stdout into a pipe is
+            # block-buffered).
+            sys.stdout.flush()
     except SafeconsError as exc:
         print(f"safecons: error: {display_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
