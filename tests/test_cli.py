@@ -129,6 +129,15 @@ def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits
         # Without the cache the rerun would pay again: the unfinished output is kept.
         assert main(_run_args(tmp_path, srv)) == 2
         assert "already exists" in capsys.readouterr().err
+        # Another cache, or another input, is another command: kept too (found by review).
+        other = _run_args(tmp_path, srv, "--cache", str(tmp_path / "other.sqlite"))
+        assert main(other) == 2
+        assert "already exists" in capsys.readouterr().err
+        (tmp_path / "b").mkdir()
+        moved = _run_args(tmp_path, srv, "--cache", cache)
+        moved[1] = str(_rows(tmp_path / "b"))
+        assert main(moved) == 2
+        assert "already exists" in capsys.readouterr().err
         # The same command continues it in place (issue 31, item 4): no --force.
         assert main(_run_args(tmp_path, srv, "--cache", cache)) == 0
         second = capsys.readouterr().out

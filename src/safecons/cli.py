@@ -319,19 +319,32 @@ def _read_input(path: Path) -> pl.DataFrame:
 _FRAME_SUFFIXES = (".parquet", ".jsonl", ".ndjson")
 
 
-#: The key-value metadata ``safecons run`` writes into a Parquet output: that it wrote it, and
-#: how many of its rows the ``--max-calls`` budget left unfinished.
+#: The key-value metadata ``safecons run`` writes into a Parquet output: that it wrote it,
+#: from which input and with which cache (resolved paths), and how many of its rows the
+#: ``--max-calls`` budget left unfinished.
 _WRITTEN_BY: Final = "safecons.run"
+_INPUT: Final = "safecons.input"
+_CACHE: Final = "safecons.cache"
 _NOT_FINISHED: Final = "safecons.not_finished"
 
 
-def _unfinished_output(path: str, cache: str | None) -> int:
-    """How many rows an earlier ``safecons run`` left unfinished in the Parquet output at
-    ``path`` (0: none, or not such a file): with ``--cache``, the same command continues it
-    and may replace it without ``--force``, since every finished call replays from the cache.
-    """
-    where = Path(path)
-    if cache is None or where.suffix.lower() != ".parquet" or where.is_symlink():
+def _run_marks(args: argparse.Namespace, not_finished: int) -> dict[str, str]:
+    """What a Parquet output of ``safecons run`` says of the run that wrote it."""
+    return {
+        _WRITTEN_BY: "1",
+        _INPUT: str(Path(args.input).resolve()),
+        _CACHE: "" if args.cache is None else str(Path(args.cache).resolve()),
+        _NOT_FINISHED: str(not_finished),
+    }
+
+
+def _unfinished_output(args: argparse.Namespace) -> int:
+    """How many rows an earlier run of the same command (the same input, the same
+    ``--cache``) left unfinished in the Parquet output (0: none, or no such file): that run
+    continued may replace it without ``--force``, since every finished call replays from the
+    cache. Another command's output, or one without a cache, is never replaced unasked."""
+    where = Path(args.output)
+    if args.cache is None or where.suffix.lower() != ".parquet" or where.is_symlink():
         return 0
     try:
         if not where.is_file():
@@ -339,7 +352,8 @@ def _unfinished_output(path: str, cache: str | None) -> int:
         said = pl.read_parquet_metadata(where)
     except Exception:  # not Parquet, unreadable: not ours to replace
         return 0
-    if said.get(_WRITTEN_BY) != "1":
+    mine = _run_marks(args, 0)
+    if any(said.get(k) != mine[k] for k in (_WRITTEN_BY, _INPUT, _CACHE)):
         return 0
     count = said.get(_NOT_FINISHED, "0")
     return int(count) if count.isdigit() else 0
@@ -348,7 +362,7 @@ def _unfinished_output(path: str, cache: str | None) -> int:
 def _check_output(args: argparse.Namespace) -> tuple[Path, int]:
     """The output, checked before the run (a paid run must not end in an unwritable output),
     and how many unfinished rows of an earlier run of it this run may continue."""
-    unfinished = 0 if args.force else _unfinished_output(args.output, args.cache)
+    unfinished = 0 if args.force else _unfinished_output(args)
     path = check_output(
         args.output,
         parameter="--output",
@@ -362,16 +376,12 @@ def _check_output(args: argparse.Namespace) -> tuple[Path, int]:
 
 
 def _write_frame(
-    df: pl.DataFrame, path: Path, *, overwrite: bool, not_finished: int | None = None
+    df: pl.DataFrame, path: Path, *, overwrite: bool, marks: dict[str, str] | None = None
 ) -> Path:
     """Write ``df``; a file that appeared at ``path`` during the run is kept (a fresh name is
-    used, and said), so the end of a paid run never fails or destroys a file. With
-    ``not_finished`` (``safecons run``'s output), a Parquet file says in its metadata that
-    ``safecons run`` wrote it, and how many rows it left unfinished."""
+    used, and said), so the end of a paid run never fails or destroys a file. A Parquet file
+    carries ``marks`` in its metadata (``safecons run``'s: :func:`_run_marks`)."""
     if path.suffix.lower() == ".parquet":
-        marks = (
-            None if not_finished is None else {_WRITTEN_BY: "1", _NOT_FINISHED: str(not_finished)}
-        )
 
         def write(where: Path) -> None:
             df.write_parquet(where, metadata=marks)
@@ -506,7 +516,7 @@ def _run(args: argparse.Namespace) -> int:
         run.frame,
         output,
         overwrite=args.force or unfinished > 0,
-        not_finished=summary.n_not_finished,
+        marks=_run_marks(args, summary.n_not_finished),
     )
     if unfinished and written == output:
         print(f"continued the {unfinished} unfinished row(s) an earlier run left in {output}")
