@@ -127,3 +127,35 @@ async def test_a_wait_of_zero_sends_what_came_in_the_same_moment_together():
     api = API()
     made = await scheduled(api, [(0.0, "a"), (0.0, "b"), (1.0, "c")], wait=0.0)
     assert made == [(0.0, ["a", "b"]), (1.0, ["c"])]
+
+
+@pytest.mark.anyio
+async def test_an_interrupt_cancels_every_running_batch_at_once():
+    # Found by review: batches were cancelled one after another, up to CANCEL_SECONDS each,
+    # under a shield a second Ctrl-C cannot break; five took five times the bound.
+    from safecons.clients import _batcher
+
+    class Hanging(API):
+        cancel_on_interrupt = True
+
+        async def state(self, batch: str) -> BatchState:
+            return BatchState(batch, "in_progress")
+
+        async def cancel(self, batch: str) -> None:
+            await anyio.sleep(3600)  # a provider that never answers a cancel
+
+    api = Hanging(max_lines=1)
+    batcher = Batcher(api, None, progress=False, wait=0.0)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(batcher.serve)
+            for key in "abcde":
+                tg.start_soon(batcher.park, key, line(key))
+            while len(api.made) < 5:
+                await anyio.sleep(0.01)
+            began = anyio.current_time()
+            tg.cancel_scope.cancel()
+    took = anyio.current_time() - began
+    assert len(api.made) == 5
+    assert took <= _batcher.CANCEL_SECONDS + 1.0, took

@@ -321,9 +321,12 @@ class Batcher:
             # Interrupted, or ended by an error (a key the Batch API no longer takes): name
             # every batch still running (or cancel it, as the client says) before going.
             with anyio.CancelScope(shield=True):
-                for batch in held:
-                    if batch not in ended:
-                        await self._interrupted(api, batch)
+                # All at once: each waits at most CANCEL_SECONDS for its cancel, so the clean-up
+                # of many batches takes that long at most, not that long for each.
+                async with anyio.create_task_group() as tg:
+                    for batch in held:
+                        if batch not in ended:
+                            tg.start_soon(self._interrupted, api, batch)
             raise
 
     async def _create(
