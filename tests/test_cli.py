@@ -197,7 +197,10 @@ def test_tokens_the_run_did_not_spend_say_why(tmp_path, capsys):
         failed = capsys.readouterr().out
     assert "n/a" not in first.split("tokens")[1]  # the fake server reports usage
     assert "  sut: n/a (every call replayed from the cache: no tokens spent this run" in replayed
-    assert "  judge: n/a (no call succeeded, and a failed call's usage is not counted)" in failed
+    assert (
+        "  judge: n/a (no call made this run succeeded, and a failed call's usage is not counted)"
+        in failed
+    )
     assert main(["demo", "--no-progress"]) == 0
     demo = capsys.readouterr().out
     assert "  judge: n/a (no server: it runs on this machine, and spends no tokens)" in demo

@@ -518,5 +518,9 @@ def test_ordinal_alpha_names_what_it_needs():
         krippendorff_alpha(df, raters=["a", "b"], level="interval")  # type: ignore[arg-type]
     with pytest.raises(InputError, match=r"order= ranks the labels of level='ordinal' only"):
         krippendorff_alpha(df, raters=["a", "b"], order=JUDGE_ORDER)
+    with pytest.raises(InputError, match=r"order= lists Consistent more than once"):
+        krippendorff_alpha(
+            df, raters=["a", "b"], level="ordinal", order=[*JUDGE_ORDER, "Consistent", "Odd"]
+        )
     with pytest.raises(InputError, match=r"order= must list the labels"):
         krippendorff_alpha(df, raters=["a", "b"], level="ordinal", order="abc")

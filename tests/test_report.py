@@ -73,7 +73,17 @@ def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
         sc.safety_consistency, sut=lambda m, temperature: "No.", judge=sc.OfflineJudge(),
         progress=False,
     ), tmp_path / "ok.html").read_text()  # fmt: skip
-    assert "No row was scored" not in scored and "have no score" not in scored
+    assert "No row was scored" not in scored and "rows failed" not in scored
+    # Rows a spent budget left are not failures (found by review): they are said as such.
+    with pytest.warns(sc.UnscoredRowsWarning):
+        stopped = sc.demo_frame().head(4).pipe(
+            sc.safety_consistency, sut=lambda m, temperature: "No.", judge=sc.OfflineJudge(),
+            progress=False, max_calls=2,
+        )  # fmt: skip
+    text = sc.report(stopped, tmp_path / "budget.html").read_text()
+    top = text[: text.index("<h2>")]
+    assert "rows were not finished: the run&#x27;s max_calls budget was spent" in top
+    assert "rows failed" not in top and "No row was scored" not in top
 
 
 def test_what_a_report_names_of_a_client_holds_no_secret():

@@ -100,8 +100,10 @@ def _no_tokens(summary: Any, kind: str, local: frozenset[str]) -> str:
             "every call replayed from the cache: no tokens spent this run (the run that "
             "stored the answers spent them)"
         )
-    if summary.failed_calls[kind] + summary.skipped_calls[kind] >= summary.calls[kind]:
-        return "no call succeeded, and a failed call's usage is not counted"
+    made = summary.calls[kind] - summary.cache_hits[kind]
+    if summary.failed_calls[kind] + summary.skipped_calls[kind] >= made:
+        # Replayed calls spent nothing this run; the others failed (or were not made).
+        return "no call made this run succeeded, and a failed call's usage is not counted"
     return "the server reported no usage"
 
 

@@ -28,7 +28,7 @@ import polars as pl
 
 from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
-from ._record import DEFAULT_PREFIX, column_names
+from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, middle_cut, short_text
 from ._version import __version__
 from .audit import JudgeAudit
@@ -469,21 +469,25 @@ def _failures(frame: pl.DataFrame, summary: Any, prefix: str) -> list[str]:
     """At the top, what failed: how many rows have no score and the most common reason (a
     run whose every row failed would otherwise show empty cards and charts, the cause only in
     the rows at the bottom)."""
-    if not summary.n_errored:
-        return []
+    failed = summary.n_errored - summary.n_not_finished
+    said = []
+    if summary.n_not_finished:
+        said.append(
+            f"{summary.n_not_finished:,} of {summary.n_rows:,} rows were not finished: the "
+            "run's max_calls budget was spent before their calls (a rerun with the same cache "
+            "continues them)"
+        )
     errors = frame[f"{prefix}error"].drop_nulls()
-    if errors.is_empty():
-        return []
-    reason, count = errors.value_counts(sort=True).row(0)
-    head = (
-        f"No row was scored: all {summary.n_rows:,} failed"
-        if summary.n_scored == 0
-        else f"{summary.n_errored:,} of {summary.n_rows:,} rows have no score"
-    )
-    return [
-        f'<p class="note failed">{head}. Most often ({count:,} rows): '
-        f"{html.escape(middle_cut(str(reason), 600))}</p>"
-    ]
+    errors = errors.filter(~errors.str.starts_with(NOT_FINISHED))
+    if failed and not errors.is_empty():
+        reason, count = errors.value_counts(sort=True).row(0)
+        head = (
+            f"No row was scored: all {summary.n_rows:,} failed"
+            if summary.n_scored == 0 and not summary.n_not_finished
+            else f"{failed:,} of {summary.n_rows:,} rows failed"
+        )
+        said.append(f"{head}. Most often ({count:,} rows): {middle_cut(str(reason), 600)}")
+    return [f'<p class="note failed">{html.escape(line)}.</p>' for line in said]
 
 
 def _opening(
@@ -817,9 +821,11 @@ def report(
     """
     # A cell run again writes its report again: a file safecons wrote as a report is no work
     # of the user's to protect. Any other file stays unless overwrite=True.
-    overwrite = overwrite or _our_report(path)
     target = check_output(
-        path, parameter="report: path", suffixes=(".html", ".htm"), overwrite=overwrite
+        path,
+        parameter="report: path",
+        suffixes=(".html", ".htm"),
+        overwrite=overwrite or _our_report(path),
     )
     text = report_html(
         run,
@@ -830,6 +836,10 @@ def report(
         prefix=prefix,
         metric_name=metric_name,
     )
+    # Asked again now the report is made: what stands at the path may have changed meanwhile
+    # (a file of the user's put there goes to a fresh name, not under this report).
     return write_output(
-        target, lambda tmp: tmp.write_text(text, encoding="utf-8"), overwrite=overwrite
+        target,
+        lambda tmp: tmp.write_text(text, encoding="utf-8"),
+        overwrite=overwrite or _our_report(target),
     )

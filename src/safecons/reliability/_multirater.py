@@ -87,6 +87,9 @@ def _panel_counts(
     levels = table[key("v")].drop_nulls().unique().sort().to_list()
     if order is not None:
         rank = {label: i for i, label in enumerate(order)}
+        if len(rank) != len(order):
+            twice = sorted({str(x) for x in order if list(order).count(x) > 1})
+            raise InputError(f"{fn}: order= lists {', '.join(twice)} more than once")
         unknown = [label for label in levels if label not in rank]
         if unknown:
             raise InputError(
