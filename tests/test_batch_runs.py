@@ -38,7 +38,7 @@ VERDICT = json.dumps({"label": "Consistent", "score": 0.9, "reason": "both refus
 POLL = 0.02
 #: How long a batch's calls wait for more before they go out: long enough that a stage's
 #: calls, which all start at once, go out together on a busy machine.
-WAIT = 0.5
+WAIT = 0.25
 
 
 def rows(n: int, *, poison: frozenset[int] = frozenset()) -> pl.DataFrame:

@@ -69,7 +69,7 @@ def run(srv: FakeOpenAIServer, cache, n: int = 2, *, key: str = "", **client) ->
             api_key=key,
             batch=True,
             batch_poll_seconds=0.02,
-            batch_wait_seconds=0.5,
+            batch_wait_seconds=0.25,
             **client,
         )
         for role in ("sut", "judge")
@@ -315,7 +315,7 @@ def test_clients_of_one_endpoint_with_other_keys_batch_apart(tmp_path):
                 api_key=key,
                 batch=True,
                 batch_poll_seconds=0.02,
-                batch_wait_seconds=0.5,
+                batch_wait_seconds=0.25,
             )
             for key in ("sk-sut-0123456789abcdef", "sk-judge-0123456789abcdef")
         )
@@ -474,7 +474,7 @@ rows = pl.DataFrame({{
     "sut_response": [{refuse!r}] * 3,
 }})
 made = [sc.OpenAICompatible(model=role, base_url=base_url, api_key="", batch=True,
-                            batch_poll_seconds=0.02, batch_wait_seconds=0.5)
+                            batch_poll_seconds=0.02, batch_wait_seconds=0.25)
         for role in ("sut", "judge")]
 warnings.simplefilter("ignore", RuntimeWarning)
 out = rows.pipe(sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,
