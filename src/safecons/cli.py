@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -322,8 +323,9 @@ _FRAME_SUFFIXES = (".parquet", ".jsonl", ".ndjson")
 
 
 #: The key-value metadata ``safecons run`` writes into a Parquet output: that it wrote it,
-#: from which input and with which cache (resolved paths), and how many of its rows the
-#: ``--max-calls`` budget left unfinished.
+#: from which input and with which cache (digests of their resolved paths: a file shared
+#: with others does not carry the folders of the machine that made it), and how many of its
+#: rows the ``--max-calls`` budget left unfinished.
 _WRITTEN_BY: Final = "safecons.run"
 _INPUT: Final = "safecons.input"
 _CACHE: Final = "safecons.cache"
@@ -332,10 +334,16 @@ _NOT_FINISHED: Final = "safecons.not_finished"
 
 def _run_marks(args: argparse.Namespace, not_finished: int) -> dict[str, str]:
     """What a Parquet output of ``safecons run`` says of the run that wrote it."""
+
+    def digest(path: str | None) -> str:
+        if path is None:
+            return ""
+        return hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+
     return {
         _WRITTEN_BY: "1",
-        _INPUT: str(Path(args.input).resolve()),
-        _CACHE: "" if args.cache is None else str(Path(args.cache).resolve()),
+        _INPUT: digest(args.input),
+        _CACHE: digest(args.cache),
         _NOT_FINISHED: str(not_finished),
     }
 
