@@ -96,6 +96,11 @@ def test_what_a_report_names_of_a_client_holds_no_secret():
     said = measured(client, "sut")
     assert said == "model 'gpt-4o-mini' at user.example.com"
     assert key not in said
+    azure = sc.OpenAICompatible.azure(
+        endpoint="https://res.openai.azure.com", deployment="gpt4o-prod",
+        api_version="2024-10-21", api_key=key,
+    )  # fmt: skip
+    assert measured(azure, "sut") == "model 'gpt4o-prod' at res.openai.azure.com"
     batched = sc.OpenAICompatible(model="m", api_key=key, batch=True)
     assert measured(sc.LLMJudge(batched), "judge") == (
         "an LLM judge: model 'm' at api.openai.com through its Batch API"

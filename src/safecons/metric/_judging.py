@@ -309,7 +309,9 @@ def measured(obj: object, role: str) -> str:
         facts = facts_of(client)
         where = urllib.parse.urlsplit(client.base_url).hostname or client.base_url
         batch = " through its Batch API" if facts.batch else ""
-        return f"model {facts.model!r} at {where}{batch}"
+        # An Azure client names a deployment, not a model: its identity ends in either.
+        name = facts.model or client.identity.rpartition("#")[2]
+        return f"model {name!r} at {where}{batch}"
     if isinstance(client, CallableClient):
         name = describe(client).removeprefix("callable:").rsplit("#", 1)[0]
         return f"the Python callable {name}"
