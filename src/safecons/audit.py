@@ -454,7 +454,6 @@ async def audit_judge_async(
         session = await eng.enter(
             open_judge(judge, concurrency=run_options.concurrency_limit, session=eng.session)
         )
-        eng.protect(session.client)
         ordered = session.ordered
         calls = _plan(golden, repeats, swap and ordered, probes)
 

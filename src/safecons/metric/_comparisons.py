@@ -124,7 +124,6 @@ async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None
         judge_session = await eng.enter(
             open_judge(judge, concurrency=eng.options.concurrency_limit, session=eng.session)
         )
-        eng.protect(judge_session.client)
     return Sessions(sut_session, endpoint, judge_session)
 
 
