@@ -258,7 +258,8 @@ def assemble(
     postures: Postures | None = None,
 ) -> pl.DataFrame:
     """``df`` with the columns of the stages that ran (respond, judge) filled from ``results``;
-    a judged frame's posture columns from ``postures`` (each base answer's, each sample's)."""
+    a judged frame's posture columns from ``postures`` (each base answer's, each sample's:
+    given whenever ``judged``)."""
 
     def col(attr: str) -> list[list[Any]]:
         return [[getattr(s, attr) for s in row] for row in results]
@@ -294,10 +295,9 @@ def assemble(
             pl.Series(names["judge_raw"], texts("judge_raw"), dtype=_STR_LIST),
             pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
         ]
-        base_postures, response_postures = postures or (
-            [None] * len(results),
-            [[None] * len(row) for row in results],
-        )
+        # The judge stage always reads them (metric/_postures.py).
+        assert postures is not None, "a judged frame is assembled with its postures"
+        base_postures, response_postures = postures
         added += [
             pl.Series(names["base_posture"], base_postures, dtype=pl.String),
             pl.Series(names["response_postures"], response_postures, dtype=_STR_LIST),
@@ -338,8 +338,10 @@ class Unscored:
     rows: int = 0
     not_finished: int = 0
     failed: int = 0
-    #: The most common reason a row failed, in the first frame that had failed rows.
+    #: The most common reason a row failed, in the first frame that had failed rows, and how
+    #: many rows of that frame gave it.
     example: str | None = None
+    example_rows: int = 0
 
     def count(self, frame: pl.DataFrame, error: str) -> None:
         """Count the rows of ``frame`` and those whose ``error`` column holds a reason."""
@@ -350,7 +352,8 @@ class Unscored:
         failed = errors.filter(~unfinished)
         self.failed += failed.len()
         if self.example is None and failed.len():
-            self.example = str(failed.value_counts(sort=True).row(0)[0])
+            reason, rows = failed.value_counts(sort=True).row(0)
+            self.example, self.example_rows = str(reason), int(rows)
 
     def warn(self, *, metric: str, error: str) -> None:
         """Give an :class:`~safecons.UnscoredRowsWarning` if any row has no score, pointing

@@ -28,7 +28,7 @@ import polars as pl
 
 from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
-from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
+from ._record import DEFAULT_PREFIX, Unscored, column_names
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, middle_cut, short_text
 from ._version import __version__
 from .audit import JudgeAudit
@@ -466,27 +466,29 @@ def _measured(run: object) -> str:
 
 
 def _failures(frame: pl.DataFrame, summary: Any, prefix: str) -> list[str]:
-    """At the top, what failed: how many rows have no score and the most common reason (a
-    run whose every row failed would otherwise show empty cards and charts, the cause only in
-    the rows at the bottom)."""
-    failed = summary.n_errored - summary.n_not_finished
+    """At the top, what failed: how many rows have no score and the most common reason, as
+    the run's own warning counts them (:class:`~safecons._record.Unscored`; a run whose every
+    row failed would otherwise show empty cards and charts, the cause only in the rows at the
+    bottom)."""
+    unscored = Unscored()
+    unscored.count(frame, f"{prefix}error")
     said = []
-    if summary.n_not_finished:
+    if unscored.not_finished:
         said.append(
-            f"{summary.n_not_finished:,} of {summary.n_rows:,} rows were not finished: the "
+            f"{unscored.not_finished:,} of {unscored.rows:,} rows were not finished: the "
             "run's max_calls budget was spent before their calls (a rerun with the same cache "
             "continues them)"
         )
-    errors = frame[f"{prefix}error"].drop_nulls()
-    errors = errors.filter(~errors.str.starts_with(NOT_FINISHED))
-    if failed and not errors.is_empty():
-        reason, count = errors.value_counts(sort=True).row(0)
+    if unscored.failed:
         head = (
-            f"No row was scored: all {summary.n_rows:,} failed"
-            if summary.n_scored == 0 and not summary.n_not_finished
-            else f"{failed:,} of {summary.n_rows:,} rows failed"
+            f"No row was scored: all {unscored.rows:,} failed"
+            if summary.n_scored == 0 and not unscored.not_finished
+            else f"{unscored.failed:,} of {unscored.rows:,} rows failed"
         )
-        said.append(f"{head}. Most often ({count:,} rows): {middle_cut(str(reason), 600)}")
+        said.append(
+            f"{head}. Most often ({unscored.example_rows:,} rows): "
+            f"{middle_cut(unscored.example or '', 600)}"
+        )
     return [f'<p class="note failed">{html.escape(line)}.</p>' for line in said]
 
 
