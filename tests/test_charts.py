@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import copy
 import html
+import importlib
 import itertools
 import pickle
 import re
@@ -148,6 +149,11 @@ def test_the_chart_is_still_the_altair_chart(scored, tmp_path):
     )
     spec = chart.to_dict()
     assert alt.LayerChart.from_dict(spec).to_dict() == spec
+    # Its class is written in a module, not made at run time: found by its name, and the same
+    # class for every chart of its kind.
+    cls = type(chart)
+    assert getattr(importlib.import_module(cls.__module__), cls.__qualname__) is cls
+    assert type(sc.charts.offline(alt.layer(chart))) is cls
     for kept in (pickle.loads(pickle.dumps(chart)), copy.deepcopy(chart), copy.copy(chart)):
         assert kept.to_dict() == spec and list(kept._repr_mimebundle_()) == [SVG]
     chart.save(tmp_path / "chart.svg")

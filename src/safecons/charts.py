@@ -40,7 +40,6 @@ viewer's font may be wider than the kernel's), so no text overlaps another or th
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -118,102 +117,12 @@ def _altair() -> Any:
     return altair
 
 
-class _Offline:
-    """What a chart of this module adds to its Altair class: it displays as an SVG drawn by
-    vl-convert, and what it is composed into displays so too."""
-
-    def _repr_mimebundle_(self, *args: Any, **kwargs: Any) -> Any:
-        # Altair's default renderer is the one that needs a CDN; one the user picked is theirs.
-        if _altair().renderers.active == "default" and _have_vl_convert():
-            return {"image/svg+xml": _svg(self)}
-        plain: Any = super()
-        return plain._repr_mimebundle_(*args, **kwargs)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # The class is made at run time (Altair is optional), so pickle finds it by the function
-        # that makes it, given the plain Altair chart.
-        plain = _copy(self, type(self).__mro__[2])
-        return (offline, (plain,))
-
-    # What composes charts into a new one (of another Altair class) gives one that displays
-    # offline too (and so do ``facet`` and ``repeat``: :func:`_offline_class`).
-    def __add__(self, other: Any) -> Any:
-        plain: Any = super()
-        return _ours(plain.__add__(other))
-
-    def __or__(self, other: Any) -> Any:
-        plain: Any = super()
-        return _side_by_side(plain.__or__(other))
-
-    def __and__(self, other: Any) -> Any:
-        plain: Any = super()
-        return _side_by_side(plain.__and__(other))
-
-    # ``plain | chart``: Python asks the right side first when its class derives from the left
-    # side's (an alt.Chart and a chart of this module), so the result displays offline too.
-    def __radd__(self, other: Any) -> Any:
-        return _reflected(other, "__add__", self)
-
-    def __ror__(self, other: Any) -> Any:
-        return _reflected(other, "__or__", self)
-
-    def __rand__(self, other: Any) -> Any:
-        return _reflected(other, "__and__", self)
-
-
-def _reflected(other: Any, name: str, chart: Any) -> Any:
-    if not isinstance(other, _altair().TopLevelMixin):
-        return NotImplemented
-    composed = getattr(other, name)(chart)
-    return _ours(composed) if name == "__add__" else _side_by_side(composed)
-
-
-def _side_by_side(chart: Any) -> Any:
-    """Charts put side by side (or one above the other), each keeping its colours: Vega-Lite
-    would merge their colour scales into one, the second chart's labels in the first's bands'
-    shades."""
-    return _ours(chart).resolve_scale(color="independent")
-
-
-_CLASSES: dict[type, type] = {}  # each Altair chart class, with the offline display
-_MAKERS: Final = ("facet", "repeat")  # the methods of some that return a chart of another class
-
-
-def _offline_class(cls: type) -> type:
-    """``cls`` (an Altair chart class) with :class:`_Offline`'s display: same name, same
-    schema, so its repr, ``to_dict`` and validation are the Altair class's."""
-    if cls not in _CLASSES:
-        attributes: dict[str, Any] = {"__module__": cls.__module__, "__doc__": cls.__doc__}
-        for name in _MAKERS:
-            if hasattr(cls, name):
-                attributes[name] = _keeping(getattr(cls, name))
-        _CLASSES[cls] = type(cls.__name__, (_Offline, cls), attributes)
-    return _CLASSES[cls]
-
-
-def _keeping(method: Any) -> Any:
-    """``method``, its chart displaying offline."""
-
-    @functools.wraps(method)
-    def kept(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return _ours(method(self, *args, **kwargs))
-
-    return kept
-
-
-def _copy(chart: Any, cls: type) -> Any:
-    """A shallow copy of ``chart`` of class ``cls`` (the two share no mutable top level)."""
-    copy = chart.copy(deep=False)
-    object.__setattr__(copy, "__class__", cls)  # Altair keeps other attributes in the spec
-    return copy
-
-
 def offline(chart: Any) -> Any:
-    """The chart, displaying offline as the charts of this module do (a copy; ``chart`` is
-    unchanged).
+    """The chart, displaying offline as the charts of this module do (a new chart sharing its
+    parts; ``chart`` is unchanged).
 
     For what Altair's functions compose (``alt.hconcat``, ``alt.vconcat``, ``alt.layer``) and
-    for charts of your own: the copy is still a chart of the same Altair class.
+    for charts of your own: the new chart is still one of the same Altair class.
 
     Parameters
     ----------
@@ -234,31 +143,24 @@ def offline(chart: Any) -> Any:
     alt = _altair()
     if not isinstance(chart, alt.TopLevelMixin):
         raise InputError(f"offline: expected an Altair chart, got {type(chart).__name__}")
-    return _copy(chart, type(chart) if isinstance(chart, _Offline) else _offline_class(type(chart)))
+    made = _ours(chart)
+    return made.copy(deep=False) if made is chart else made
 
 
 def _ours(chart: Any) -> Any:
-    """A chart just built here, displaying offline (no copy: nobody else holds it)."""
-    if not isinstance(chart, _Offline):
-        object.__setattr__(chart, "__class__", _offline_class(type(chart)))
-    return chart
+    """``chart`` (an Altair chart), displaying offline: itself if it does already."""
+    _altair()
+    from ._offline_charts import offline as made
 
-
-def _have_vl_convert() -> bool:
-    try:
-        import vl_convert  # noqa: F401
-    except ImportError:  # Altair alone, without the charts extra: display as Altair does
-        return False
-    return True
+    return made(chart)
 
 
 def _svg(chart: Any) -> str:
     """The chart as SVG, drawn by vl-convert with the Vega-Lite version Altair writes."""
-    import vl_convert
+    _altair()
+    from ._offline_charts import svg
 
-    alt = _altair()
-    version = "_".join(alt.SCHEMA_VERSION.split(".")[:2])  # "v6.4.1" -> "v6_4"
-    return str(vl_convert.vegalite_to_svg(chart.to_dict(), vl_version=version))
+    return svg(chart)
 
 
 def _drawn(texts: Iterable[str], size: float = _LABEL_SIZE) -> int:
