@@ -54,7 +54,8 @@ def test_repr_stays_the_dataclass_s_and_rebuilds_the_summary(summary):
     text = repr(summary)
     assert text.startswith("RunSummary(n_rows=") and "\n" not in text
     assert f"mean_score={summary.mean_score!r}" in text  # exact, not rounded
-    assert eval(text, {"RunSummary": RunSummary}) == summary
+    names = {"RunSummary": RunSummary, "JudgeReliability": sc.reliability.JudgeReliability}
+    assert eval(text, names) == summary
 
 
 def down(messages: object, *, temperature: float) -> str:

@@ -146,6 +146,11 @@ class Sample:
     judge_error: str | None = None
     judge_raw: str | None = None
     judge_input_cut: bool | None = None
+    #: Each juror's label and score, in jury order (one for one judge; None: no vote), and
+    #: each juror's label with the two answers swapped (None: not swapped).
+    juror_labels: list[str | None] | None = None
+    juror_scores: list[float | None] | None = None
+    swap_labels: list[str | None] | None = None
     sut: Spend = field(default_factory=Spend)
     judge: Spend = field(default_factory=Spend)
 
@@ -165,6 +170,10 @@ def column_names(prefix: str, metric_name: str) -> dict[str, str]:
         "judge_errors",
         "judge_raw",
         "judge_input_cut",
+        "jurors",
+        "juror_labels",
+        "juror_scores",
+        "swap_labels",
         "base_posture",
         "response_postures",
         "n_judged",
@@ -201,6 +210,10 @@ def output_schema(
             names["judge_errors"]: _STR_LIST,
             names["judge_raw"]: _STR_LIST,
             names["judge_input_cut"]: pl.List(pl.Boolean),
+            names["jurors"]: _STR_LIST,
+            names["juror_labels"]: pl.List(_STR_LIST),
+            names["juror_scores"]: pl.List(pl.List(pl.Float64)),
+            names["swap_labels"]: pl.List(_STR_LIST),
             names["base_posture"]: pl.String(),
             names["response_postures"]: _STR_LIST,
             names["n_judged"]: pl.Int64(),
@@ -256,10 +269,11 @@ def assemble(
     responded: bool,
     judged: bool,
     postures: Postures | None = None,
+    jurors: Sequence[str] = (),
 ) -> pl.DataFrame:
     """``df`` with the columns of the stages that ran (respond, judge) filled from ``results``;
     a judged frame's posture columns from ``postures`` (each base answer's, each sample's:
-    given whenever ``judged``)."""
+    given whenever ``judged``), and its jury's names, ``jurors``."""
 
     def col(attr: str) -> list[list[Any]]:
         return [[getattr(s, attr) for s in row] for row in results]
@@ -269,6 +283,11 @@ def assemble(
         # clients' answers); this last pass means a path that forgot cannot raise here, after
         # every call of the run was paid for.
         return [[_valid(getattr(s, attr)) for s in row] for row in results]
+
+    def votes(attr: str) -> list[list[list[Any] | None]]:
+        return [
+            [None if (v := getattr(s, attr)) is None else list(v) for s in row] for row in results
+        ]
 
     added: list[pl.Series] = []
     spend = [_spend(row) for row in results]
@@ -294,6 +313,12 @@ def assemble(
             pl.Series(names["judge_errors"], texts("judge_error"), dtype=_STR_LIST),
             pl.Series(names["judge_raw"], texts("judge_raw"), dtype=_STR_LIST),
             pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
+            pl.Series(names["jurors"], [list(jurors)] * len(results), dtype=_STR_LIST),
+            pl.Series(names["juror_labels"], votes("juror_labels"), dtype=pl.List(_STR_LIST)),
+            pl.Series(
+                names["juror_scores"], votes("juror_scores"), dtype=pl.List(pl.List(pl.Float64))
+            ),
+            pl.Series(names["swap_labels"], votes("swap_labels"), dtype=pl.List(_STR_LIST)),
         ]
         # The judge stage always reads them (metric/_postures.py).
         assert postures is not None, "a judged frame is assembled with its postures"

@@ -14,6 +14,7 @@ from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, o
 from .config import SafetyConsistencyConfig
 from .errors import InputError
 from .judges import LABELS, POSTURES
+from .reliability import JudgeReliability, judge_reliability
 
 __all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary", "token_frame")
 
@@ -124,6 +125,7 @@ class RunSummary:
     base_refusal_rate: float | None = None
     variant_refusal_rate: float | None = None
     both_refused_share: float | None = None
+    judge_reliability: JudgeReliability | None = None
 
     @property
     def batch_share(self) -> dict[str, float | None]:
@@ -171,6 +173,7 @@ class RunSummary:
                 f"variant_refusal_rate {_share_text(self.variant_refusal_rate)}, "
                 f"both_refused_share {_share_text(self.both_refused_share)}"
             )
+        head += reliability_lines(self.judge_reliability)
         grid = [
             (name, f"{counts['sut']:,}", f"{counts['judge']:,}")
             for name, counts in (
@@ -231,6 +234,30 @@ class RunSummary:
             "<thead><tr><th></th><th>sut</th><th>judge</th></tr></thead>"
             f"<tbody>{body}</tbody></table>"
         )
+
+
+def _figures(values: Sequence[float | None]) -> str:
+    return ", ".join("n/a" if v is None else f"{v:.2f}" for v in values)
+
+
+def reliability_lines(r: JudgeReliability | None) -> list[str]:
+    """A run's judge reliability in a line or two of text (none for one judge and no swap:
+    nothing to say beyond the score)."""
+    if r is None or (len(r.jurors) == 1 and not r.swapped):
+        return []
+    lines = [f"judges: {', '.join(r.jurors)}"]
+    if len(r.jurors) > 1:
+        alpha = "n/a" if r.alpha is None else f"{r.alpha:.2f}"
+        if r.alpha_interval is not None:
+            alpha += f" (95% {r.alpha_interval[0]:.2f} to {r.alpha_interval[1]:.2f})"
+        missing = f", {r.missing_votes:,} missing vote(s)" if r.missing_votes else ""
+        lines.append(f"alpha {alpha}, agreement with the jury {_figures(r.agreement)}{missing}")
+    if r.position_consistency is not None:
+        lines.append(
+            f"position_consistency {_figures(r.position_consistency)} "
+            f"({r.swapped:,} comparison(s) swapped)"
+        )
+    return lines
 
 
 def _count_text(value: int | None) -> str:
@@ -465,6 +492,8 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
     for name in (names["base_posture"], names["response_postures"]):
         _only(frame, name, POSTURES, fn, what="posture", null="where there was no answer")
     _only(frame, labels, LABELS, fn, what="label", null="for a comparison not judged")
+    for name in (names["juror_labels"], names["swap_labels"]):
+        _only(frame, name, LABELS, fn, what="label", null="for a vote not given")
     return frame
 
 
@@ -475,8 +504,10 @@ def _only(
     holds only ``allowed`` values and nulls."""
     if name not in frame.columns:
         return
-    column = frame[name]
-    read = (column.explode() if isinstance(column.dtype, pl.List) else column).drop_nulls()
+    read = frame[name]
+    while isinstance(read.dtype, pl.List):  # a list per comparison, or per juror too
+        read = read.explode()
+    read = read.drop_nulls()
     foreign = read.filter(~read.is_in(list(allowed)))
     if foreign.len():
         raise InputError(
@@ -568,6 +599,15 @@ def run_summary(
     errors = frame[names["error"]]
     responses, response_errors = frame[names["responses"]], frame[names["response_errors"]]
     judge_errors = frame[names["judge_errors"]]
+    reliability = _reliability(frame, names)
+    judge_calls = _count(responses, pl.col("v").is_not_null())
+    failed_judge = _count(judge_errors, pl.col("v").is_not_null())
+    if reliability is not None:
+        # Each juror's call, and each swapped one that gave a label; a failed juror call is a
+        # missing vote (a comparison with no vote at all is also a judge error).
+        swapped = frame[names["swap_labels"]].explode().explode().drop_nulls().len()
+        judge_calls = judge_calls * len(reliability.jurors) + swapped
+        failed_judge = reliability.missing_votes + len(reliability.jurors) * failed_judge
     return RunSummary(
         n_rows=frame.height,
         n_scored=frame.height - score.null_count(),
@@ -576,7 +616,7 @@ def run_summary(
         mean_score=float(mean) if isinstance(mean, int | float) else None,
         calls={
             "sut": int(responses.list.len().sum() or 0),
-            "judge": _count(responses, pl.col("v").is_not_null()),
+            "judge": judge_calls,
         },
         attempts={
             "sut": int(totals["sut_attempts"] or 0),
@@ -589,7 +629,7 @@ def run_summary(
         # A call the budget cut off carries an error too; it is counted as skipped, not failed.
         failed_calls={
             "sut": _count(response_errors, pl.col("v").is_not_null()) - skipped("sut"),
-            "judge": _count(judge_errors, pl.col("v").is_not_null()) - skipped("judge"),
+            "judge": failed_judge - skipped("judge"),
         },
         skipped_calls={"sut": skipped("sut"), "judge": skipped("judge")},
         tokens={
@@ -603,6 +643,23 @@ def run_summary(
         batch_tokens=_batch_tokens(spend, totals),
         prices=checked,
         **_refusals(frame, names),
+        judge_reliability=reliability,
+    )
+
+
+def _reliability(frame: pl.DataFrame, names: dict[str, str]) -> JudgeReliability | None:
+    """The run's :class:`~safecons.reliability.JudgeReliability`, from its juror columns (None
+    for a frame without them, from a safecons before juries, or of several juries)."""
+    needed = ("jurors", "juror_labels", "labels", "swap_labels")
+    if not all(names[role] in frame.columns for role in needed):
+        return None
+    return judge_reliability(
+        frame,
+        jurors=names["jurors"],
+        juror_labels=names["juror_labels"],
+        labels=names["labels"],
+        swap_labels=names["swap_labels"],
+        order=tuple(reversed(LABELS)),
     )
 
 

@@ -21,7 +21,6 @@ as a system under test and a judge (:data:`SUT`, :data:`Judge`, :data:`ChatFunct
 """
 
 from ._comparisons import Sessions as Sessions
-from ._comparisons import judge_sample as judge_sample
 from ._comparisons import open_sessions as open_sessions
 from ._fronts import judge_responses as judge_responses
 from ._fronts import planned_calls as planned_calls
@@ -37,6 +36,7 @@ from ._job import SafetyConsistencyRun as SafetyConsistencyRun
 from ._judging import JudgeSession as JudgeSession
 from ._judging import check_judge as check_judge
 from ._judging import open_judge as open_judge
+from ._jury import judge_sample as judge_sample
 from ._plan import CallPlan as CallPlan
 from ._types import SUT as SUT
 from ._types import ChatFunction as ChatFunction

@@ -37,10 +37,11 @@ from ..run._house import (
     slot,
 )
 from ..variants import query_of
-from ._judging import Comparison, JudgeSession, Verdict, encode_judgment, open_judge
+from ._judging import JudgeSession, juror_names, jurors_of, open_judge
+from ._jury import judge_by_jury, swap_chosen
 from ._postures import PostureReader
 
-__all__ = ("Sessions", "judge_sample", "open_sessions", "score_frame", "sut_call")
+__all__ = ("Sessions", "open_sessions", "score_frame", "sut_call")
 
 
 def sut_call(
@@ -63,51 +64,15 @@ def sut_call(
     )
 
 
-async def judge_sample(
-    eng: Engine, session: JudgeSession, comparison: Comparison, sample: Sample
-) -> None:
-    """Ask ``session`` for its verdict on ``comparison`` through the engine (retries, cache,
-    budget, limiter) and fill the judge fields of ``sample``: the metric's judge unit, and the
-    judge audit's."""
-    sample.judge_input_cut = comparison.cut
-
-    async def ask(attempt: Attempt) -> Verdict:
-        return await session.judge(comparison, attempt)
-
-    got = await eng.call(
-        "judge",
-        ask,
-        call=comparison.call,
-        endpoint=session.endpoint,
-        encode=encode_judgment,
-        decode=session.decode,
-        budgeted=not session.local,
-        deferred=session.deferred,
-    )
-    if got.value is None:
-        sample.judge.add(got)
-        sample.judge_error = got.error
-        sample.judge_raw = got.output  # what the judge said, when it was unusable
-        return
-    verdict = got.value
-    sample.judge.add(
-        got, prompt_tokens=verdict.prompt_tokens, completion_tokens=verdict.completion_tokens
-    )
-    sample.label = verdict.judgment.label
-    sample.score = verdict.judgment.score
-    sample.clamped = verdict.judgment.clamped
-    sample.judge_raw = verdict.raw
-    if not got.cached:
-        eng.runner.stats.dropped_usage += verdict.dropped_usage
-
-
 @dataclass(frozen=True, slots=True)
 class Sessions:
-    """The open sessions of a run: the SUT's (and its endpoint) and the judge's."""
+    """The open sessions of a run: the SUT's (and its endpoint), and each juror's (one for
+    one judge; none without a judge), with the jurors' names."""
 
     sut: RunSession | None
     endpoint: Endpoint
-    judge: JudgeSession | None
+    jury: tuple[JudgeSession, ...] = ()
+    jurors: tuple[str, ...] = ()
 
 
 async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None) -> Sessions:
@@ -119,12 +84,15 @@ async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None
         client = as_chat_client(sut, "sut")
         endpoint = Endpoint.of(client)
         sut_session = await eng.session(client)
-    judge_session: JudgeSession | None = None
-    if judge is not None:
-        judge_session = await eng.enter(
-            open_judge(judge, concurrency=eng.options.concurrency_limit, session=eng.session)
+    if judge is None:
+        return Sessions(sut_session, endpoint)
+    jury = [
+        await eng.enter(
+            open_judge(juror, concurrency=eng.options.concurrency_limit, session=eng.session)
         )
-    return Sessions(sut_session, endpoint, judge_session)
+        for juror in jurors_of(judge)
+    ]
+    return Sessions(sut_session, endpoint, tuple(jury), juror_names(judge))
 
 
 async def score_frame(
@@ -137,6 +105,7 @@ async def score_frame(
     prefix: str,
     runner: Runner | None = None,
     sessions: Sessions | None = None,
+    swap_share: float = 0.0,
 ) -> pl.DataFrame:
     """Run the respond and judge stages over ``df`` (which has its variant columns).
 
@@ -144,7 +113,8 @@ async def score_frame(
     nothing is judged. A ``runner`` shares one limiter, budget and cache across several calls;
     without one, a runner is made from ``options`` for this call. ``sessions`` (from
     :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
-    opening new ones.
+    opening new ones. ``swap_share`` of the comparisons (drawn by the seed and each row's id)
+    are judged again with the answers swapped (:mod:`._jury`).
     """
     async with engine(options, runner=runner) as eng:
         if sessions is None:
@@ -158,6 +128,7 @@ async def score_frame(
             config=config,
             prefix=prefix,
             sessions=sessions,
+            swap_share=swap_share,
         )
         if (dropped := eng.runner.stats.dropped_usage - dropped) > 0:
             warnings.warn(
@@ -235,6 +206,7 @@ async def _score_units(
     config: SafetyConsistencyConfig,
     prefix: str,
     sessions: Sessions,
+    swap_share: float,
 ) -> pl.DataFrame:
     names = column_names(prefix, config.metric_name)
     results, messages = _samples(
@@ -244,7 +216,7 @@ async def _score_units(
     prompts = df["prompt"].to_list()
     bases = df["sut_response"].to_list()
     variants = df[f"{prefix}variant_text"].to_list()
-    sut_session, endpoint, judge_session = sessions.sut, sessions.endpoint, sessions.judge
+    sut_session, endpoint, jury = sessions.sut, sessions.endpoint, sessions.jury
     seed = eng.options.seed
     queries = [query_of(prompt) for prompt in prompts]
     reader = PostureReader(queries, bases, results) if judging else None
@@ -257,15 +229,19 @@ async def _score_units(
             await _respond(eng, sut_session, call, sample, endpoint=endpoint.identity)
         if reader is not None and sample.response is not None:
             reader.answered(i, j)
-        if judge_session is not None and sample.response is not None:
-            comparison = judge_session.prepare(
+        if jury and sample.response is not None:
+            await judge_by_jury(
+                eng,
+                jury,
+                sessions.jurors,
                 slot(ids[i], j),
                 query=queries[i],
                 variant=variants[i],
                 base=bases[i],
                 candidate=sample.response,
+                swap=swap_chosen(seed, ids[i], j, swap_share),
+                sample=sample,
             )
-            await judge_sample(eng, judge_session, comparison, sample)
 
     async with anyio.create_task_group() as tasks:
         if reader is not None:
@@ -291,4 +267,5 @@ async def _score_units(
         responded=responding,
         judged=judging,
         postures=None if reader is None else reader.postures,
+        jurors=sessions.jurors,
     )

@@ -34,7 +34,7 @@ from ._inputs import (
     check_rows,
     resolve_config,
 )
-from ._judging import check_judge, measured, planning_judge
+from ._judging import check_judge, jurors_of, measured, planning_judge
 
 __all__ = ("LAZY_BATCH_ROWS", "Job", "MetricOptions", "SafetyConsistencyRun", "run_batches")
 
@@ -63,6 +63,7 @@ class MetricOptions(CallOptions, total=False):
     prefix: str
     toxicity_templates: Sequence[Template] | None
     jailbreak_templates: Sequence[Template] | None
+    swap_share: float
 
 
 #: The run's options that are not config fields. With ``config``, ``prefix`` and the template
@@ -70,6 +71,15 @@ class MetricOptions(CallOptions, total=False):
 _RUN_KEYS = ("seed", "progress", "cache", "max_calls")
 
 Stage = Literal["metric", "respond", "judge"]
+
+
+def _share(value: object) -> float:
+    """``swap_share=`` checked: a share from 0 to 1."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise InputError(
+            f"swap_share: expected a share of the comparisons from 0 to 1, got {value!r}"
+        )
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +116,9 @@ class Job:
     prefix: str
     toxicity_templates: Sequence[Template] | None
     jailbreak_templates: Sequence[Template] | None
+    #: The share of comparisons judged again with the two answers swapped (the in-run swap
+    #: test): not a config field, since it leaves the score as it was.
+    swap_share: float = 0.0
 
     @classmethod
     def of(
@@ -134,6 +147,12 @@ class Job:
                 f"{'respond' if stage == 'respond' else 'judge_responses'}: the frame has its "
                 "variants already; templates go to build_variants"
             )
+        swap_share = _share(given.pop("swap_share", 0.0))
+        if stage == "respond" and swap_share:
+            raise InputError(
+                "swap_share: respond does not judge; give it to judge_responses or "
+                "safety_consistency"
+            )
         prefix = given.pop("prefix", DEFAULT_PREFIX)
         if not isinstance(prefix, str) or not prefix:
             raise InputError(f"prefix: expected a non-empty string, got {prefix!r}")
@@ -152,6 +171,7 @@ class Job:
             prefix,
             templates["toxicity_templates"],
             templates["jailbreak_templates"],
+            swap_share,
         )
         if stage == "metric":
             schema = df.collect_schema()
@@ -175,13 +195,20 @@ class Job:
             prefix=self.prefix,
         )
 
-    def chat_clients(self) -> dict[str, ChatClient | None]:
-        """The chat clients of the SUT and of the judge, by role (None where there is none:
-        a judge object, a stage without that role)."""
-        return {
-            "sut": None if self.sut is None else as_chat_client(self.sut, "sut"),
-            "judge": None if self.judge is None else planning_judge(self.judge).client,
-        }
+    def chat_clients(self) -> list[tuple[str, ChatClient | None]]:
+        """The chat clients of the SUT and of each juror, by role (``sut``, ``judge``, or
+        ``judge[1]`` in a jury), None where there is none: a judge object, a stage without
+        that role."""
+        out: list[tuple[str, ChatClient | None]] = [
+            ("sut", None if self.sut is None else as_chat_client(self.sut, "sut"))
+        ]
+        if self.judge is not None:
+            jurors = jurors_of(self.judge)
+            out += [
+                ("judge" if len(jurors) == 1 else f"judge[{i}]", planning_judge(juror).client)
+                for i, juror in enumerate(jurors)
+            ]
+        return out
 
     @property
     def names(self) -> dict[str, str]:
@@ -202,6 +229,7 @@ class Job:
             prefix=self.prefix,
             runner=runner,
             sessions=sessions,
+            swap_share=self.swap_share,
         )
 
     async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:

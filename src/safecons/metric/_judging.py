@@ -32,6 +32,7 @@ from ..clients._house import (
     facts_of,
     open_session,
 )
+from ..errors import InputError
 from ..judges import (
     JUDGE_RESPONSE_FORMAT,
     MAX_JUDGE_OUTPUT_CHARS,
@@ -57,6 +58,8 @@ __all__ = (
     "check_judge",
     "decode_judgment",
     "encode_judgment",
+    "juror_names",
+    "jurors_of",
     "open_judge",
     "planning_judge",
 )
@@ -286,6 +289,60 @@ def as_llm_judge(judge: object) -> LLMJudge:
     return judge if isinstance(judge, LLMJudge) else LLMJudge(judge)
 
 
+def jurors_of(judge: object) -> tuple[object, ...]:
+    """The jurors of ``judge=``: the items of a list or tuple (a jury), else the judge alone.
+
+    Examples
+    --------
+    >>> import safecons as sc
+    >>> len(jurors_of([sc.OfflineJudge(), sc.OfflineJudge()])), len(jurors_of(sc.OfflineJudge()))
+    (2, 1)
+    """
+    if isinstance(judge, list | tuple):
+        if not judge:
+            raise InputError("judge: an empty list; give one judge, or a jury of two or more")
+        return tuple(judge)
+    return (judge,)
+
+
+def _parameter(index: int, jurors: int) -> str:
+    """How an error names a juror: ``judge`` alone, ``judge[1]`` in a jury."""
+    return "judge" if jurors == 1 else f"judge[{index}]"
+
+
+def juror_names(judge: object) -> tuple[str, ...]:
+    """A short name for each juror of ``judge=``, in jury order, free of secrets (a model's
+    name, a function's, a class's); a name given twice is told apart by its place (``#2``).
+
+    Examples
+    --------
+    >>> import safecons as sc
+    >>> juror_names([sc.OfflineJudge(), sc.OpenAICompatible(model="gpt-4o-mini", api_key="k"),
+    ...              sc.OfflineJudge()])
+    ('OfflineJudge', 'gpt-4o-mini', 'OfflineJudge #2')
+    """
+    names: list[str] = []
+    for i, juror in enumerate(jurors := jurors_of(judge)):
+        name = _juror_name(juror, _parameter(i, len(jurors)))
+        seen = sum(n == name or n.startswith(f"{name} #") for n in names)
+        names.append(f"{name} #{seen + 1}" if seen else name)
+    return tuple(names)
+
+
+def _juror_name(obj: object, parameter: str) -> str:
+    if isinstance(obj, LLMJudge):
+        return _juror_name(obj.client, parameter)
+    if _is_object_judge(obj):
+        return type(obj).__qualname__
+    client = as_chat_client(obj, parameter)
+    if isinstance(client, OpenAICompatible):
+        # An Azure client names a deployment, not a model: its identity ends in either.
+        return facts_of(client).model or client.identity.rpartition("#")[2]
+    if isinstance(client, CallableClient):
+        return describe(client).removeprefix("callable:").rsplit("#", 1)[0]
+    return type(client).__qualname__
+
+
 def measured(obj: object, role: str) -> str:
     """What played ``role`` (``"sut"`` or ``"judge"``) in a run, in a reader's words and free
     of secrets (a model and its host, never a key or a URL's query): what a report names.
@@ -297,9 +354,19 @@ def measured(obj: object, role: str) -> str:
     "model 'gpt-4o-mini' at api.openai.com"
     >>> measured(sc.OfflineJudge(), "judge")
     "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
+    >>> measured([sc.OfflineJudge(), sc.OpenAICompatible(model="m", api_key="k")], "judge")
+    "a jury of 2: safecons' offline judge (...); model 'm' at api.openai.com"
     """
+    if isinstance(obj, list | tuple):
+        shown = "; ".join(
+            measured(juror, role).replace(_OFFLINE_SAID, "safecons' offline judge (...)")
+            if len(obj) > 1
+            else measured(juror, role)
+            for juror in obj
+        )
+        return shown if len(obj) == 1 else f"a jury of {len(obj)}: {shown}"
     if isinstance(obj, OfflineJudge):
-        return "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
+        return _OFFLINE_SAID
     if isinstance(obj, LLMJudge):
         return f"an LLM judge: {measured(obj.client, role)}"
     if _is_object_judge(obj):
@@ -318,17 +385,27 @@ def measured(obj: object, role: str) -> str:
     return f"a client of yours ({type(client).__qualname__})"
 
 
+_OFFLINE_SAID = "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
+
+
 def _is_object_judge(judge: object) -> bool:
     return not isinstance(judge, LLMJudge) and isinstance(judge, PostureJudge)
 
 
 def check_judge(judge: object) -> None:
-    """Raise :class:`~safecons.InputError` unless ``judge`` can judge, before any call."""
+    """Raise :class:`~safecons.InputError` unless ``judge`` (one judge, or a list or tuple of
+    them: a jury) can judge, before any call."""
+    jurors = jurors_of(judge)
+    for i, juror in enumerate(jurors):
+        _check_one(juror, _parameter(i, len(jurors)))
+
+
+def _check_one(judge: object, parameter: str) -> None:
     if _is_object_judge(judge):
         assert isinstance(judge, PostureJudge)
         check_signature(
             judge.compare,
-            parameter="judge",
+            parameter=parameter,
             expected="a judge object's compare must accept the keywords query, variant, base "
             "and candidate",
             query="",
@@ -337,7 +414,7 @@ def check_judge(judge: object) -> None:
             candidate="",
         )
         return
-    as_chat_client(as_llm_judge(judge).client, "judge")
+    as_chat_client(as_llm_judge(judge).client, parameter)
 
 
 def planning_judge(judge: object) -> JudgeSession:

@@ -21,13 +21,14 @@ import polars as pl
 from .._prices import KINDS, PARTS, Prices, costs, money_text
 from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient
-from ..clients._house import as_chat_client, facts_of, secrets_of, warn_if_guessed
+from ..clients._house import Secrets, as_chat_client, facts_of, secrets_of, warn_if_guessed
 from ..run import ResponseCache
 from ..run._house import Endpoint, decode_completion, opened_cache, replay, slot
 from ..summary import token_frame
 from ..variants import query_of
 from ._comparisons import sut_call
-from ._judging import JudgeSession, planning_judge
+from ._judging import JudgeSession, juror_names, jurors_of, planning_judge
+from ._jury import swap_chosen
 
 if TYPE_CHECKING:
     from ._job import Job
@@ -79,6 +80,10 @@ class CallPlan:
     tokenizer: dict[str, str | None] = field(default_factory=dict)
     prices: Prices | None = None
     batched: frozenset[str] = frozenset()
+    #: A jury's jurors, in order (one name for one judge), and the calls each needs, the
+    #: in-run swap test's included (a judge object's calls are local: in ``judge_local``).
+    jurors: tuple[str, ...] = ()
+    judge_by_juror: dict[str, int] = field(default_factory=dict)
 
     @property
     def sut_to_request(self) -> int:
@@ -143,6 +148,12 @@ class CallPlan:
         grid = [(name, _figure(s), _figure(j)) for name, s, j in counts]
         if self.judge_local:
             grid.append(("local judge calls", "", _figure(self.judge_local)))
+        if len(self.jurors) > 1:
+            head.append(
+                "jury: "
+                + ", ".join(f"{n} {_figure(self.judge_by_juror.get(n, 0))}" for n in self.jurors)
+                + " calls"
+            )
         for label, tokens in (("to request", self.tokens), ("cached", self.tokens_cached)):
             grid += [
                 (
@@ -229,54 +240,77 @@ def _completion(calls: int, budget: int | None) -> int | None:
 
 def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> CallPlan:
     """Count the calls of ``job`` over ``frame`` (which has its variant columns), and
-    estimate their tokens."""
+    estimate their tokens: every juror's, and those of the comparisons the in-run swap test
+    judges again."""
     k = job.config.responses_per_query - 1
     n = frame.height
-    judging = planning_judge(job.judge)
+    jury = [planning_judge(juror) for juror in jurors_of(job.judge)]
+    names = juror_names(job.judge)
     sut_client = as_chat_client(job.sut, "sut")
-    judge_client = judging.client
+    judge_clients = [j.client for j in jury if j.client is not None]
     tally = _Tally()
     # Read-only: a dry run makes no cache file where there is none, and changes none.
     with opened_cache(job.options.cache, read_only=True) as store:
         if store is not None:
             # The plan's hits rest on the same identities as the run's.
             warned: set[str] = set()
-            for client in (sut_client, judge_client):
+            for client in (sut_client, *judge_clients):
                 warn_if_guessed(client, warned, stacklevel=3)  # at planned_calls caller
-        _walk(frame, job, k=k, sut_client=sut_client, judging=judging, store=store, tally=tally)
-    calls = {"sut": n * k, "judge": 0 if judging.local else n * k}
-    budgets = {"sut": _budget(sut_client), "judge": _budget(judge_client)}
+        per_juror = _walk(
+            frame, job, k=k, sut_client=sut_client, jury=jury, store=store, tally=tally
+        )
+    by_juror = dict(zip(names, per_juror, strict=True))
+    calls = {
+        "sut": n * k,
+        "judge": sum(c for j, c in zip(jury, per_juror, strict=True) if not j.local),
+    }
+    local = sum(c for j, c in zip(jury, per_juror, strict=True) if j.local)
+    budgets = {"sut": _budget(sut_client)}
+    juror_budgets = [(_budget(j.client), c) for j, c in zip(jury, per_juror, strict=True)]
+
+    def completion(kind: str, count: int) -> int | None:
+        if kind == "sut":
+            return _completion(count, budgets["sut"])
+        if count == 0:
+            return 0
+        # Each juror's own bound, over its share of the calls (as planned: cached ones are
+        # spread alike); unknown when any juror that calls has none.
+        if any(b is None for b, c in juror_budgets if c):
+            return None
+        total = sum(c for _, c in juror_budgets) or 1
+        return round(count * sum((b or 0) * c for b, c in juror_budgets) / total)
 
     def tokens(prompt: dict[str, int], done: dict[str, int], cached: bool) -> _Tokens:
         return {
             kind: {
                 "prompt": prompt[kind],
-                "completion": _completion(
-                    done[kind] if cached else calls[kind] - done[kind], budgets[kind]
-                ),
+                "completion": completion(kind, done[kind] if cached else calls[kind] - done[kind]),
             }
             for kind in KINDS
         }
 
+    tokenizers = {tokenizer_name(_model(c)) for c in judge_clients}
     return CallPlan(
         rows=n,
         sut=calls["sut"],
         judge=calls["judge"],
-        judge_local=n * k if judging.local else 0,
+        judge_local=local,
         sut_cached=tally.cached["sut"],
         judge_cached=tally.cached["judge"],
         tokens=tokens(tally.prompt, tally.cached, cached=False),
         tokens_cached=tokens(tally.prompt_cached, tally.cached, cached=True),
         tokenizer={
             "sut": tokenizer_name(_model(sut_client)),
-            "judge": None if judge_client is None else tokenizer_name(_model(judge_client)),
+            "judge": ", ".join(sorted(tokenizers)) if tokenizers else None,
         },
         prices=prices,
         batched=frozenset(
             kind
-            for kind, client in (("sut", sut_client), ("judge", judge_client))
-            if facts_of(client).batch
+            for kind, clients in (("sut", [sut_client]), ("judge", judge_clients))
+            if any(facts_of(c).batch for c in clients)
         ),
+        jurors=names,
+        judge_by_juror=by_juror,
     )
 
 
@@ -286,18 +320,18 @@ def _walk(
     *,
     k: int,
     sut_client: ChatClient,
-    judging: JudgeSession,
+    jury: list[JudgeSession],
     store: ResponseCache | None,
     tally: _Tally,
-) -> None:
+) -> list[int]:
     """Build every call of the run, look it up in ``store`` (if any) and add its estimated
-    prompt tokens to ``tally``."""
+    prompt tokens to ``tally``; the calls each juror needs, in jury order."""
     config, seed, prefix = job.config, job.options.seed, job.prefix
-    judge_client = judging.client
-    sut_model, judge_model = _model(sut_client), _model(judge_client)
+    sut_model = _model(sut_client)
     # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
-    secrets = secrets_of(sut_client, judge_client)
+    secrets = secrets_of(sut_client, *(j.client for j in jury))
     endpoint = Endpoint.of(sut_client)
+    per_juror = [0] * len(jury)
     rows = zip(
         frame["input_id"].to_list(),
         frame["prompt"].to_list(),
@@ -309,8 +343,9 @@ def _walk(
     for input_id, prompt, base, variant, messages in rows:
         # A row's samples differ by seed only: one estimate serves them all.
         sut_tokens = estimate_tokens(messages, model=sut_model)
-        # Judge prompts by candidate text: the stand-in one is the same for every sample.
-        judged: dict[str, int] = {}
+        # Judge prompts by juror, order and candidate text: the stand-in one is the same for
+        # every sample.
+        judged: dict[tuple[int, bool, str], int] = {}
         for j in range(k):
             answer = None
             if store is not None:
@@ -319,25 +354,55 @@ def _walk(
                 )
                 answer = replay(store.get(call.key), decode_completion, secrets)
             tally.add("sut", sut_tokens, cached=answer is not None)
-            if judging.local:
-                continue
+            swap = swap_chosen(seed, input_id, j, job.swap_share)
             candidate = base if answer is None else answer.text
-            if answer is None and candidate in judged:
-                # Not cached, so no verdict can be: the stand-in prompt is estimated already.
-                tally.add("judge", judged[candidate], cached=False)
-                continue
-            comparison = judging.prepare(
-                slot(input_id, j),
-                query=query_of(prompt),
-                variant=variant,
-                base=base,
-                candidate=candidate,
-            )
-            if comparison.call is None:
-                continue
-            verdict = None
-            if answer is not None and store is not None:
-                verdict = replay(store.get(comparison.call.key), judging.decode, secrets)
-            if candidate not in judged:
-                judged[candidate] = estimate_tokens(comparison.call.messages, model=judge_model)
-            tally.add("judge", judged[candidate], cached=verdict is not None)
+            for index, judging in enumerate(jury):
+                for first in (False, True) if swap and judging.ordered else (False,):
+                    per_juror[index] += 1
+                    if judging.local:
+                        continue
+                    _plan_judge(
+                        judging,
+                        (index, first, candidate),
+                        judged,
+                        tally,
+                        slot=slot(input_id, j),
+                        texts={
+                            "query": query_of(prompt),
+                            "variant": variant,
+                            "base": base,
+                            "candidate": candidate,
+                        },
+                        cached=answer is not None and store is not None,
+                        store=store,
+                        secrets=secrets,
+                    )
+    return per_juror
+
+
+def _plan_judge(
+    judging: JudgeSession,
+    key: tuple[int, bool, str],
+    judged: dict[tuple[int, bool, str], int],
+    tally: _Tally,
+    *,
+    slot: str,
+    texts: dict[str, str],
+    cached: bool,
+    store: ResponseCache | None,
+    secrets: Secrets,
+) -> None:
+    """One judge call of the plan: looked up where its SUT answer is cached, and estimated."""
+    if not cached and key in judged:
+        # Not cached, so no verdict can be: the stand-in prompt is estimated already.
+        tally.add("judge", judged[key], cached=False)
+        return
+    comparison = judging.prepare(slot, candidate_first=key[1], **texts)
+    if comparison.call is None:
+        return
+    verdict = None
+    if cached and store is not None:
+        verdict = replay(store.get(comparison.call.key), judging.decode, secrets)
+    if key not in judged:
+        judged[key] = estimate_tokens(comparison.call.messages, model=_model(judging.client))
+    tally.add("judge", judged[key], cached=verdict is not None)

@@ -308,7 +308,7 @@ def safety_consistency(
         judge=judge,
         options={**options, "progress": False, "cache": False},
     )
-    for role, chat in job.chat_clients().items():
+    for role, chat in job.chat_clients():
         if facts_of(chat).batch:
             # Each actor would send a round of batches for every batch of rows, one after
             # another: a job of many 24-hour waits. The Polars path sends one per stage.

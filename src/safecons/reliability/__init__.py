@@ -22,6 +22,9 @@ from ._columns import WINNER_YX as WINNER_YX
 from ._common import DisjointLabelsWarning as DisjointLabelsWarning
 from ._common import UndefinedStatisticWarning as UndefinedStatisticWarning
 from ._gap import flip_rate_by_gap as flip_rate_by_gap
+from ._jury import JudgeReliability as JudgeReliability
+from ._jury import judge_reliability as judge_reliability
+from ._jury import jury_verdict as jury_verdict
 from ._kappa import cohen_kappa as cohen_kappa
 from ._length import length_bias as length_bias
 from ._multirater import fleiss_kappa as fleiss_kappa
@@ -58,6 +61,7 @@ __all__ = (
     "WINNER_XY",
     "WINNER_YX",
     "DisjointLabelsWarning",
+    "JudgeReliability",
     "Letter",
     "Rule",
     "UndefinedStatisticWarning",
@@ -68,7 +72,9 @@ __all__ = (
     "fleiss_kappa",
     "flip_rate_by_gap",
     "identical_pairs",
+    "judge_reliability",
     "judge_table",
+    "jury_verdict",
     "krippendorff_alpha",
     "length_bias",
     "mixed_verdicts_expr",

@@ -1,0 +1,154 @@
+"""A comparison judged by a jury: every juror's call through the engine, then the verdict.
+
+One judge is a jury of one. Each juror judges the comparison in its own call (cached, retried
+and counted like any judge call: its own endpoint is in the key), all at once; the jury's
+label is the majority of the votes given (:func:`~safecons.reliability.jury_verdict`: a tie
+goes to the less consistent label), its score the mean of the scores of the jurors who gave
+it. A juror whose call failed gives no vote and the others decide; with no vote at all the
+comparison has no verdict, and its error names each juror's. A comparison chosen for the
+in-run swap test (:func:`swap_chosen`) is judged again by every juror that sees an order,
+with the two answers shown the other way round; the swapped labels are kept beside the
+others and the verdict is the unswapped one.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Sequence
+
+import anyio
+
+from .._ids import id_key
+from .._record import Sample
+from ..clients._house import Attempt
+from ..judges import LABELS
+from ..reliability import jury_verdict
+from ..run._house import Engine
+from ._judging import Comparison, JudgeSession, Verdict, encode_judgment
+
+__all__ = ("ORDER", "judge_by_jury", "judge_sample", "swap_chosen")
+
+#: The labels from the least consistent: a tie of votes goes to the earlier.
+ORDER = tuple(reversed(LABELS))
+
+
+def swap_chosen(seed: int, input_id: object, index: int, share: float) -> bool:
+    """Whether comparison ``index`` of row ``input_id`` is judged again with the answers
+    swapped: a draw from the run's seed and the row's id, never its place or batch.
+
+    Examples
+    --------
+    >>> [swap_chosen(0, "row-7", 0, share) for share in (0.0, 1.0)]
+    [False, True]
+    >>> swap_chosen(3, "a", 1, 0.5) == swap_chosen(3, "a", 1, 0.5)
+    True
+    """
+    if share <= 0.0:
+        return False
+    if share >= 1.0:
+        return True
+    h = hashlib.blake2b(digest_size=8, person=b"sc-swap")
+    h.update(str(seed).encode())
+    h.update(b"\x00")
+    h.update(id_key(input_id))
+    h.update(b"\x00")
+    h.update(str(index).encode())
+    return int.from_bytes(h.digest(), "big") / 2**64 < share
+
+
+async def judge_sample(
+    eng: Engine, session: JudgeSession, comparison: Comparison, sample: Sample
+) -> None:
+    """Ask ``session`` for its verdict on ``comparison`` through the engine (retries, cache,
+    budget, limiter) and fill the judge fields of ``sample``: one juror's call, and the judge
+    audit's."""
+    sample.judge_input_cut = comparison.cut
+
+    async def ask(attempt: Attempt) -> Verdict:
+        return await session.judge(comparison, attempt)
+
+    got = await eng.call(
+        "judge",
+        ask,
+        call=comparison.call,
+        endpoint=session.endpoint,
+        encode=encode_judgment,
+        decode=session.decode,
+        budgeted=not session.local,
+        deferred=session.deferred,
+    )
+    if got.value is None:
+        sample.judge.add(got)
+        sample.judge_error = got.error
+        sample.judge_raw = got.output  # what the judge said, when it was unusable
+        return
+    verdict = got.value
+    sample.judge.add(
+        got, prompt_tokens=verdict.prompt_tokens, completion_tokens=verdict.completion_tokens
+    )
+    sample.label = verdict.judgment.label
+    sample.score = verdict.judgment.score
+    sample.clamped = verdict.judgment.clamped
+    sample.judge_raw = verdict.raw
+    if not got.cached:
+        eng.runner.stats.dropped_usage += verdict.dropped_usage
+
+
+async def judge_by_jury(
+    eng: Engine,
+    jury: Sequence[JudgeSession],
+    names: Sequence[str],
+    slot: str,
+    *,
+    query: str,
+    variant: str,
+    base: str,
+    candidate: str,
+    swap: bool,
+    sample: Sample,
+) -> None:
+    """Judge one comparison by every juror of ``jury`` (and again swapped, if ``swap``) and
+    fill the judge fields of ``sample`` with the jury's verdict."""
+    texts = {"query": query, "variant": variant, "base": base, "candidate": candidate}
+    votes = [Sample() for _ in jury]
+    swapped: list[Sample | None] = [Sample() if swap and j.ordered else None for j in jury]
+
+    async def ask(session: JudgeSession, into: Sample, *, candidate_first: bool) -> None:
+        comparison = session.prepare(slot, candidate_first=candidate_first, **texts)
+        await judge_sample(eng, session, comparison, into)
+
+    async with anyio.create_task_group() as tasks:
+        for session, vote, again in zip(jury, votes, swapped, strict=True):
+            tasks.start_soon(functools.partial(ask, session, vote, candidate_first=False))
+            if again is not None:
+                tasks.start_soon(functools.partial(ask, session, again, candidate_first=True))
+    for part in (*votes, *(s for s in swapped if s is not None)):
+        sample.judge += part.judge
+    sample.judge_input_cut = any(bool(v.judge_input_cut) for v in votes)
+    sample.juror_labels = [v.label for v in votes]
+    sample.juror_scores = [v.score for v in votes]
+    if swap:
+        sample.swap_labels = [None if s is None else s.label for s in swapped]
+    verdict = jury_verdict(sample.juror_labels, sample.juror_scores, order=ORDER)
+    if len(jury) == 1:
+        # One judge: its own fields, as they have always been.
+        (only,) = votes
+        sample.label, sample.score, sample.clamped = only.label, only.score, only.clamped
+        sample.judge_error, sample.judge_raw = only.judge_error, only.judge_raw
+        return
+    sample.judge_raw = json.dumps(
+        [
+            {"juror": name, "label": v.label, "raw": v.judge_raw, "error": v.judge_error}
+            for name, v in zip(names, votes, strict=True)
+        ],
+        ensure_ascii=False,
+    )
+    if verdict is None:
+        sample.judge_error = "every juror's call failed: " + "; ".join(
+            f"{name}: {v.judge_error}" for name, v in zip(names, votes, strict=True)
+        )
+        return
+    sample.label, sample.score = verdict
+    sample.clamped = any(bool(v.clamped) for v in votes if v.label == sample.label)
