@@ -85,3 +85,46 @@ def test_cli_run_end_to_end(tmp_path, capsys):
     out = pl.read_parquet(tmp_path / "out.parquet")
     assert out["sc_n_judged"].to_list() == [3, 3, 3]
     assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_run_with_a_jury_each_juror_at_its_own_endpoint(tmp_path, capsys):
+    src = tmp_path / "rows.jsonl"
+    rows(2).write_ndjson(src)
+    against = json.dumps({"label": "Contradictory", "score": 0.1})
+    responder = route_by_model(
+        {
+            "sut": lambda body: REFUSE,
+            "judge-a": lambda body: VERDICT,
+            "judge-b": lambda body: VERDICT,
+        }
+    )
+    other = route_by_model({"judge-c": lambda body: against})
+    with FakeOpenAIServer(responder=responder) as srv, FakeOpenAIServer(responder=other) as srv2:
+        args = [
+            "run", str(src), "--output", str(tmp_path / "out.parquet"),
+            "--sut-model", "sut", "--sut-base-url", srv.base_url,
+            "--judge-model", "judge-a", "--judge-base-url", srv.base_url,
+            "--judge-model", "judge-b", "--judge-base-url", srv.base_url,
+            "--judge-model", "judge-c", "--judge-base-url", srv2.base_url,
+            "--swap-share", "1", "--no-progress",
+        ]  # fmt: skip
+        code = main(args)
+        # 4 SUT calls; 4 comparisons, each judged by three jurors in both orders.
+        assert srv.stats.requests == 4 + 4 * 2 * 2 and srv2.stats.requests == 4 * 2
+    printed = capsys.readouterr().out
+    assert code == 0
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out["sc_jurors"][0].to_list() == ["judge-a", "judge-b", "judge-c"]
+    assert out["sc_labels"].explode().unique().to_list() == ["Consistent"]
+    assert "judge 3 of 3:" in printed and "alpha" in printed and "position_consistency" in printed
+    # Base URLs given neither once nor once per juror are refused before any call.
+    with FakeOpenAIServer() as srv:
+        bad = [
+            "run", str(src), "--output", str(tmp_path / "bad.parquet"),
+            "--sut-model", "sut", "--sut-base-url", srv.base_url,
+            "--judge-model", "a", "--judge-model", "b", "--judge-model", "c",
+            "--judge-base-url", srv.base_url, "--judge-base-url", srv.base_url,
+        ]  # fmt: skip
+        assert main(bad) == 2
+        assert srv.stats.requests == 0
+    assert "--judge-base-url: given 2 times for 3 --judge-model" in capsys.readouterr().err

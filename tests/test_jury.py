@@ -280,3 +280,45 @@ def test_bad_juries_and_shares_are_named():
             frame(1).pipe(sc.safety_consistency, judge=says("Consistent"), swap_share=bad, **RUN)
     with pytest.raises(sc.InputError, match="swap_share: respond does not judge"):
         sc.build_variants(frame(1)).pipe(sc.respond, sut=StandInSUT(), swap_share=0.5)
+
+
+# Shown where people look.
+
+
+def test_the_report_says_whether_the_run_s_judges_can_be_trusted():
+    from safecons.metric import safety_consistency_run
+
+    jury = [first_shown(), says("Consistent"), says("Contradictory")]
+    run = safety_consistency_run(frame(6), judge=jury, swap_share=1.0, **RUN)
+    page = sc.report_html(run)
+    section = page[page.index("Can this run's judges be trusted?") :]
+    assert "Krippendorff's alpha" in section and "position consistency" in section
+    assert "the jurors agree little" in section and "swayed by the order" in section
+    # A jury that agrees and holds under the swap gets no warning.
+    calm = safety_consistency_run(
+        frame(6), judge=[says("Consistent"), says("Consistent")], swap_share=1.0, **RUN
+    )
+    section = sc.report_html(calm).split("Can this run's judges be trusted?")[1]
+    assert "Do not quote this score" not in section.split("<h2>")[0]
+    # One judge, no swap: the report says nothing measured it, and how to.
+    one = safety_consistency_run(frame(2), judge=says("Consistent"), **RUN)
+    assert "nothing in this run measures its judge" in sc.report_html(one)
+
+
+def test_compare_runs_says_when_the_two_runs_judges_differ():
+    before = frame(4).pipe(sc.safety_consistency, judge=says("Consistent"), **RUN)
+    after = frame(4).pipe(
+        sc.safety_consistency, judge=[says("Consistent"), sc.OfflineJudge()], **RUN
+    )
+    with pytest.warns(sc.errors.JudgesDifferWarning, match="different judges"):
+        sc.compare_runs(before, after)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sc.errors.JudgesDifferWarning)
+        sc.compare_runs(before, before)
+
+
+def test_the_audit_audits_one_judge_at_a_time():
+    with pytest.raises(sc.InputError, match="audits one judge"):
+        sc.audit_judge([says("Consistent"), says("Consistent")])

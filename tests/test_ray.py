@@ -156,6 +156,27 @@ def test_two_actors_match_the_polars_path_row_for_row_under_one_cap():
     assert 0 < stats["granted"] < server.requests
 
 
+def test_a_jury_with_a_swap_test_on_two_actors_matches_the_polars_path():
+    def lenient(body) -> str:
+        return verdict(True)
+
+    responder = route_by_model({"sut": seeded_sut, "judge": posture_judge, "lenient": lenient})
+    with FakeOpenAIServer(responder=responder, api_key=KEY) as srv:
+        sut, judge = clients(srv)
+        jury = [judge, sc.OpenAICompatible(model="lenient", base_url=srv.base_url, api_key=KEY)]
+        df = rows(24)
+        options = {"concurrency_limit": 3, "seed": 7, "swap_share": 0.5}
+        expected = sc.safety_consistency(df, sut=sut, judge=jury, progress=False, **options)
+        out = scr.safety_consistency(
+            dataset(df, 4), sut=sut, judge=jury, batch_size=6, actors=2, **options
+        )
+        got = collect(out)
+    assert_frame_equal(got, expected.sort("input_id"))
+    assert got["sc_jurors"][0].to_list() == ["judge", "lenient"]
+    assert got["sc_swap_labels"].explode().drop_nulls().len() > 0
+    assert sc.run_summary(got).judge_reliability == sc.run_summary(expected).judge_reliability
+
+
 def test_a_429_seen_by_one_actor_holds_back_every_actor():
     arrivals: list[float] = []
     fired: list[float] = []

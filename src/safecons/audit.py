@@ -435,6 +435,11 @@ async def audit_judge_async(
     **options: Unpack[CallOptions],
 ) -> JudgeAudit:
     """:func:`audit_judge` from async code (the same arguments)."""
+    if isinstance(judge, list | tuple):
+        raise InputError(
+            "judge: audit_judge audits one judge; audit each juror of a jury on its own (a "
+            "run's own judge reliability is run_summary(...).judge_reliability)"
+        )
     check_judge(judge)
     golden = _check_golden(golden_set() if golden is None else golden)
     if (

@@ -183,6 +183,10 @@ def _print_run(
             f"{summary.skipped_calls[kind]} not made (budget)"
         )
     print("\n".join(_token_lines(summary, local)))
+    from .summary import reliability_lines
+
+    for line in reliability_lines(summary.judge_reliability):
+        print(line)
     errors = frame[f"{prefix}error"].drop_nulls()
     if errors.len():
         print("most common row errors:")
@@ -417,15 +421,53 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _client(args: argparse.Namespace, role: str) -> Any:
+def _jury(args: argparse.Namespace) -> Any:
+    """The run's judge from ``--judge-model`` (repeated: a jury), each juror with the
+    ``--judge-base-url`` and ``--judge-key-env`` of its place, or the one given for all."""
+    models = args.judge_model
+    if len(models) == 1:
+        return _client(args, "judge")
+    options = {}
+    for name in ("base_url", "key_env"):
+        given = getattr(args, f"judge_{name}") or [None]
+        if len(given) not in (1, len(models)):
+            raise SafeconsError(
+                f"--judge-{name.replace('_', '-')}: given {len(given)} times for "
+                f"{len(models)} --judge-model; give it once (for every juror) or once per "
+                "--judge-model, in the same order"
+            )
+        options[name] = given * len(models) if len(given) == 1 else given
+    return [
+        _client(
+            args,
+            "judge",
+            label=f"judge {i + 1} of {len(models)}",
+            model=model,
+            base_url=options["base_url"][i],
+            key_env=options["key_env"][i],
+        )
+        for i, model in enumerate(models)
+    ]
+
+
+def _client(
+    args: argparse.Namespace,
+    role: str,
+    *,
+    label: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    key_env: str | None = None,
+) -> Any:
     from .clients import OpenAICompatible
     from .clients._house import OPENAI_BASE_URL
 
-    model = getattr(args, f"{role}_model")
-    base_url = getattr(args, f"{role}_base_url")
-    # Only the variable's name: the client reads the key itself, so that it remembers the
-    # name and not the value (and reads it again where it is unpickled).
-    key_env = getattr(args, f"{role}_key_env")
+    if model is None:
+        model = _single(getattr(args, f"{role}_model"))
+        base_url = _single(getattr(args, f"{role}_base_url"))
+        # Only the variable's name: the client reads the key itself, so that it remembers
+        # the name and not the value (and reads it again where it is unpickled).
+        key_env = _single(getattr(args, f"{role}_key_env"))
     source = f"--{role}-base-url"
     if base_url is None:
         if os.environ.get("OPENAI_BASE_URL", "").strip():
@@ -463,8 +505,13 @@ def _client(args: argparse.Namespace, role: str) -> Any:
     else:
         key = "no key"
     how = "; through the provider's Batch API" if batch else ""
-    print(f"{role}: {client.base_url} model {model!r} ({source}; {key}{how})")
+    print(f"{label or role}: {client.base_url} model {model!r} ({source}; {key}{how})")
     return client
+
+
+def _single(value: Any) -> Any:
+    """An option's one value (a repeatable option given once, or not at all)."""
+    return value[0] if isinstance(value, list) and value else (None if value == [] else value)
 
 
 def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -> int:
@@ -479,6 +526,7 @@ def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -
         prices=args.prices,
         seed=args.seed,
         cache=args.cache,
+        swap_share=args.swap_share,
         **_parse_set(args.set or []),
     )
     print(plan)
@@ -499,7 +547,7 @@ def _run(args: argparse.Namespace) -> int:
         raise SafeconsError("--cancel-on-interrupt: only with --batch (it cancels its batches)")
     df = _read_input(Path(args.input))
     sut = _client(args, "sut")
-    judge = _client(args, "judge")
+    judge = _jury(args)
     if args.dry_run:
         return _dry_run(args, df, sut, judge)
     run = safety_consistency_run(
@@ -510,6 +558,7 @@ def _run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         cache=args.cache,
         max_calls=args.max_calls,
+        swap_share=args.swap_share,
         **_parse_set(args.set or []),
     )
     summary = run.summary
@@ -876,18 +925,7 @@ def _add_run(sub: _Commands) -> None:
         metavar="VAR",
         help="environment variable holding the SUT's key (default OPENAI_API_KEY)",
     )
-    add("--judge-model", required=True, help="the model name the judge endpoint serves")
-    add(
-        "--judge-base-url",
-        default=None,
-        help="judge API root (needed unless OPENAI_BASE_URL or OPENAI_API_KEY is set)",
-    )
-    add(
-        "--judge-key-env",
-        default=None,
-        metavar="VAR",
-        help="environment variable holding the judge's key (default OPENAI_API_KEY)",
-    )
+    _add_judge_options(add)
     add("--seed", type=int, default=0, help="seed of variant draws and samples (default 0)")
     add(
         "--set",
@@ -934,6 +972,40 @@ def _add_run(sub: _Commands) -> None:
         "this command left unfinished, with the same --cache)",
     )
     run.set_defaults(func=_run)
+
+
+def _add_judge_options(add: Any) -> None:
+    """``safecons run``'s judge options: one judge, or a jury (``--judge-model`` repeated)."""
+    add(
+        "--judge-model",
+        required=True,
+        action="append",
+        help="the model name the judge endpoint serves; repeat it for a jury (each juror "
+        "judges every comparison, the majority decides)",
+    )
+    add(
+        "--judge-base-url",
+        action="append",
+        default=None,
+        help="judge API root (needed unless OPENAI_BASE_URL or OPENAI_API_KEY is set); for a "
+        "jury, once for all jurors or once per --judge-model, in the same order",
+    )
+    add(
+        "--judge-key-env",
+        action="append",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding the judge's key (default OPENAI_API_KEY); for a "
+        "jury, once for all or once per --judge-model",
+    )
+    add(
+        "--swap-share",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share of the comparisons (0 to 1) each judge sees again with the two answers "
+        "swapped: the summary's position_consistency (the score is unchanged)",
+    )
 
 
 def _add_audit(sub: _Commands) -> None:

@@ -13,6 +13,7 @@ __all__ = (
     "CacheError",
     "ConfigError",
     "InputError",
+    "JudgesDifferWarning",
     "PacingWarning",
     "SafeconsError",
     "SafeconsWarning",
@@ -76,6 +77,11 @@ class BatchPickedUpWarning(SafeconsWarning):
 class UsageWarning(SafeconsWarning):
     """A server reported token usage no call can have (over a billion tokens, or below 0):
     those figures are read as not reported, and the run's tokens and cost leave them out."""
+
+
+class JudgesDifferWarning(SafeconsWarning):
+    """:func:`~safecons.compare_runs` was given two runs judged by different judges (or
+    juries): the difference of their scores mixes the systems' change with the judges'."""
 
 
 class UnscoredRowsWarning(SafeconsWarning):

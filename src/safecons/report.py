@@ -34,6 +34,7 @@ from ._version import __version__
 from .audit import JudgeAudit
 from .errors import InputError, SafeconsError
 from .metric import SafetyConsistencyRun
+from .reliability import JudgeReliability
 from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
 from .summary import conform, run_summary
 
@@ -401,6 +402,7 @@ def report_html(
     sections += _score_sections(frame, tables, prefix, metric_name)
     sections.append("<h2>Charts</h2>")
     sections += _charts(frame, {k: tables[k][0] for k in groups[:2]}, prefix, metric_name)
+    sections += _judges_section(summary.judge_reliability)
     if audit is not None:
         sections += _audit_section(audit)
     sections += _worst_section(frame, worst, prefix, metric_name)
@@ -551,6 +553,84 @@ def _refusal_note(summary: Any) -> list[str]:
         "that refuses everything, harmless questions included, scores about 1. Postures are "
         "read offline, answer by answer (<code>sc.judges.answer_postures</code>).</p>"
     ]
+
+
+#: Below this Krippendorff's alpha, a jury's verdicts are not to be relied on: Krippendorff's
+#: own floor for tentative conclusions (0.667; 0.8 for firm ones).
+ALPHA_FLOOR: Final = 0.667
+#: Below this share of swapped comparisons whose label held, a judge is swayed by the order
+#: of the answers: the audit's own bar for its swap test (``swap_consistency``).
+POSITION_FLOOR: Final = 0.8
+
+
+def _judges_section(r: JudgeReliability | None) -> list[str]:
+    """ "Can this run's judges be trusted?": alpha, agreement and position consistency, with a
+    warning below :data:`ALPHA_FLOOR` or :data:`POSITION_FLOOR`; a frame without the juror
+    columns (an older safecons, or several juries concatenated) has none."""
+    if r is None:
+        return []
+    out = ["<h2>Can this run's judges be trusted?</h2>"]
+    if len(r.jurors) == 1 and r.position_consistency is None:
+        out.append(
+            f"<p>One judge ({_esc(r.jurors[0])}) and no swap test: nothing in this run measures "
+            "its judge. Give <code>judge=[...]</code> (a jury: every juror judges every "
+            "comparison and the majority decides) and <code>swap_share=</code> (a share of "
+            "the comparisons judged again with the answers swapped), or audit the judge "
+            "(<code>sc.audit_judge</code>).</p>"
+        )
+        return out
+    rows = []
+    for i, name in enumerate(r.jurors):
+        agree = r.agreement[i]
+        moved = None if r.position_consistency is None else r.position_consistency[i]
+        rows.append(
+            f'<tr><td class="text">{_esc(name)}</td><td>{_number(agree)}</td>'
+            f"<td>{_number(moved)}</td></tr>"
+        )
+    out.append(
+        "<table><thead><tr><th>judge</th><th>agreement with the jury</th>"
+        "<th>position consistency</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
+    said = [f"{r.comparisons:,} comparisons judged"]
+    if len(r.jurors) > 1:
+        alpha = "n/a" if r.alpha is None else f"{r.alpha:.2f}"
+        if r.alpha_interval is not None:
+            alpha += f" (95% interval {r.alpha_interval[0]:.2f} to {r.alpha_interval[1]:.2f})"
+        said.append(f"Krippendorff's alpha over the jurors' ordinal labels {alpha}")
+    if r.missing_votes:
+        said.append(f"{r.missing_votes:,} juror verdicts missing (the others decided)")
+    if r.swapped:
+        said.append(f"{r.swapped:,} comparisons judged again with the answers swapped")
+    out.append(
+        "<p>"
+        + "; ".join(said)
+        + ". Agreement with the jury: the share of its comparisons on which a judge gave the "
+        "jury's label. Position consistency: the share of its swapped comparisons whose label "
+        "did not move (n/a: a judge that sees no order, or none swapped).</p>"
+    )
+    warnings = []
+    if r.alpha is not None and r.alpha < ALPHA_FLOOR:
+        warnings.append(
+            f"the jurors agree little (alpha {r.alpha:.2f}, below {ALPHA_FLOOR}): which label a "
+            "comparison gets depends on which judge is asked, and the score with it"
+        )
+    shaky = [
+        f"{_esc(n)} ({p:.2f})"
+        for n, p in zip(r.jurors, r.position_consistency or (), strict=False)
+        if p is not None and p < POSITION_FLOOR
+    ]
+    if shaky:
+        warnings.append(
+            f"verdicts moved when the answers were swapped ({', '.join(shaky)}, below "
+            f"{POSITION_FLOOR}): the judge is swayed by the order it reads them in"
+        )
+    if warnings:
+        out.append(
+            '<p class="note">Do not quote this score without a look at its judges: '
+            + "; ".join(warnings)
+            + ".</p>"
+        )
+    return out
 
 
 #: The score table's columns the report shows (those the table has), in this order.

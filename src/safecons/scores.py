@@ -9,6 +9,7 @@ reliability toolkit's resampler), so the same seed gives the same interval.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from typing import Final
 
@@ -17,7 +18,7 @@ import polars as pl
 
 from ._bootstrap import check_ci, mean_interval
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
-from .errors import InputError
+from .errors import InputError, JudgesDifferWarning
 from .summary import conform
 from .templates import template_families
 
@@ -66,6 +67,15 @@ def with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> p
             f"derived groups: {list(DERIVED_GROUPS)})"
         )
     return frame
+
+
+def _juries(frame: pl.DataFrame, jurors: str) -> list[str]:
+    """The juries that judged ``frame``'s rows, each as its jurors' names (none: a frame
+    from a safecons before juries, or not judged)."""
+    if jurors not in frame.columns:
+        return []
+    names = frame[jurors].drop_nulls().unique(maintain_order=True).to_list()
+    return sorted(", ".join(n) for n in names)
 
 
 def _scores_of(scored: object, prefix: str, metric_name: str, fn: str) -> pl.DataFrame:
@@ -371,6 +381,16 @@ def compare_runs(
     keys = _by(by, fn)
     if on in keys:
         raise InputError(f"{fn}: by= cannot name the pairing column {on!r}")
+    juries = [_juries(frame, names["jurors"]) for frame in (a, b)]
+    if all(juries) and juries[0] != juries[1]:
+        warnings.warn(
+            f"{fn}: the two runs were judged by different judges (before: "
+            f"{'; '.join(juries[0])}; after: {'; '.join(juries[1])}): the difference mixes the "
+            "systems' change with the judges'; judge both with the same judge (judge_responses "
+            "re-judges stored answers) to compare the systems alone",
+            JudgesDifferWarning,
+            stacklevel=2,
+        )
     a = with_groups(a, keys, prefix, fn)
     score = names["score"]
     x, y, d = "__safecons_before", "__safecons_after", "__safecons_difference"
