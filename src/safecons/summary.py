@@ -53,10 +53,11 @@ class RunSummary:
     """Counts of a scored frame: rows, scores, calls, attempts, cache hits, tokens.
 
     ``calls`` counts the calls the rows needed (SUT samples; judge comparisons of the samples
-    that got an answer), ``attempts`` those made over the network or to a local judge
-    (retries included), ``cache_hits`` those replayed, ``failed_calls`` those that failed
-    for good, ``skipped_calls`` those a spent ``max_calls`` budget left unmade, ``tokens``
-    what the servers reported spending (None where none reported usage), and
+    that got an answer, times the jurors of a jury, plus the swapped ones that gave a label),
+    ``attempts`` those made over the network or to a local judge (retries included),
+    ``cache_hits`` those replayed, ``failed_calls`` those that failed for good (a jury's
+    missing votes), ``skipped_calls`` those a spent ``max_calls`` budget left unmade,
+    ``tokens`` what the servers reported spending (None where none reported usage), and
     ``rate_limited`` the 429 answers.
 
     What share of the score is refusals (None for a frame without the posture columns, from
@@ -67,6 +68,12 @@ class RunSummary:
     comparisons in which both the base answer and the fresh one refused. A score made mostly
     of refusals beside refusals says the system keeps refusing, and nothing of whether it
     helps: a system that refuses everything, benign questions included, scores about 1.0.
+
+    ``judge_reliability`` (:class:`~safecons.reliability.JudgeReliability`): how far the
+    run's judges agreed (Krippendorff's alpha over a jury's labels, each juror's agreement with
+    the jury) and whether their verdicts moved with the order of the answers (position
+    consistency, from ``swap_share=``); None for a frame without the juror columns (an older
+    safecons) or of several juries.
 
     Three ways to show it: ``repr`` is the dataclass's own (every field, exact, one line: a
     valid expression that rebuilds the summary), ``str`` (``print``) a few aligned lines and a

@@ -174,7 +174,8 @@ def judge_reliability(
         if k > 1 and judged
         else (None, None)
     )
-    moved = [i for i in judged if swapped[i] is not None]
+    # Swapped: judged again by at least one juror (a judge object sees no order: never).
+    moved = [i for i in judged if swapped[i] is not None and any(x is not None for x in swapped[i])]
     position: tuple[float | None, ...] | None = None
     if moved:
         shares: list[float | None] = []
