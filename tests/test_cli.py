@@ -789,6 +789,34 @@ def test_ctrl_c_on_the_real_command_exits_130_without_a_traceback(tmp_path):
     assert "Traceback" not in err and "--cache calls.sqlite" in err, err
 
 
+@pytest.mark.network
+def test_ctrl_c_in_a_batched_run_says_so_in_the_command_s_words(tmp_path):
+    """Issue 31, item 5: the batch still running is named as the command names things, never
+    as a raw RuntimeWarning with a source path and line."""
+    import signal
+    import time
+
+    responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
+    with FakeOpenAIServer(responder=responder, batch_seconds=120) as srv:
+        args = _run_args(tmp_path, srv, "--batch", "--cache", str(tmp_path / "c.sqlite"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "safecons", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while srv.stats.batch.batches < 1 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "safecons: warning: batch batch_" in err and "still running" in err, err
+    assert "RuntimeWarning" not in err and "Traceback" not in err and ".py:" not in err, err
+    assert "safecons: interrupted:" in err
+
+
 def test_demo_help_says_what_the_demo_does(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
