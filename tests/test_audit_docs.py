@@ -27,6 +27,8 @@ def _rows(text: str) -> dict[tuple[str, str, int], list[str]]:
     return rows
 
 
+# Slow (a script behind a docs table, run whole): the judge's own tests hold its verdicts.
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "gptfuzz").is_dir(), reason="shared data not found (in CI)")
 def test_the_docs_show_what_the_audit_script_prints(capsys):
     script = runpy.run_path(str(ROOT / "scripts" / "audit_offline_judge.py"))
@@ -43,6 +45,8 @@ def test_the_docs_show_what_the_audit_script_prints(capsys):
             assert "." in got and abs(float(got) - float(shown)) <= 0.02, (key, got, shown)
 
 
+# Slow (a script behind a docs table, run whole): the judge's own tests hold its verdicts.
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "gptfuzz").is_dir(), reason="shared data not found (in CI)")
 def test_the_docs_show_what_the_probe_script_prints(capsys):
     script = runpy.run_path(str(ROOT / "scripts" / "judge_probes.py"))

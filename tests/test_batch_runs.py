@@ -619,7 +619,7 @@ def test_a_live_call_backing_off_beside_batched_ones_does_not_stall_the_run(
                         rows(4),
                         sut=sut,
                         judge=judge,
-                        cache=False,
+                        cache=tmp_path / "calls.sqlite",
                         progress=False,
                         responses_per_query=2,
                         concurrency_limit=1,

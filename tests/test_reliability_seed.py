@@ -77,8 +77,9 @@ def test_identical_probe_tie_to_first(items: pl.DataFrame) -> None:
     assert (row["n_pairs"], row["primacy"], row["consistent"]) == (48, 48, 0)
     assert row["fairness"] == -1.0
     # Every verdict and every expected label is "tie": kappa is undefined and says so.
-    with pytest.warns(rel.UndefinedStatisticWarning, match="kappa_s1"):
+    with pytest.warns(rel.UndefinedStatisticWarning, match="kappa_s[12]") as said:
         agree = rel.agreement(judged, gold="expected").row(0, named=True)
+    assert {str(w.message).split()[1] for w in said} == {"kappa_s1", "kappa_s2"}
     assert agree["agreement_s1"] == 1.0
 
 
@@ -88,7 +89,13 @@ def test_padding_probe_length_judge(items: pl.DataFrame) -> None:
     # The length judge preferred the padded copy in 48 of 48 pairs, in both orders.
     assert judged["verdict"].to_list() == ["y"] * 48
     assert rel.position_bias(judged)["consistency"].item() == 1.0
-    agree = rel.agreement(judged, gold="expected").row(0, named=True)
+    # "y" every time against "tie" every time: no label shared, and S2 (ties left out) has
+    # no pair; both are said.
+    with (
+        pytest.warns(rel.DisjointLabelsWarning, match="shares no label"),
+        pytest.warns(rel.UndefinedStatisticWarning, match="kappa_s2"),
+    ):
+        agree = rel.agreement(judged, gold="expected").row(0, named=True)
     assert (agree["n_s1"], agree["n_agree_s1"]) == (48, 0)
 
 

@@ -57,7 +57,13 @@ def judge_table(
     ...                    "verdict": ["x", "y", "tie", "tie"], "position": ["consistent",
     ...                    "consistent", "primacy", "consistent"], "human": ["x", "y", "x", "tie"],
     ...                    "turn": [1, 1, 2, 2]})
-    >>> judge_table(df, gold="human", by="turn").select(
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as said:  # turn 2 has no pair without a tie
+    ...     warnings.simplefilter("always")
+    ...     table = judge_table(df, gold="human", by="turn")
+    >>> [type(w.message).__name__ for w in said]
+    ['UndefinedStatisticWarning']
+    >>> table.select(
     ...     "turn", "consistency", "fairness", "agreement_s1", "agreement_s2", "flip_rate")
     shape: (2, 6)
     ┌──────┬─────────────┬──────────┬──────────────┬──────────────┬───────────┐
