@@ -220,6 +220,52 @@ def safecons_run(
         raise SystemExit(f"safecons: {errors.len()} rows errored, e.g. {errors[0]}")
 
 
+def jury_runs(latency: float, concurrency: int, rows: int, answer: int) -> None:
+    """One judge beside a jury of three (and a jury of three with every comparison swapped):
+    the share of the ideal each reaches, ``calls x latency / concurrency``. A jury's calls
+    are more, not slower: its share should be one judge's."""
+    import polars as pl
+
+    import safecons as sc
+
+    server = Server(latency, answer)
+    comparisons = rows * (RESPONSES_PER_QUERY - 1)
+
+    def client(model: str) -> Any:
+        return sc.OpenAICompatible(base_url=server.base_url, model=model, api_key="")
+
+    cases: list[tuple[str, Callable[[], Any], int, float]] = [
+        ("one judge", lambda: client("judge"), 1, 0.0),
+        ("jury of 3", lambda: [client("judge") for _ in range(3)], 3, 0.0),
+        ("jury of 3, swapped", lambda: [client("judge") for _ in range(3)], 3, 1.0),
+    ]
+    print(f"\njuries: latency {latency * 1000:.0f} ms, concurrency {concurrency}, {rows:,} rows")
+    print(f"{'judge':<20} {'calls':>7} {'wall s':>8} {'calls/s':>9} {'vs ideal':>9}")
+    try:
+        for name, make, jurors, swap in cases:
+            calls = comparisons * (1 + jurors * (2 if swap else 1))
+            server.take_count()
+            wall = time.perf_counter()
+            out = pl.DataFrame(columns(rows)).pipe(
+                sc.safety_consistency,
+                sut=client("sut"),
+                judge=make(),
+                swap_share=swap,
+                responses_per_query=RESPONSES_PER_QUERY,
+                concurrency_limit=concurrency,
+                cache=False,
+                progress=False,
+            )
+            wall = time.perf_counter() - wall
+            answered = server.take_count()
+            if answered != calls or out["sc_error"].null_count() != rows:
+                raise SystemExit(f"{name}: expected {calls} calls, the server answered {answered}")
+            ideal = calls * latency / concurrency
+            print(f"{name:<20} {calls:7,} {wall:8.2f} {calls / wall:9.0f} {ideal / wall:9.2f}")
+    finally:
+        server.close()
+
+
 def _httpx_aiohttp() -> Any:
     """A fresh httpx-aiohttp transport (one per client: it holds its own aiohttp session)."""
     from httpx_aiohttp import AiohttpTransport
@@ -611,6 +657,7 @@ def main() -> int:
             ]
         )
         batch_runs([50])
+        jury_runs(0.01, 16, 40, args.answer_chars)
         return 0
     parts = set(args.only or PARTS)
     if "throughput" in parts:
@@ -625,11 +672,13 @@ def main() -> int:
         provider_limits(LIMIT_LINES)
     if "batch" in parts:
         batch_runs([1_000, 10_000])
+    if "jury" in parts:
+        jury_runs(0.05, 64, args.rows, args.answer_chars)
     return 0
 
 
 #: The tables of the full comparison, for ``--only``.
-PARTS = ("throughput", "cpu", "scale", "limits", "batch")
+PARTS = ("throughput", "cpu", "scale", "limits", "batch", "jury")
 #: The provider-limits table's lines: (RPM, TPM, rows, mode).
 LIMIT_LINES: list[tuple[int | None, int | None, int, str]] = [
     (60, None, 20, "window"),
