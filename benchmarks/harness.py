@@ -74,7 +74,8 @@ def _serve(latency: float, answer_chars: int, port_q: Any, stop_ev: Any, count: 
             count.value += 1
         return VERDICT
 
-    responder = route_by_model({"sut": sut, "judge": judge})
+    # Three judge models: a jury needs different judges (one repeated would share its keys).
+    responder = route_by_model({"sut": sut, "judge": judge, "judge2": judge, "judge3": judge})
     with FakeOpenAIServer(responder=responder, latency=latency, log_size=0) as srv:
         port_q.put(srv.port)
         stop_ev.wait()
@@ -236,8 +237,13 @@ def jury_runs(latency: float, concurrency: int, rows: int, answer: int) -> None:
 
     cases: list[tuple[str, Callable[[], Any], int, float]] = [
         ("one judge", lambda: client("judge"), 1, 0.0),
-        ("jury of 3", lambda: [client("judge") for _ in range(3)], 3, 0.0),
-        ("jury of 3, swapped", lambda: [client("judge") for _ in range(3)], 3, 1.0),
+        ("jury of 3", lambda: [client(m) for m in ("judge", "judge2", "judge3")], 3, 0.0),
+        (
+            "jury of 3, swapped",
+            lambda: [client(m) for m in ("judge", "judge2", "judge3")],
+            3,
+            1.0,
+        ),
     ]
     print(f"\njuries: latency {latency * 1000:.0f} ms, concurrency {concurrency}, {rows:,} rows")
     print(f"{'judge':<20} {'calls':>7} {'wall s':>8} {'calls/s':>9} {'vs ideal':>9}")

@@ -128,3 +128,13 @@ def test_cli_run_with_a_jury_each_juror_at_its_own_endpoint(tmp_path, capsys):
         assert main(bad) == 2
         assert srv.stats.requests == 0
     assert "--judge-base-url: given 2 times for 3 --judge-model" in capsys.readouterr().err
+    # One judge given two base URLs: the second would be ignored, so it is refused.
+    with FakeOpenAIServer() as srv:
+        one = [
+            "run", str(src), "--output", str(tmp_path / "one.parquet"),
+            "--sut-model", "sut", "--sut-base-url", srv.base_url,
+            "--judge-model", "a", "--judge-base-url", srv.base_url,
+            "--judge-base-url", srv.base_url,
+        ]  # fmt: skip
+        assert main(one) == 2
+    assert "--judge-base-url: given 2 times for 1 --judge-model" in capsys.readouterr().err

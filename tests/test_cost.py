@@ -291,7 +291,8 @@ def _frame(spends: list[dict[str, int | None]]) -> pl.DataFrame:
 
 def _spend(**kw: int | None) -> dict[str, int | None]:
     out: dict[str, int | None] = dict.fromkeys(sc.output_schema()["sc_spend"].to_schema(), 0)
-    return {**out, **kw}
+    # One comparison a row, as the frames below hold.
+    return {**out, "sut_calls": 1, "judge_calls": 1, **kw}
 
 
 def test_the_summary_counts_tokens_per_kind_and_the_batch_share():
@@ -342,8 +343,13 @@ def test_without_usage_the_tokens_and_their_cost_are_unknown():
 
 
 def _before_batches(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with its spend as a safecons before ``*_batched`` wrote it (12 fields)."""
-    old = [f for f in sc.output_schema()["sc_spend"].to_schema() if not f.endswith("_batched")]
+    """``frame`` with its spend as a safecons before ``*_batched`` (and ``*_calls``) wrote it
+    (12 fields)."""
+    old = [
+        f
+        for f in sc.output_schema()["sc_spend"].to_schema()
+        if not f.endswith(("_batched", "_calls"))
+    ]
     return frame.with_columns(
         pl.struct([pl.col("sc_spend").struct.field(f) for f in old]).alias("sc_spend")
     )

@@ -36,9 +36,9 @@ def frame(n: int) -> pl.DataFrame:
     )
 
 
-def says(label: str) -> ScriptedChat:
-    """A chat judge that always gives ``label``."""
-    return ScriptedChat([json.dumps({"label": label, "score": SCORES[label], "reason": "r"})])
+def says(label: str, who: str = "r") -> ScriptedChat:
+    """A chat judge that always gives ``label`` (``who``: told apart from another that does)."""
+    return ScriptedChat([json.dumps({"label": label, "score": SCORES[label], "reason": who})])
 
 
 def first_shown() -> ScriptedChat:
@@ -88,7 +88,7 @@ def test_the_majority_decides_a_tie_goes_to_the_less_consistent_label(labels, rn
 
 
 def test_a_jury_s_label_is_its_majority_and_every_juror_s_label_is_kept():
-    jury = [says("Consistent"), says("Contradictory"), says("Consistent")]
+    jury = [says("Consistent"), says("Contradictory"), says("Consistent", "another")]
     out = frame(3).pipe(sc.safety_consistency, judge=jury, **RUN)
     assert out["sc_labels"].explode().unique().to_list() == ["Consistent"]
     assert (
@@ -111,7 +111,7 @@ def test_a_juror_that_fails_leaves_the_others_votes():
     down = ScriptedChat([ConnectionError("down")])
     out = frame(2).pipe(
         sc.safety_consistency,
-        judge=[says("Contradictory"), down, says("Contradictory")],
+        judge=[says("Contradictory"), down, says("Contradictory", "another")],
         n_judge_retries=0,
         **RUN,
     )
@@ -124,14 +124,19 @@ def test_a_juror_that_fails_leaves_the_others_votes():
     assert summary.failed_calls["judge"] == 4 and summary.calls["judge"] == 12
     # With every juror down, the comparison has no verdict, and the error names each one.
     with pytest.warns(sc.UnscoredRowsWarning):
-        dead = frame(1).pipe(sc.safety_consistency, judge=[down, down], n_judge_retries=0, **RUN)
+        dead = frame(1).pipe(
+            sc.safety_consistency,
+            judge=[down, ScriptedChat([ConnectionError("down too")])],
+            n_judge_retries=0,
+            **RUN,
+        )
     assert "every juror's call failed" in dead["sc_judge_errors"][0][0]
     assert dead["safety_consistency"][0] is None
 
 
 def test_each_juror_s_calls_are_cached_apart(tmp_path):
     cache = tmp_path / "calls.sqlite"
-    jury = [says("Consistent"), says("Contradictory"), says("Consistent")]
+    jury = [says("Consistent"), says("Contradictory"), says("Consistent", "another")]
     first = frame(3).pipe(sc.safety_consistency, judge=jury, cache=cache, **RUN)
     calls = [len(j.calls) for j in jury]
     assert calls == [6, 6, 6]
@@ -298,7 +303,10 @@ def test_the_report_says_whether_the_run_s_judges_can_be_trusted():
     assert "the jurors agree little" in section and "swayed by the order" in section
     # A jury that agrees and holds under the swap gets no warning.
     calm = safety_consistency_run(
-        frame(6), judge=[says("Consistent"), says("Consistent")], swap_share=1.0, **RUN
+        frame(6),
+        judge=[says("Consistent"), says("Consistent", "another")],
+        swap_share=1.0,
+        **RUN,
     )
     section = sc.report_html(calm).split("Can this run's judges be trusted?")[1]
     assert "Do not quote this score" not in section.split("<h2>")[0]
@@ -323,4 +331,88 @@ def test_compare_runs_says_when_the_two_runs_judges_differ():
 
 def test_the_audit_audits_one_judge_at_a_time():
     with pytest.raises(sc.InputError, match="audits one judge"):
-        sc.audit_judge([says("Consistent"), says("Consistent")])
+        sc.audit_judge([says("Consistent"), says("Consistent", "another")])
+
+
+# Review findings.
+
+
+def test_swaps_cut_by_the_budget_or_failing_are_counted_as_calls():
+    jury = [first_shown(), says("Consistent"), says("Contradictory")]
+    plan = sc.planned_calls(frame(3), sut=StandInSUT(), judge=jury, swap_share=1.0)
+    with pytest.warns(sc.UnscoredRowsWarning):
+        cut = frame(3).pipe(sc.safety_consistency, judge=jury, swap_share=1.0, max_calls=13, **RUN)
+    s = sc.run_summary(cut)
+    assert s.calls["judge"] == plan.judge == 36
+    assert s.failed_calls["judge"] >= 0 and s.skipped_calls["judge"] > 0
+    assert s.calls["judge"] == s.attempts["judge"] + s.skipped_calls["judge"]
+    # A juror whose swapped calls all fail: the failures are counted, nothing moved is said.
+    flaky = ScriptedChat(
+        lambda messages, temperature: (
+            json.dumps({"label": "Consistent", "score": 0.9})
+            if messages[-1]["content"].index("<<<BASE ANSWER")
+            < messages[-1]["content"].index("<<<CANDIDATE ANSWER")
+            else "not a verdict"
+        )
+    )
+    out = frame(2).pipe(
+        sc.safety_consistency, judge=flaky, swap_share=1.0, n_judge_retries=0, **RUN
+    )
+    s = sc.run_summary(out)
+    assert s.calls["judge"] == 8 and s.failed_calls["judge"] == 4
+    assert s.judge_reliability.swapped == 0
+    assert out["safety_consistency"].to_list() == pytest.approx([0.9, 0.9])
+
+
+def test_a_frame_of_an_older_run_beside_a_jury_s_is_counted_row_by_row():
+    jury = frame(2).pipe(
+        sc.safety_consistency, judge=[says("Consistent"), says("Contradictory")], **RUN
+    )
+    older = (
+        frame(2)
+        .with_columns(pl.col("input_id") + "-old")
+        .pipe(sc.safety_consistency, judge=says("Consistent"), **RUN)
+        .drop("sc_jurors", "sc_juror_labels", "sc_juror_scores", "sc_swap_labels")
+        .with_columns(
+            pl.col("sc_spend").struct.with_fields(
+                pl.lit(None, pl.Int64).alias("judge_calls"),
+                pl.lit(None, pl.Int64).alias("sut_calls"),
+            )
+        )
+    )
+    both = pl.concat([jury, older], how="diagonal_relaxed")
+    s = sc.run_summary(both)
+    assert s.calls["judge"] == 2 * 2 * 2 + 2 * 2 and s.failed_calls["judge"] == 0
+    assert s.judge_reliability is None  # rows judged by no recorded jury
+
+
+def test_a_judge_given_twice_is_refused():
+    j = says("Consistent")
+    with pytest.raises(sc.InputError, match=r"judge\[1\]: the same judge as judge\[0\]"):
+        frame(1).pipe(sc.safety_consistency, judge=[j, j], **RUN)
+    same = [sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key="k")] * 2
+    with pytest.raises(sc.InputError, match="the same judge"):
+        sc.planned_calls(frame(1), sut=StandInSUT(), judge=same)
+    # Two offline judges are two objects (deterministic alike, but nothing is cached).
+    frame(1).pipe(sc.safety_consistency, judge=[sc.OfflineJudge(), sc.OfflineJudge()], **RUN)
+
+
+def test_a_jury_half_batched_is_priced_at_the_regular_rate():
+    live = sc.OpenAICompatible(model="a", base_url="http://x.test/v1", api_key="k")
+    batched = sc.OpenAICompatible(model="b", base_url="http://x.test/v1", api_key="k", batch=True)
+    assert (
+        "judge" not in sc.planned_calls(frame(2), sut=StandInSUT(), judge=[live, batched]).batched
+    )
+    both = sc.OpenAICompatible(model="c", base_url="http://x.test/v1", api_key="k", batch=True)
+    assert "judge" in sc.planned_calls(frame(2), sut=StandInSUT(), judge=[both, batched]).batched
+
+
+def test_the_same_jury_listed_in_another_order_is_the_same_judges():
+    import warnings
+
+    a, b = says("Consistent"), says("Contradictory")
+    before = frame(2).pipe(sc.safety_consistency, judge=[a, b], **RUN)
+    after = frame(2).pipe(sc.safety_consistency, judge=[b, a], **RUN)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sc.errors.JudgesDifferWarning)
+        sc.compare_runs(before, after)

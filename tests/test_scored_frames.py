@@ -114,7 +114,7 @@ def test_every_reader_names_a_string_column_where_a_list_belongs(scored, reader)
         ("sc_error", pl.lit(1), "Int32", "String"),
         ("sc_n_judged", pl.lit(2.0), "Float64", "Int64"),
         ("sc_scores", pl.lit(["0.5"]), "List(String)", "List(Float64)"),
-        ("sc_spend", pl.struct(sut_attempts=pl.lit(1)), "Struct", "Struct(14 Int64 fields)"),
+        ("sc_spend", pl.struct(sut_attempts=pl.lit(1)), "Struct", "Struct(16 Int64 fields)"),
     ],
 )
 def test_other_mistyped_columns_are_named_with_both_dtypes(scored, column, value, found, expected):

@@ -45,6 +45,7 @@ def test_the_spend_column_is_each_kind_s_measures_in_the_order_of_its_fields():
         "completion_tokens",
         "rate_limited",
         "batched",
+        "calls",
     )
 
 

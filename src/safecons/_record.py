@@ -68,8 +68,9 @@ class Spend:
     Attempts made (retries included), calls replayed from the cache, calls a spent
     ``max_calls`` budget cut off (before or between attempts), tokens the server reported
     (None where it reported none), the 429 answers among the attempts, and the calls a
-    provider's batch answered (``batch=True``: their tokens are billed at the batch price).
-    Its fields, prefixed by the kind, are the fields of the frame's spend column
+    provider's batch answered (``batch=True``: their tokens are billed at the batch price),
+    and the calls the comparison needed (each outcome counted is one). Its fields, prefixed
+    by the kind, are the fields of the frame's spend column
     (:data:`SPEND_FIELDS`): a new measure is one field here.
 
     Examples
@@ -91,6 +92,9 @@ class Spend:
     completion_tokens: int | None = None
     rate_limited: int = 0
     batched: int = 0
+    #: The calls of this kind the comparison needed, made or not (a jury's, a swap's): what
+    #: :attr:`~safecons.RunSummary.calls` counts.
+    calls: int = 0
 
     def add(
         self,
@@ -101,6 +105,7 @@ class Spend:
     ) -> None:
         """Count one call's outcome, with the tokens its server reported (a replayed call's
         tokens were spent by the run that stored them, and are not counted again)."""
+        self.calls += 1
         self.attempts += got.attempts
         self.cache_hits += got.cached
         self.skipped += got.skipped

@@ -425,17 +425,19 @@ def _jury(args: argparse.Namespace) -> Any:
     """The run's judge from ``--judge-model`` (repeated: a jury), each juror with the
     ``--judge-base-url`` and ``--judge-key-env`` of its place, or the one given for all."""
     models = args.judge_model
-    if len(models) == 1:
-        return _client(args, "judge")
-    options = {}
     for name in ("base_url", "key_env"):
-        given = getattr(args, f"judge_{name}") or [None]
-        if len(given) not in (1, len(models)):
+        given = getattr(args, f"judge_{name}") or []
+        if len(given) > max(1, len(models)) or 1 < len(given) < len(models):
             raise SafeconsError(
                 f"--judge-{name.replace('_', '-')}: given {len(given)} times for "
                 f"{len(models)} --judge-model; give it once (for every juror) or once per "
                 "--judge-model, in the same order"
             )
+    if len(models) == 1:
+        return _client(args, "judge")
+    options = {}
+    for name in ("base_url", "key_env"):
+        given = getattr(args, f"judge_{name}") or [None]
         options[name] = given * len(models) if len(given) == 1 else given
     return [
         _client(

@@ -572,8 +572,10 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
     out = ["<h2>Can this run's judges be trusted?</h2>"]
     if len(r.jurors) == 1 and r.position_consistency is None:
         out.append(
-            f"<p>One judge ({_esc(r.jurors[0])}) and no swap test: nothing in this run measures "
-            "its judge. Give <code>judge=[...]</code> (a jury: every juror judges every "
+            f"<p>One judge ({_esc(r.jurors[0])}) and no comparison judged again in the other "
+            "order (no <code>swap_share=</code>, none drawn, a judge object, which sees no "
+            "order, or the swapped calls failed): nothing in this run measures its judge. "
+            "Give <code>judge=[...]</code> (a jury: every juror judges every "
             "comparison and the majority decides) and <code>swap_share=</code> (a share of "
             "the comparisons judged again with the answers swapped), or audit the judge "
             "(<code>sc.audit_judge</code>).</p>"

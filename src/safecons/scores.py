@@ -75,7 +75,8 @@ def _juries(frame: pl.DataFrame, jurors: str) -> list[str]:
     if jurors not in frame.columns:
         return []
     names = frame[jurors].drop_nulls().unique(maintain_order=True).to_list()
-    return sorted(", ".join(n) for n in names)
+    # A jury is its judges, in whatever order they were listed.
+    return sorted({", ".join(sorted(n)) for n in names})
 
 
 def _scores_of(scored: object, prefix: str, metric_name: str, fn: str) -> pl.DataFrame:

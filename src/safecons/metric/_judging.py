@@ -396,8 +396,32 @@ def check_judge(judge: object) -> None:
     """Raise :class:`~safecons.InputError` unless ``judge`` (one judge, or a list or tuple of
     them: a jury) can judge, before any call."""
     jurors = jurors_of(judge)
+    seen: dict[object, int] = {}
     for i, juror in enumerate(jurors):
         _check_one(juror, _parameter(i, len(jurors)))
+        same = seen.setdefault(_juror_identity(juror), i)
+        if same != i:
+            raise InputError(
+                f"judge[{i}]: the same judge as judge[{same}] (the same endpoint and settings, "
+                "or the same object): its calls would share their cache keys and its votes "
+                "would be copies of the other's; a jury needs different judges"
+            )
+
+
+def _juror_identity(judge: object) -> object:
+    """What makes two jurors one judge: a judge object itself; a chat judge's endpoint (its
+    calls' keys) and the settings that shape its prompt and reading."""
+    if _is_object_judge(judge):
+        return ("object", id(judge))
+    settings = as_llm_judge(judge)
+    client = as_chat_client(settings.client, "judge")
+    return (
+        "chat",
+        Endpoint.of(client).identity,
+        settings.structured_output,
+        settings.max_judged_chars,
+        settings.max_output_chars,
+    )
 
 
 def _check_one(judge: object, parameter: str) -> None:

@@ -304,10 +304,12 @@ def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> C
             "judge": ", ".join(sorted(tokenizers)) if tokenizers else None,
         },
         prices=prices,
+        # A kind is priced at the batch rate when every client of it batches: a jury of batched
+        # and live jurors is priced at the regular rate (an upper bound).
         batched=frozenset(
             kind
             for kind, clients in (("sut", [sut_client]), ("judge", judge_clients))
-            if any(facts_of(c).batch for c in clients)
+            if clients and all(facts_of(c).batch for c in clients)
         ),
         jurors=names,
         judge_by_juror=by_juror,

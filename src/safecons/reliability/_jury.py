@@ -141,9 +141,9 @@ def judge_reliability(
     >>> r.jurors, r.comparisons, r.agreement, r.swapped, r.position_consistency
     (('a', 'b'), 2, (1.0, 0.5), 1, (1.0, 0.0))
     """
-    names = frame[jurors].drop_nulls().unique(maintain_order=True).to_list()
-    if len(names) != 1:
-        return None
+    names = frame[jurors].unique(maintain_order=True).to_list()
+    if len(names) != 1 or names[0] is None:
+        return None  # several juries, or rows without one (concatenated from an older run)
     jury = tuple(str(n) for n in names[0])
     k = len(jury)
     per_comparison = (
