@@ -14,18 +14,16 @@ others and the verdict is the unswapped one.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Sequence
 
 import anyio
 
-from .._ids import id_key
 from .._record import Sample
 from ..clients._house import Attempt
 from ..judges import LABELS
 from ..reliability import jury_verdict
-from ..run._house import Engine
+from ..run._house import Engine, row_draw
 from ._judging import Comparison, JudgeSession, Verdict, encode_judgment
 
 __all__ = ("ORDER", "judge_by_jury", "judge_sample", "swap_chosen")
@@ -49,13 +47,7 @@ def swap_chosen(seed: int, input_id: object, index: int, share: float) -> bool:
         return False
     if share >= 1.0:
         return True
-    h = hashlib.blake2b(digest_size=8, person=b"sc-swap")
-    h.update(str(seed).encode())
-    h.update(b"\x00")
-    h.update(id_key(input_id))
-    h.update(b"\x00")
-    h.update(str(index).encode())
-    return int.from_bytes(h.digest(), "big") / 2**64 < share
+    return row_draw(seed, input_id, index, person=b"sc-swap") / 2**64 < share
 
 
 async def judge_sample(

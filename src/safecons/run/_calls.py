@@ -26,6 +26,7 @@ __all__ = (
     "ModelCall",
     "decode_completion",
     "encode_completion",
+    "row_draw",
     "sample_seed",
     "slot",
 )
@@ -52,13 +53,27 @@ def sample_seed(seed: int, input_id: object, index: int) -> int:
     >>> sample_seed(0, 7, 1) == sample_seed(0, 7, 1) != sample_seed(0, 7, 2)
     True
     """
-    h = hashlib.blake2b(digest_size=8, person=b"sc-sample")
+    return row_draw(seed, input_id, index, person=b"sc-sample") >> 33
+
+
+def row_draw(seed: int, input_id: object, index: int, *, person: bytes) -> int:
+    """A 64-bit number fixed by the run's seed, the row's id and a sample's index (never by
+    the row's place in the frame); ``person`` keeps draws of different purposes apart.
+
+    Examples
+    --------
+    >>> row_draw(0, "a", 1, person=b"x") == row_draw(0, "a", 1, person=b"x")
+    True
+    >>> row_draw(0, "a", 1, person=b"x") != row_draw(0, "a", 1, person=b"y")
+    True
+    """
+    h = hashlib.blake2b(digest_size=8, person=person)
     h.update(str(seed).encode())
     h.update(b"\x00")
     h.update(id_key(input_id))
     h.update(b"\x00")
     h.update(str(index).encode())
-    return int.from_bytes(h.digest(), "big") >> 33
+    return int.from_bytes(h.digest(), "big")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from ._calls import Endpoint as Endpoint
 from ._calls import ModelCall as ModelCall
 from ._calls import decode_completion as decode_completion
 from ._calls import encode_completion as encode_completion
+from ._calls import row_draw as row_draw
 from ._calls import sample_seed as sample_seed
 from ._calls import slot as slot
 from ._engine import Engine as Engine
@@ -58,6 +59,7 @@ __all__ = (
     "opened_cache",
     "portal_call",
     "replay",
+    "row_draw",
     "run_sync",
     "sample_seed",
     "slot",
