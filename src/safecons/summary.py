@@ -672,7 +672,11 @@ def _judge_calls(
     errors = errors.list.first().fill_null(0)
     if names["juror_labels"] in frame.columns:
         votes = frame[names["juror_labels"]].explode().explode().drop_nulls().len()
-        swaps = frame[names["swap_labels"]].explode().explode().drop_nulls().len()
+        swaps = (
+            frame[names["swap_labels"]].explode().explode().drop_nulls().len()
+            if names["swap_labels"] in frame.columns
+            else 0
+        )
         # Rows without the juror columns (concatenated from an older run): one judge, each
         # comparison without an error gave its verdict.
         older = frame[names["juror_labels"]].is_null()
