@@ -334,7 +334,11 @@ def _juror_name(obj: object, parameter: str) -> str:
         return _juror_name(obj.client, parameter)
     if _is_object_judge(obj):
         return type(obj).__qualname__
-    client = as_chat_client(obj, parameter)
+    return _client_name(as_chat_client(obj, parameter))
+
+
+def _client_name(client: ChatClient) -> str:
+    """A chat client's short name, free of secrets: a model's, a function's or a class's."""
     if isinstance(client, OpenAICompatible):
         # An Azure client names a deployment, not a model: its identity ends in either.
         return facts_of(client).model or client.identity.rpartition("#")[2]
@@ -373,16 +377,12 @@ def measured(obj: object, role: str) -> str:
         return f"a judge object of yours ({type(obj).__qualname__})"
     client = as_chat_client(obj, role)
     if isinstance(client, OpenAICompatible):
-        facts = facts_of(client)
         where = urllib.parse.urlsplit(client.base_url).hostname or client.base_url
-        batch = " through its Batch API" if facts.batch else ""
-        # An Azure client names a deployment, not a model: its identity ends in either.
-        name = facts.model or client.identity.rpartition("#")[2]
-        return f"model {name!r} at {where}{batch}"
+        batch = " through its Batch API" if facts_of(client).batch else ""
+        return f"model {_client_name(client)!r} at {where}{batch}"
     if isinstance(client, CallableClient):
-        name = describe(client).removeprefix("callable:").rsplit("#", 1)[0]
-        return f"the Python callable {name}"
-    return f"a client of yours ({type(client).__qualname__})"
+        return f"the Python callable {_client_name(client)}"
+    return f"a client of yours ({_client_name(client)})"
 
 
 _OFFLINE_SAID = "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
