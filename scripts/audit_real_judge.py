@@ -19,7 +19,6 @@ still be no judge at all.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ import safecons as sc
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from audit_offline_judge import COLUMNS as OFFLINE_COLUMNS
 from audit_offline_judge import confusion, markdown
-from real_model_example import VENV, model_file, serve
+from real_model_example import judge_options, served_judge
 
 #: The offline audit's columns, with the swap test's (a chat judge sees an order).
 COLUMNS = (
@@ -49,25 +48,10 @@ COLUMNS = (
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--python", default=str(VENV / "bin" / "python"))
+    parser = judge_options(__doc__.split("\n\n")[0], "audit-smollm2.sqlite")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--cache", default=str(VENV.parent / "audit-smollm2.sqlite"))
-    # Fixed, so that a rerun replays from the cache: a call's key holds the endpoint's URL.
-    parser.add_argument("--port", type=int, default=43907, help="the server's port on 127.0.0.1")
     args = parser.parse_args()
-    if not Path(args.python).exists():
-        print(f"no {args.python}: run scripts/real_model_example.py --setup", file=sys.stderr)
-        return 2
-    port = args.port
-    server = serve(args.python, model_file(args.python), port)
-    try:
-        judge = sc.OpenAICompatible(
-            model="smollm2",
-            base_url=f"http://127.0.0.1:{port}/v1",
-            api_key="",
-            params={"max_tokens": 120},
-        )
+    with served_judge(args.python, args.port) as judge:
         started = time.perf_counter()
         audit = sc.audit_judge(
             judge,
@@ -79,9 +63,6 @@ def main() -> int:
             progress=False,
         )
         took = time.perf_counter() - started
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     calls = audit.calls
     print(
         f"SmolLM2-135M-Instruct (llama-cpp-python server, one thread) as the judge: "

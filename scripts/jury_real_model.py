@@ -18,7 +18,6 @@ figures at once.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import polars as pl
 import safecons as sc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_model_example import VENV, model_file, serve
+from real_model_example import judge_options, served_judge
 
 
 def golden_frame() -> pl.DataFrame:
@@ -52,22 +51,8 @@ def agreement(labels: pl.Series, gold: pl.Series) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--python", default=str(VENV / "bin" / "python"))
-    parser.add_argument("--cache", default=str(VENV.parent / "jury-smollm2.sqlite"))
-    parser.add_argument("--port", type=int, default=43907, help="the server's port on 127.0.0.1")
-    args = parser.parse_args()
-    if not Path(args.python).exists():
-        print(f"no {args.python}: run scripts/real_model_example.py --setup", file=sys.stderr)
-        return 2
-    server = serve(args.python, model_file(args.python), args.port)
-    try:
-        smollm2 = sc.OpenAICompatible(
-            model="smollm2",
-            base_url=f"http://127.0.0.1:{args.port}/v1",
-            api_key="",
-            params={"max_tokens": 120},
-        )
+    args = judge_options(__doc__.split("\n\n")[0], "jury-smollm2.sqlite").parse_args()
+    with served_judge(args.python, args.port) as smollm2:
         started = time.perf_counter()
         out = sc.judge_responses(
             golden_frame(),
@@ -79,9 +64,6 @@ def main() -> int:
             progress=False,
         )
         took = time.perf_counter() - started
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     summary = sc.run_summary(out)
     r = summary.judge_reliability
     assert r is not None
