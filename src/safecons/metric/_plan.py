@@ -345,6 +345,7 @@ def _walk(
     for input_id, prompt, base, variant, messages in rows:
         # A row's samples differ by seed only: one estimate serves them all.
         sut_tokens = estimate_tokens(messages, model=sut_model)
+        query = query_of(prompt)
         # Judge prompts by juror, order and candidate text: the stand-in one is the same for
         # every sample.
         judged: dict[tuple[int, bool, str], int] = {}
@@ -358,6 +359,8 @@ def _walk(
             tally.add("sut", sut_tokens, cached=answer is not None)
             swap = swap_chosen(seed, input_id, j, job.swap_share)
             candidate = base if answer is None else answer.text
+            texts = {"query": query, "variant": variant, "base": base, "candidate": candidate}
+            where = slot(input_id, j)
             for index, judging in enumerate(jury):
                 for first in (False, True) if swap and judging.ordered else (False,):
                     per_juror[index] += 1
@@ -368,13 +371,8 @@ def _walk(
                         (index, first, candidate),
                         judged,
                         tally,
-                        slot=slot(input_id, j),
-                        texts={
-                            "query": query_of(prompt),
-                            "variant": variant,
-                            "base": base,
-                            "candidate": candidate,
-                        },
+                        slot=where,
+                        texts=texts,
                         cached=answer is not None and store is not None,
                         store=store,
                         secrets=secrets,
