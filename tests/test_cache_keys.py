@@ -562,7 +562,7 @@ def test_the_keys_of_a_sut_call_and_a_judge_call_are_pinned():
     # A key that moves makes every cache a user holds miss: the reshaping into one engine kept
     # these (computed by the tree before it, e9ed58d). Change them only on purpose, and say so.
     from safecons.judges import LLMJudge
-    from safecons.metric._comparisons import sut_call
+    from safecons.metric._units import sut_call
 
     url = "http://127.0.0.1:8000/v1"
     sut = sc.OpenAICompatible(model="sut", base_url=url, api_key="k" * 20)

@@ -157,6 +157,38 @@ def test_planned_calls_counts_every_juror_and_the_swaps():
     assert one.judge == 20 and one.jurors == ("ScriptedChat",)
 
 
+@settings(max_examples=12, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    share=st.sampled_from([0.0, 0.3, 1.0]),
+    k=st.integers(2, 4),
+    offline=st.booleans(),
+)
+def test_the_dry_run_walks_the_run_s_own_plan(tmp_path_factory, seed, share, k, offline):
+    # What the dry run counts is what the run asks, juror by juror, and once the run has
+    # cached its calls the dry run finds every one of them: same calls, same keys.
+    cache = tmp_path_factory.mktemp("plan") / "calls.sqlite"
+    jury = [first_shown(), *([sc.OfflineJudge()] if offline else []), says("Consistent")]
+    options = {
+        "sut": StandInSUT(),
+        "judge": jury,
+        "swap_share": share,
+        "seed": seed,
+        "responses_per_query": k,
+    }
+    plan = sc.planned_calls(frame(6), cache=cache, **options)
+    assert plan.sut_cached == plan.judge_cached == 0
+    frame(6).pipe(sc.safety_consistency, cache=cache, progress=False, **options)
+    chat = [j for j in jury if isinstance(j, ScriptedChat)]
+    assert [plan.judge_by_juror[n] for n in plan.jurors if n != "OfflineJudge"] == [
+        len(j.calls) for j in chat
+    ]
+    assert plan.judge == sum(len(j.calls) for j in chat)
+    again = sc.planned_calls(frame(6), cache=cache, **options)
+    assert again.sut_cached == again.sut == 6 * (k - 1)
+    assert again.judge_cached == again.judge
+
+
 # The in-run swap test.
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -33,35 +31,13 @@ from ..run._house import (
     decode_completion,
     encode_completion,
     engine,
-    sample_seed,
-    slot,
 )
-from ..variants import query_of
 from ._judging import JudgeSession, juror_names, jurors_of, open_judge
-from ._jury import judge_by_jury, swap_chosen
+from ._jury import judge_by_jury
 from ._postures import PostureReader
+from ._units import RunPlan, Unit
 
-__all__ = ("Sessions", "open_sessions", "score_frame", "sut_call")
-
-
-def sut_call(
-    endpoint: Endpoint,
-    messages: Any,
-    input_id: object,
-    index: int,
-    *,
-    temperature: float,
-    seed: int,
-) -> ModelCall:
-    """Sample ``index`` of a row's SUT answers, as the run and the dry run both build it."""
-    return ModelCall(
-        "sut",
-        endpoint,
-        messages,
-        temperature,
-        slot(input_id, index),
-        sample_seed(seed, input_id, index),
-    )
+__all__ = ("Sessions", "open_sessions", "score_frame")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,27 +118,20 @@ async def score_frame(
 
 
 def _samples(
-    df: pl.DataFrame,
-    *,
-    responding: bool,
-    config: SafetyConsistencyConfig,
-    prefix: str,
-    responses: str,
-) -> tuple[list[list[Sample]], Sequence[Any]]:
-    """Each row's samples to fill, and the messages its SUT samples answer: fresh ones to
-    request, or the stored answers of ``responses`` (a null one is a failed sample)."""
+    df: pl.DataFrame, *, responding: bool, config: SafetyConsistencyConfig, responses: str
+) -> list[list[Sample]]:
+    """Each row's samples to fill: fresh ones to request, or the stored answers of
+    ``responses`` (a null one is a failed sample)."""
     if responding:
         k = config.responses_per_query - 1
-        fresh = [[Sample() for _ in range(k)] for _ in range(df.height)]
-        return fresh, df[f"{prefix}variant_messages"].to_list()
-    stored = [
+        return [[Sample() for _ in range(k)] for _ in range(df.height)]
+    return [
         [
             Sample(response=r, response_error=None if r is not None else "no stored response")
             for r in (row or [])
         ]
         for row in df[responses].to_list()
     ]
-    return stored, [None] * df.height
 
 
 async def _respond(
@@ -209,37 +178,34 @@ async def _score_units(
     swap_share: float,
 ) -> pl.DataFrame:
     names = column_names(prefix, config.metric_name)
-    results, messages = _samples(
-        df, responding=responding, config=config, prefix=prefix, responses=names["responses"]
+    results = _samples(df, responding=responding, config=config, responses=names["responses"])
+    sut_session, jury = sessions.sut, sessions.jury
+    plan = RunPlan.of(
+        df,
+        prefix=prefix,
+        samples=[len(row) for row in results],
+        responding=responding,
+        seed=eng.options.seed,
+        swap_share=swap_share,
+        temperature=config.sut_temperature,
+        endpoint=sessions.endpoint,
     )
-    ids = df["input_id"].to_list()
-    prompts = df["prompt"].to_list()
-    bases = df["sut_response"].to_list()
-    variants = df[f"{prefix}variant_text"].to_list()
-    sut_session, endpoint, jury = sessions.sut, sessions.endpoint, sessions.jury
-    seed = eng.options.seed
-    queries = [query_of(prompt) for prompt in prompts]
-    reader = PostureReader(queries, bases, results) if judging else None
+    reader = PostureReader(plan.queries, plan.bases, results) if judging else None
 
-    async def unit(i: int, j: int, sample: Sample) -> None:
-        if sut_session is not None:
-            call = sut_call(
-                endpoint, messages[i], ids[i], j, temperature=config.sut_temperature, seed=seed
-            )
-            await _respond(eng, sut_session, call, sample, endpoint=endpoint.identity)
+    async def run_unit(unit: Unit) -> None:
+        sample = results[unit.row][unit.index]
+        if sut_session is not None and unit.sut is not None:
+            await _respond(eng, sut_session, unit.sut, sample, endpoint=plan.endpoint.identity)
         if reader is not None and sample.response is not None:
-            reader.answered(i, j)
+            reader.answered(unit.row, unit.index)
         if jury and sample.response is not None:
             await judge_by_jury(
                 eng,
                 jury,
                 sessions.jurors,
-                slot(ids[i], j),
-                query=queries[i],
-                variant=variants[i],
-                base=bases[i],
-                candidate=sample.response,
-                swap=swap_chosen(seed, ids[i], j, swap_share),
+                unit.slot,
+                plan.texts(unit.row, sample.response),
+                swap=unit.swap,
                 sample=sample,
             )
 
@@ -248,12 +214,8 @@ async def _score_units(
             tasks.start_soon(reader.read)
         try:
             await eng.each(
-                (
-                    functools.partial(unit, i, j, sample)
-                    for i, row in enumerate(results)
-                    for j, sample in enumerate(row)
-                ),
-                total=sum(len(r) for r in results),
+                (functools.partial(run_unit, unit) for unit in plan.units()),
+                total=sum(plan.samples),
                 desc="safety_consistency",
                 unit="comparison",
             )

@@ -6,7 +6,7 @@ label is the majority of the votes given (:func:`~safecons.reliability.jury_verd
 goes to the less consistent label), its score the mean of the scores of the jurors who gave
 it. A juror whose call failed gives no vote and the others decide; with no vote at all the
 comparison has no verdict, and its error names each juror's. A comparison chosen for the
-in-run swap test (:func:`swap_chosen`) is judged again by every juror that sees an order,
+in-run swap test (:func:`~._units.swap_chosen`) is judged again by every juror that sees an order,
 with the two answers shown the other way round; the swapped labels are kept beside the
 others and the verdict is the unswapped one.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import anyio
 
@@ -23,31 +23,14 @@ from .._record import Sample
 from ..clients._house import Attempt
 from ..judges import LABELS
 from ..reliability import jury_verdict
-from ..run._house import Engine, row_draw
+from ..run._house import Engine
 from ._judging import Comparison, JudgeSession, Verdict, encode_judgment
+from ._units import jury_orders
 
-__all__ = ("ORDER", "judge_by_jury", "judge_sample", "swap_chosen")
+__all__ = ("ORDER", "judge_by_jury", "judge_sample")
 
 #: The labels from the least consistent: a tie of votes goes to the earlier.
 ORDER = tuple(reversed(LABELS))
-
-
-def swap_chosen(seed: int, input_id: object, index: int, share: float) -> bool:
-    """Whether comparison ``index`` of row ``input_id`` is judged again with the answers
-    swapped: a draw from the run's seed and the row's id, never its place or batch.
-
-    Examples
-    --------
-    >>> [swap_chosen(0, "row-7", 0, share) for share in (0.0, 1.0)]
-    [False, True]
-    >>> swap_chosen(3, "a", 1, 0.5) == swap_chosen(3, "a", 1, 0.5)
-    True
-    """
-    if share <= 0.0:
-        return False
-    if share >= 1.0:
-        return True
-    return row_draw(seed, input_id, index, person=b"sc-swap") / 2**64 < share
 
 
 async def judge_sample(
@@ -93,29 +76,27 @@ async def judge_by_jury(
     jury: Sequence[JudgeSession],
     names: Sequence[str],
     slot: str,
+    texts: Mapping[str, str],
     *,
-    query: str,
-    variant: str,
-    base: str,
-    candidate: str,
     swap: bool,
     sample: Sample,
 ) -> None:
-    """Judge one comparison by every juror of ``jury`` (and again swapped, if ``swap``) and
-    fill the judge fields of ``sample`` with the jury's verdict."""
-    texts = {"query": query, "variant": variant, "base": base, "candidate": candidate}
+    """Judge one comparison (``texts``: its query, variant, base and candidate) by every
+    juror of ``jury`` (and again swapped, if ``swap``: :func:`~._units.jury_orders`) and fill
+    the judge fields of ``sample`` with the jury's verdict."""
     votes = [Sample() for _ in jury]
-    swapped: list[Sample | None] = [Sample() if swap and j.ordered else None for j in jury]
+    swapped: list[Sample | None] = [None for _ in jury]
 
     async def ask(session: JudgeSession, into: Sample, *, candidate_first: bool) -> None:
         comparison = session.prepare(slot, candidate_first=candidate_first, **texts)
         await judge_sample(eng, session, comparison, into)
 
     async with anyio.create_task_group() as tasks:
-        for session, vote, again in zip(jury, votes, swapped, strict=True):
-            tasks.start_soon(functools.partial(ask, session, vote, candidate_first=False))
-            if again is not None:
-                tasks.start_soon(functools.partial(ask, session, again, candidate_first=True))
+        for juror, first in jury_orders([j.ordered for j in jury], swap):
+            into = votes[juror]
+            if first:
+                into = swapped[juror] = Sample()
+            tasks.start_soon(functools.partial(ask, jury[juror], into, candidate_first=first))
     for part in (*votes, *(s for s in swapped if s is not None)):
         sample.judge += part.judge
     sample.judge_input_cut = any(bool(v.judge_input_cut) for v in votes)

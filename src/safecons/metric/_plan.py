@@ -1,8 +1,9 @@
 """The dry run: the calls a run would make, how many the cache already holds, and their tokens.
 
-It builds the same :class:`~safecons.run._calls.ModelCall` values as the run (through
-``sut_call`` and the judge's own ``prepare``), so its keys are the
-run's keys by construction, and its token estimates are of the messages the run would send.
+It walks the run's own plan (:class:`~._units.RunPlan`: every comparison, its SUT call, its
+swap draw, and :func:`~._units.jury_orders`, the judge calls of each) and builds each judge
+call with the judge's own ``prepare``, so its calls and keys are the run's by construction,
+and its token estimates are of the messages the run would send.
 
 The estimate of a judge prompt needs the SUT answer it judges, which a dry run does not have
 (unless the cache holds it). It stands the row's stored ``sut_response`` in for the unseen
@@ -23,12 +24,10 @@ from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient
 from ..clients._house import Secrets, as_chat_client, facts_of, secrets_of, warn_if_guessed
 from ..run import ResponseCache
-from ..run._house import Endpoint, decode_completion, opened_cache, replay, slot
+from ..run._house import Endpoint, decode_completion, opened_cache, replay
 from ..summary import token_frame
-from ..variants import query_of
-from ._comparisons import sut_call
 from ._judging import JudgeSession, juror_names, jurors_of, planning_judge
-from ._jury import swap_chosen
+from ._units import RunPlan, jury_orders
 
 if TYPE_CHECKING:
     from ._job import Job
@@ -326,57 +325,54 @@ def _walk(
     store: ResponseCache | None,
     tally: _Tally,
 ) -> list[int]:
-    """Build every call of the run, look it up in ``store`` (if any) and add its estimated
-    prompt tokens to ``tally``; the calls each juror needs, in jury order."""
-    config, seed, prefix = job.config, job.options.seed, job.prefix
+    """Walk the run's plan (:class:`~._units.RunPlan`, the value the run walks): look each
+    call up in ``store`` (if any) and add its estimated prompt tokens to ``tally``; the calls
+    each juror needs, in jury order."""
+    plan = RunPlan.of(
+        frame,
+        prefix=job.prefix,
+        samples=[k] * frame.height,
+        responding=True,
+        seed=job.options.seed,
+        swap_share=job.swap_share,
+        temperature=job.config.sut_temperature,
+        endpoint=Endpoint.of(sut_client),
+    )
     sut_model = _model(sut_client)
     # What the run scrubs and decodes on replay, the plan scrubs and decodes alike.
     secrets = secrets_of(sut_client, *(j.client for j in jury))
-    endpoint = Endpoint.of(sut_client)
+    ordered = [j.ordered for j in jury]
     per_juror = [0] * len(jury)
-    rows = zip(
-        frame["input_id"].to_list(),
-        frame["prompt"].to_list(),
-        frame["sut_response"].to_list(),
-        frame[f"{prefix}variant_text"].to_list(),
-        frame[f"{prefix}variant_messages"].to_list(),
-        strict=True,
-    )
-    for input_id, prompt, base, variant, messages in rows:
-        # A row's samples differ by seed only: one estimate serves them all.
-        sut_tokens = estimate_tokens(messages, model=sut_model)
-        query = query_of(prompt)
-        # Judge prompts by juror, order and candidate text: the stand-in one is the same for
-        # every sample.
-        judged: dict[tuple[int, bool, str], int] = {}
-        for j in range(k):
-            answer = None
-            if store is not None:
-                call = sut_call(
-                    endpoint, messages, input_id, j, temperature=config.sut_temperature, seed=seed
-                )
-                answer = replay(store.get(call.key), decode_completion, secrets)
-            tally.add("sut", sut_tokens, cached=answer is not None)
-            swap = swap_chosen(seed, input_id, j, job.swap_share)
-            candidate = base if answer is None else answer.text
-            texts = {"query": query, "variant": variant, "base": base, "candidate": candidate}
-            where = slot(input_id, j)
-            for index, judging in enumerate(jury):
-                for first in (False, True) if swap and judging.ordered else (False,):
-                    per_juror[index] += 1
-                    if judging.local:
-                        continue
-                    _plan_judge(
-                        judging,
-                        (index, first, candidate),
-                        judged,
-                        tally,
-                        slot=where,
-                        texts=texts,
-                        cached=answer is not None and store is not None,
-                        store=store,
-                        secrets=secrets,
-                    )
+    # Per row: one SUT estimate serves every sample (they differ by seed only), and judge
+    # prompts by juror, order and candidate text (the stand-in one is every sample's).
+    row, sut_tokens = -1, 0
+    judged: dict[tuple[int, bool, str], int] = {}
+    for unit in plan.units():
+        if unit.row != row:
+            assert plan.messages is not None
+            row, judged = unit.row, {}
+            sut_tokens = estimate_tokens(plan.messages[row], model=sut_model)
+        answer = None
+        if store is not None and unit.sut is not None:
+            answer = replay(store.get(unit.sut.key), decode_completion, secrets)
+        tally.add("sut", sut_tokens, cached=answer is not None)
+        candidate = plan.bases[row] if answer is None else answer.text
+        texts = plan.texts(row, candidate)
+        for index, first in jury_orders(ordered, unit.swap):
+            per_juror[index] += 1
+            if jury[index].local:
+                continue
+            _plan_judge(
+                jury[index],
+                (index, first, candidate),
+                judged,
+                tally,
+                slot=unit.slot,
+                texts=texts,
+                cached=answer is not None and store is not None,
+                store=store,
+                secrets=secrets,
+            )
     return per_juror
 
 
