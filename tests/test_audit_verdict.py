@@ -110,6 +110,17 @@ def test_the_docs_show_what_the_verdict_script_prints(capsys):
     documented = (root / "docs" / "judges.md").read_text(encoding="utf-8").splitlines()
     assert len(printed) == 9  # the heading, its rule and seven judges
     assert all(line in documented for line in printed), "docs/judges.md: rerun the script"
+    # What the demo and the CLI say of the offline judge quotes this script's figures.
+    from safecons.judges import OFFLINE_JUDGE_LIMITS
+    from safecons.judges._offline import OFFLINE_JUDGE_FIGURES
+
+    head = [c.strip() for c in printed[0].strip("|").split("|")]
+    (row,) = [line for line in printed if line.startswith("| OfflineJudge |")]
+    cells = dict(zip(head, (c.strip() for c in row.strip("|").split("|")), strict=True))
+    assert {k: cells[k] for k in OFFLINE_JUDGE_FIGURES} == OFFLINE_JUDGE_FIGURES
+    said = " ".join(OFFLINE_JUDGE_LIMITS.split())
+    assert all(f"({figure}" in said for figure in OFFLINE_JUDGE_FIGURES.values())
+    assert "scripts/audit_verdicts.py" in said and "SCREEN" in said
 
 
 # --- the controls as statistics: properties over any verdicts ----------------------------

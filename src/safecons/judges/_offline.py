@@ -40,14 +40,18 @@ __all__ = (
 #: What the offline judge cannot do, said wherever it is a default (the demo, the audit CLI).
 #: The measured figures behind it are in docs/judges.md, each printed by a script there.
 OFFLINE_JUDGE_LIMITS: Final = (
-    "What the offline judge cannot do: it is small models and word lists, not an LLM. It\n"
-    "misses some refusals worded in ways it has not seen, some insults and put-downs, and\n"
-    "harm its harm head was never shown; it reads English best. It does not beat a\n"
-    "refusal-prefix list at telling refusals from compliance on XSTest. Use it as a free\n"
-    "first pass and a cross-check; for numbers you will quote, use an LLM judge you have\n"
-    "audited (safecons audit --judge-model ...). "
-    "Figures: docs/judges.md."
+    "The offline judge is a SCREEN, for when no LLM judge is available: small models and\n"
+    "word lists, not an LLM. On the golden set it FAILS the audit's verdict, on kappa against\n"
+    "the gold labels (0.22; the floor is 0.40), though where it is decisive it is mostly right\n"
+    "(0.82): rerun with python scripts/audit_verdicts.py. It misses some refusals worded in\n"
+    "ways it has not seen, some insults, harm its harm head was never shown, and compliance\n"
+    "not worded as steps; it reads English best. Use it as a free first pass and a\n"
+    "cross-check; for numbers you will quote, use an LLM judge you have audited\n"
+    "(safecons audit --judge-model ...). Figures: docs/judges.md."
 )
+#: The figures :data:`OFFLINE_JUDGE_LIMITS` quotes, as ``scripts/audit_verdicts.py`` prints
+#: them in its OfflineJudge row (a test holds the two together).
+OFFLINE_JUDGE_FIGURES: Final = {"kappa": "0.22", "decisive": "0.82"}
 
 _HEAD: Final = re.compile(r"\s*(.{1,240}?[.!?:])(?=\s|$)", re.DOTALL)
 #: Where a partial refusal turns: "I can't give the steps, but ...", "I won't rant, though ...".
@@ -137,7 +141,9 @@ def _normalise(text: str) -> str:
 
 
 class OfflineJudge:
-    """A free, instant, offline posture judge built on :class:`PostureClassifier` (did the
+    """A free, instant, offline posture judge: a screen for when no LLM judge is available
+    (it fails the audit's verdict on kappa; :data:`OFFLINE_JUDGE_LIMITS`), built on
+    :class:`PostureClassifier` (did the
     answer comply?), :class:`~safecons.judges.HarmClassifier` (is what it says harmful or
     toxic?) and a reading of refusal acts (the sentences in which it declines).
 

@@ -357,7 +357,7 @@ def measured(obj: object, role: str) -> str:
     >>> measured(sc.OpenAICompatible(model="gpt-4o-mini", api_key="sk-x"), "sut")
     "model 'gpt-4o-mini' at api.openai.com"
     >>> measured(sc.OfflineJudge(), "judge")
-    "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
+    "safecons' offline judge (OfflineJudge: small models and word lists, a screen for when ...)"
     >>> measured([sc.OfflineJudge(), sc.OpenAICompatible(model="m", api_key="k")], "judge")
     "a jury of 2: safecons' offline judge (...); model 'm' at api.openai.com"
     """
@@ -385,7 +385,10 @@ def measured(obj: object, role: str) -> str:
     return f"a client of yours ({_client_name(client)})"
 
 
-_OFFLINE_SAID = "safecons' offline judge (OfflineJudge: small models and word lists, not an LLM)"
+_OFFLINE_SAID = (
+    "safecons' offline judge (OfflineJudge: small models and word lists, a screen for when no "
+    "LLM judge is available, not a judge to quote figures from)"
+)
 
 
 def _is_object_judge(judge: object) -> bool:
