@@ -477,6 +477,7 @@ def _recorded(cache: Path, srv: FakeOpenAIServer) -> bool:
     return bool(held & set(made))
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 def test_a_run_killed_while_its_batch_runs_is_picked_up_by_the_rerun(tmp_path) -> None:
     # SIGKILL: no cleanup code of the run's runs. The batch was recorded when it was made.
     script = tmp_path / "run.py"

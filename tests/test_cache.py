@@ -231,6 +231,7 @@ def test_local_judges_do_not_spend_the_network_budget():
     assert out["sc_error"].null_count() == 3
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 def test_two_processes_opening_a_new_cache_together(tmp_path):
     import subprocess
     import sys

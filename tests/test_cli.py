@@ -43,6 +43,7 @@ def test_demo_is_reproducible(capsys):
     assert capsys.readouterr().out == first.replace("a.html", "b.html")
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 def test_console_entry_point_module():
     done = subprocess.run(
         [sys.executable, "-m", "safecons", "demo", "--no-progress"],
@@ -766,6 +767,7 @@ def test_ctrl_c_in_the_cli_says_it_in_cli_words_without_a_traceback(tmp_path, ca
         assert f"--cache {tmp_path / 'c.sqlite'}" in err and "run the same command again" in err
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 @pytest.mark.network
 def test_ctrl_c_on_the_real_command_exits_130_without_a_traceback(tmp_path):
     import signal
@@ -789,6 +791,7 @@ def test_ctrl_c_on_the_real_command_exits_130_without_a_traceback(tmp_path):
     assert "Traceback" not in err and "--cache calls.sqlite" in err, err
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 @pytest.mark.network
 def test_ctrl_c_in_a_batched_run_says_so_in_the_command_s_words(tmp_path):
     """Issue 31, item 5: the batch still running is named as the command names things, never

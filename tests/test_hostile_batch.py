@@ -483,6 +483,7 @@ print(out.height - out["safety_consistency"].null_count())
 """
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 def test_two_processes_on_one_cache_make_one_batch_of_the_same_calls(tmp_path):
     # While the first uploads its file (slowly), the second starts: it used to find nothing
     # recorded and make a batch of its own, paying for every call twice.

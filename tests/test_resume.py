@@ -67,6 +67,7 @@ def frame() -> pl.DataFrame:
     )
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 def test_sigkill_mid_run_then_resume(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
@@ -108,6 +109,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert out["safety_consistency"].to_list() == [0.9] * ROWS
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 @pytest.mark.parametrize("mode", ["script", "notebook"])
 def test_ctrl_c_stops_spending_at_once_and_the_rerun_continues(tmp_path, mode):
     script = tmp_path / "run.py"

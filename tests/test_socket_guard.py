@@ -86,6 +86,7 @@ def test_marked(socket_guard):
 """
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 @pytest.mark.network  # test_marked, in the child pytest, binds and connects on loopback
 def test_an_unmarked_test_that_opens_a_socket_fails_and_says_so(pytester):
     pytester.makeconftest((ROOT / "conftest.py").read_text())

@@ -171,6 +171,7 @@ def test_same_draws_in_batches() -> None:
     assert parts.equals(whole)
 
 
+@pytest.mark.slow  # real processes (started, interrupted or killed)
 def test_same_draws_in_a_fresh_process_with_other_hash_seed() -> None:
     ids: list[Any] = [0, 1, 2, 17, 10**12, -3, "a", "row-7", "ünï"]
     df = pl.DataFrame({"input_id": [str(i) for i in ids], "prompt": ["q"] * len(ids)})
