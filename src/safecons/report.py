@@ -595,10 +595,7 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
     )
     said = [f"{r.comparisons:,} comparisons judged"]
     if len(r.jurors) > 1:
-        alpha = "n/a" if r.alpha is None else f"{r.alpha:.2f}"
-        if r.alpha_interval is not None:
-            alpha += f" (95% interval {r.alpha_interval[0]:.2f} to {r.alpha_interval[1]:.2f})"
-        said.append(f"Krippendorff's alpha over the jurors' ordinal labels {alpha}")
+        said.append(f"Krippendorff's alpha over the jurors' ordinal labels {r.alpha_text}")
     if r.missing_votes:
         said.append(f"{r.missing_votes:,} juror verdicts missing (the others decided)")
     if r.swapped:

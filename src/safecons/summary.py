@@ -254,11 +254,10 @@ def reliability_lines(r: JudgeReliability | None) -> list[str]:
         return []
     lines = [f"judges: {', '.join(r.jurors)}"]
     if len(r.jurors) > 1:
-        alpha = "n/a" if r.alpha is None else f"{r.alpha:.2f}"
-        if r.alpha_interval is not None:
-            alpha += f" (95% {r.alpha_interval[0]:.2f} to {r.alpha_interval[1]:.2f})"
         missing = f", {r.missing_votes:,} missing vote(s)" if r.missing_votes else ""
-        lines.append(f"alpha {alpha}, agreement with the jury {_figures(r.agreement)}{missing}")
+        lines.append(
+            f"alpha {r.alpha_text}, agreement with the jury {_figures(r.agreement)}{missing}"
+        )
     if r.position_consistency is not None:
         lines.append(
             f"position_consistency {_figures(r.position_consistency)} "

@@ -93,6 +93,17 @@ class JudgeReliability:
     swapped: int
     position_consistency: tuple[float | None, ...] | None
 
+    @property
+    def alpha_text(self) -> str:
+        """``alpha`` with its interval as the summary and the report both show it
+        (``"0.41 (95% 0.30 to 0.52)"``; ``"n/a"`` without an alpha)."""
+        if self.alpha is None:
+            return "n/a"
+        if self.alpha_interval is None:
+            return f"{self.alpha:.2f}"
+        low, high = self.alpha_interval
+        return f"{self.alpha:.2f} (95% {low:.2f} to {high:.2f})"
+
 
 def judge_reliability(
     frame: pl.DataFrame,
