@@ -24,21 +24,16 @@ from ._base import (
     describe,
 )
 from ._facts import ClientFacts
-from ._fingerprint import MAX_DEPTH, MAX_VALUES, Sight, callable_fingerprint, look_at
+from ._identity import Identity, identify
 
 __all__ = (
     "DEFAULT_MAX_THREADS",
-    "MAX_DEPTH",
-    "MAX_VALUES",
     "CallableClient",
-    "Sight",
     "UserCode",
-    "callable_fingerprint",
     "check_chat_signature",
     "check_signature",
-    "look_at",
     "status_of",
-    "warn_if_guessed",
+    "warn_if_partial",
 )
 
 #: Threads a sync callable may occupy at once when the run does not say (the config's maximum).
@@ -327,40 +322,45 @@ class CallableClient:
     fn
         The callable.
     name
-        The callable's identity for a response cache, replacing its fingerprint: answers
-        cached under a name are replayed for any callable of that name. Change the name (or
-        the ``version``) whenever the model or its settings change.
+        The callable's whole identity for a response cache (``callable:name``): answers
+        cached under a name are replayed for any callable of that name, whatever its code.
+        Change the name (or the ``version``) whenever the model or its settings change.
     version
         Part of the identity too, with or without a ``name`` (``"2024-06"``, ``"prompt-v3"``).
 
     Notes
     -----
-    Without a ``name``, the callable is known by its name and a fingerprint, recomputed each
-    time a run starts, of what safecons can see of it:
+    Without a ``name``, the identity is ``callable:<qualified name>#<hash>`` (then
+    ``@version``), the hash, 16 hex digits, read again each time a run starts, of:
 
-    * seen: its code (bytecode, constants, names), defaults and closure; the module-level
-      globals its code reads (its nested functions and comprehensions included), and, through
-      them, those of the functions it calls; the names it reads from a module of your own (a
-      ``config.py``); objects of your own classes by their class and state (``__dict__`` and
-      ``__slots__``, so ``dataclass(slots=True)`` too) and a ``types.SimpleNamespace`` by its
-      attributes, classes of your own by their methods and attributes; containers whole. A
-      text held under a credential's name (``api_key``, ``OPENAI_API_KEY``, ``HF_TOKEN``,
-      ``Authorization``, ...; not ``EOS_TOKEN`` or ``MODEL_KEY``, which are settings) counts
-      by its name only: no key reaches the cache, not even hashed, and rotating one keeps
-      the cache.
-    * not seen: code of installed packages and the standard library (known by module and
-      name: an upgrade is not seen), settings inside such a module (``litellm.api_base =
-      ...``), environment variables, files the callable reads, and anything reached only at
-      run time (``getattr`` by a computed name, ``eval``).
-    * guessed: an instance of an installed package's class (an ``httpx.Client``, an SDK's
-      client: known by its class only, since its live state changes as it is used and its
-      settings are not seen), an object that shows no state (implemented in C: a socket, a
-      NumPy array; a lock is seen as a lock), a class deriving from one, a
-      callable that is itself a builtin, more than 100,000 values or a nesting deeper than 40
-      levels. A guessed identity is listed by :attr:`unseen`, and a run that uses a cache
-      warns once per client, saying what was not seen.
+    * the function's module and qualified name, and its code object: bytecode, constants
+      (its docstring, and the code of the lambdas, comprehensions and inner functions it
+      makes), the names it reads, its parameters. Editing the code changes the hash; moving
+      it in its file does not; another Python version (another bytecode) does.
+    * its defaults, keyword defaults and closure cells, by value when they are plain data
+      (None, bool, int, float, str, bytes, and tuples, lists, dicts, sets and frozensets of
+      them, at most 10,000 values and 8 levels deep); a function among them (a decorator's
+      wrapped function) by this same rule; a module, a class or a builtin by its name;
+      anything else (an SDK's client, a model object) by its type's qualified name only.
+      A text held under a credential's name (``api_key``, ``OPENAI_API_KEY``, ``HF_TOKEN``,
+      ``password``, ...; not ``EOS_TOKEN`` or ``MODEL_KEY``, which are settings) counts by
+      its name only: no key reaches the cache, not even hashed, and rotating one keeps it.
+    * a bound method: its function, its class's name and the instance's attributes (by the
+      same rule as a closure); a callable object: its class's name, its ``__call__`` and its
+      attributes; a :func:`functools.partial`: its function and arguments; a builtin: its
+      name alone. An object with a ``cache_identity`` string is known by that string.
 
-    An object with a ``cache_identity`` string is known by that string alone.
+    Not part of it: the module-level values its code reads (``MODEL = "gpt-4o"``), the code
+    of the functions and modules it calls, settings inside installed packages, environment
+    variables, files. :attr:`unseen` names what of that can be named, and a run (or dry run)
+    that uses a cache warns once per identity when it is not empty, since a change there
+    would replay the answers given before it. A callable whose code reads no such value
+    (``lambda messages, temperature: "no"``, or one that reads only its closure's plain
+    values and calls functions) does not warn. Naming it makes the identity exact.
+
+    This rule replaced a walk of everything the callable reached (issue 28): answers cached
+    by an unnamed callable before it are not replayed (each is asked again once); a named
+    callable's identity and keys are what they were, and its answers replay.
 
     Examples
     --------
@@ -369,8 +369,9 @@ class CallableClient:
     ...                         name="refuser", version="v1")
     >>> client.identity
     'callable:refuser@v1'
-    >>> CallableClient(lambda messages, temperature: "no").unseen
-    ()
+    >>> unnamed = CallableClient(lambda messages, temperature: "no")
+    >>> unnamed.identity.startswith("callable:<lambda>#"), unnamed.unseen
+    (True, ())
     """
 
     def __init__(
@@ -385,28 +386,29 @@ class CallableClient:
         self._name = name
         self._version = version
 
-    def _sight(self) -> Sight | None:
-        # Looked at each time it is asked for: a global changed since the client was made
-        # (MODEL = "b" in a notebook) is then seen by the next run.
-        return None if self._name is not None else look_at(self._fn)
+    def _read(self) -> Identity | None:
+        # Read each time it is asked for: a closure's value changed since the client was made
+        # is then part of the next run's identity.
+        return None if self._name is not None else identify(self._fn)
 
-    def _label(self, sight: Sight | None) -> str:
-        name = f"{describe(self._fn)}#{sight.fingerprint}" if sight is not None else self._name
-        assert name is not None  # no sight only with a name
+    def _label(self, read: Identity | None) -> str:
+        name = f"{describe(self._fn)}#{read.digest}" if read is not None else self._name
+        assert name is not None  # nothing read only with a name
         return name if self._version is None else f"{name}@{self._version}"
 
     @property
     def identity(self) -> str:
-        """``callable:`` and the name given (or the callable's name and fingerprint), then
+        """``callable:`` and the name given (or the callable's qualified name and hash), then
         ``@version`` when one was given."""
-        return f"callable:{self._label(self._sight())}"
+        return f"callable:{self._label(self._read())}"
 
     @property
     def unseen(self) -> tuple[str, ...]:
-        """What of an unnamed callable could not be seen (empty: its identity is no guess;
-        always empty with a ``name``)."""
-        sight = self._sight()
-        return () if sight is None else sight.unseen
+        """What an unnamed callable reads that is not part of its identity, as far as it can
+        be named: the module-level values its code reads, and what of its defaults, closure
+        or attributes counts by type or name only (always empty with a ``name``)."""
+        read = self._read()
+        return () if read is None else read.unseen
 
     @property
     def facts(self) -> ClientFacts:
@@ -422,7 +424,7 @@ class CallableClient:
         return {} if self._version is None else {"version": self._version}
 
     def __repr__(self) -> str:
-        return f"CallableClient({self._label(self._sight())})"
+        return f"CallableClient({self._label(self._read())})"
 
     @asynccontextmanager
     async def session(self, *, concurrency: int | None = None) -> AsyncIterator[_CallableSession]:
@@ -433,30 +435,32 @@ class CallableClient:
             yield _CallableSession(call, who, _accepts_seed(self._fn))
 
 
-def warn_if_guessed(client: object, warned: set[str], stacklevel: int = 2) -> None:
-    """Warn once (per identity in ``warned``) when ``client`` is a callable whose identity is a
-    guess: a cache may then replay answers given before a change safecons could not see."""
+def warn_if_partial(client: object, warned: set[str], stacklevel: int = 2) -> None:
+    """Warn once (per identity in ``warned``) when ``client`` is an unnamed callable that
+    reads something its identity does not hold: a cache may then replay answers given before
+    a change there."""
     if not isinstance(client, CallableClient):
         return
-    sight = client._sight()
-    if sight is None or not sight.unseen:
+    read = client._read()
+    if read is None or not read.unseen:
         return
-    identity = f"callable:{client._label(sight)}"
+    identity = f"callable:{client._label(read)}"
     if identity in warned:
         return
     warned.add(identity)
     warnings.warn(
-        f"{identity}: this callable's cache identity is a guess, since safecons cannot see "
-        f"all it depends on ({_listed(sight.unseen)}); a change there would go unseen, and "
-        "the answers cached before it would be replayed. Name it: CallableClient(fn, "
-        "name=..., version=...), and change the version whenever the model or its settings "
-        "change",
+        f"{identity}: this callable has no name, so its cache identity is its qualified name "
+        "and a hash of its code, defaults and closure (plain values by value, others by "
+        f"type). Not part of it: {_listed(read.unseen)}; nor the code of the functions it "
+        "calls. A change there is not seen, and the answers cached before it would be "
+        "replayed. To make the identity exact, name it: CallableClient(fn, name=..., "
+        "version=...), and change the version whenever the model or its settings change",
         RuntimeWarning,
         stacklevel=stacklevel + 1,
     )
 
 
-def _listed(notes: Collection[str], shown: int = 3) -> str:
+def _listed(notes: Collection[str], shown: int = 6) -> str:
     items = list(notes)
     more = len(items) - shown
     return "; ".join(items[:shown]) + (f"; and {more} more" if more > 0 else "")

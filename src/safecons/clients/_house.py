@@ -13,12 +13,12 @@ from ._batcher import CLAIM_PREFIX as CLAIM_PREFIX
 from ._batcher import BatchClaims as BatchClaims
 from ._batcher import BatchLedger as BatchLedger
 from ._callable import UserCode as UserCode
-from ._callable import callable_fingerprint as callable_fingerprint
 from ._callable import check_signature as check_signature
-from ._callable import warn_if_guessed as warn_if_guessed
+from ._callable import warn_if_partial as warn_if_partial
 from ._facts import ClientFacts as ClientFacts
 from ._facts import facts_of as facts_of
 from ._facts import secrets_of as secrets_of
+from ._identity import callable_digest as callable_digest
 from ._open import as_chat_client as as_chat_client
 from ._open import open_session as open_session
 from ._open import request_fingerprint as request_fingerprint
@@ -38,7 +38,7 @@ __all__ = (
     "Secrets",
     "UserCode",
     "as_chat_client",
-    "callable_fingerprint",
+    "callable_digest",
     "check_signature",
     "describe",
     "facts_of",
@@ -46,5 +46,5 @@ __all__ = (
     "parse_duration",
     "request_fingerprint",
     "secrets_of",
-    "warn_if_guessed",
+    "warn_if_partial",
 )

@@ -22,7 +22,7 @@ import polars as pl
 from .._prices import KINDS, PARTS, Prices, costs, money_text
 from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient
-from ..clients._house import Secrets, as_chat_client, facts_of, secrets_of, warn_if_guessed
+from ..clients._house import Secrets, as_chat_client, facts_of, secrets_of, warn_if_partial
 from ..run import ResponseCache
 from ..run._house import Endpoint, decode_completion, opened_cache, replay
 from ..summary import token_frame
@@ -254,7 +254,7 @@ def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> C
             # The plan's hits rest on the same identities as the run's.
             warned: set[str] = set()
             for client in (sut_client, *judge_clients):
-                warn_if_guessed(client, warned, stacklevel=3)  # at planned_calls caller
+                warn_if_partial(client, warned, stacklevel=3)  # at planned_calls caller
         per_juror = _walk(
             frame, job, k=k, sut_client=sut_client, jury=jury, store=store, tally=tally
         )

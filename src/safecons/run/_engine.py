@@ -87,7 +87,7 @@ class Engine:
 
     def protect(self, client: object) -> None:
         """Scrub ``client``'s secrets from every error of the run (and, with a cache, warn
-        once when its identity is a guess)."""
+        once when it is an unnamed callable that reads what its identity does not hold)."""
         self.runner.protect(client)
 
     async def session(self, client: ChatClient) -> RunSession:

@@ -27,7 +27,7 @@ import anyio.lowlevel
 from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
 from ..clients import CallFailed, NonRetryableCallError, RetryableCallError
-from ..clients._house import Attempt, Secrets, secrets_of, warn_if_guessed
+from ..clients._house import Attempt, Secrets, secrets_of, warn_if_partial
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 
@@ -195,7 +195,7 @@ class Runner:
         self.max_calls = max_calls
         self._spent = 0
         self._cache_warned = False
-        self._guessed: set[str] = set()  # callables already warned about
+        self._partial: set[str] = set()  # callables already warned about
         self._rng = random.Random(seed)
         self.secrets = Secrets()
 
@@ -238,11 +238,12 @@ class Runner:
 
     def protect(self, client: object) -> None:
         """Take in a client the run uses: scrub its secrets (its key, auth headers) from every
-        error of the run, and, with a cache, warn once when the client is a callable whose
-        identity is a guess (a replay could then be of answers from before a change)."""
+        error of the run, and, with a cache, warn once when the client is an unnamed callable
+        that reads what its identity does not hold (a replay could then be of answers from
+        before a change there)."""
         self.secrets = self.secrets | secrets_of(client)
         if self.cache is not None:
-            warn_if_guessed(client, self._guessed, stacklevel=2)
+            warn_if_partial(client, self._partial, stacklevel=2)
 
     @property
     def budget_spent(self) -> bool:

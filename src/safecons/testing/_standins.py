@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._refusal import looks_like_refusal
-from ..clients._house import callable_fingerprint
+from ..clients._house import callable_digest
 from ..judges import Judgment
 
 __all__ = ("ScriptedChat", "StandInJudge", "StandInSUT", "looks_like_refusal")
@@ -131,7 +131,7 @@ class ScriptedChat:
         self._script = script
         #: What identifies this chat for a response cache: its script, not its log of calls.
         self.cache_identity = (
-            f"ScriptedChat({callable_fingerprint(script)})"
+            f"ScriptedChat({callable_digest(script)})"
             if callable(script)
             else f"ScriptedChat({[repr(a) for a in script]!r})"
         )
