@@ -542,7 +542,7 @@ def named(name: str | None, version: str | None) -> sc.CallableClient:
 def test_a_named_callables_identity_and_keys_are_what_they_were():
     # Caches written by a named callable replay across issue 28's change: these were computed
     # by the tree before it (95067e3). Change them only on purpose, and say so in the docs.
-    from safecons.metric._comparisons import sut_call
+    from safecons.metric._units import sut_call
 
     client = sc.CallableClient(
         lambda messages, temperature: "x", name="my-model", version="2024-06"
