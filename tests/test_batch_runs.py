@@ -199,6 +199,7 @@ async def test_an_interrupted_run_leaves_its_batch_running_and_a_rerun_picks_it_
     [said] = [w for w in picked if w.category is sc.errors.BatchPickedUpWarning]
     assert f"picked up batch {batch['id']}" in str(said.message)
     assert "no new charge" in str(said.message)
+    assert said.filename == __file__  # the user's line, not the task runner's
 
 
 @pytest.mark.anyio

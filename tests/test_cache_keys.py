@@ -243,6 +243,7 @@ def test_a_global_is_not_part_of_the_identity_and_the_warning_says_so(tmp_path, 
     with pytest.warns(RuntimeWarning) as caught:
         first = run(model_sut, judge, path)
     (warning,) = [w for w in caught if "has no name" in str(w.message)]  # once per client
+    assert warning.filename == __file__  # at the user's line, past the run's tasks
     message = str(warning.message)
     assert message.startswith(f"{sc.CallableClient(model_sut).identity}: ")
     assert "callable:model_sut#" in message

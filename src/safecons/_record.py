@@ -7,7 +7,6 @@ still tell what was spent.
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -15,6 +14,7 @@ from typing import Any, Final, Protocol, TypeAlias
 
 import polars as pl
 
+from ._tasks import user_stacklevel
 from ._text import middle_cut, valid_unicode
 from .config import DEFAULT_PREFIX
 from .errors import UnscoredRowsWarning
@@ -406,17 +406,5 @@ class Unscored:
             f"{'; '.join(parts)}. Each row's reason is in {error!r}; a plain mean of "
             f"{metric!r} averages the {self.rows - unscored:,} scored row(s) only",
             UnscoredRowsWarning,
-            stacklevel=_user_level(),
+            stacklevel=user_stacklevel(),
         )
-
-
-def _user_level() -> int:
-    """The ``stacklevel`` of the first caller outside safecons and Polars, for a warning
-    given by the function that calls this one."""
-    # Level 1 is the function that warns (the caller of this one), level 2 its caller.
-    level, frame = 2, sys._getframe(2)
-    while str(frame.f_globals.get("__name__")).split(".")[0] in ("safecons", "polars"):
-        if frame.f_back is None:
-            break
-        level, frame = level + 1, frame.f_back
-    return level

@@ -45,6 +45,7 @@ import anyio
 import anyio.lowlevel
 
 from .._progress import progress_bar
+from .._tasks import user_stacklevel
 from .._text import valid_unicode
 from ..errors import AuthenticationError, BatchPickedUpWarning
 from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
@@ -311,7 +312,7 @@ class Batcher:
                 f"{api.identity}: picked up batch {batch} ({len(keys):,} call(s)), made by an "
                 "earlier run and recorded in the cache: no new charge",
                 BatchPickedUpWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         resumed, ended = set(held), set[str]()
         try:

@@ -13,7 +13,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from .._tasks import background_tasks
+from .._tasks import background_tasks, user_stacklevel
 from ..errors import AuthenticationError, InputError
 from ._base import (
     Attempt,
@@ -435,7 +435,7 @@ class CallableClient:
             yield _CallableSession(call, who, _accepts_seed(self._fn))
 
 
-def warn_if_partial(client: object, warned: set[str], stacklevel: int = 2) -> None:
+def warn_if_partial(client: object, warned: set[str]) -> None:
     """Warn once (per identity in ``warned``) when ``client`` is an unnamed callable that
     reads something its identity does not hold: a cache may then replay answers given before
     a change there."""
@@ -456,7 +456,7 @@ def warn_if_partial(client: object, warned: set[str], stacklevel: int = 2) -> No
         "replayed. To make the identity exact, name it: CallableClient(fn, name=..., "
         "version=...), and change the version whenever the model or its settings change",
         RuntimeWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=user_stacklevel(),
     )
 
 

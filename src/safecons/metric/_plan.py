@@ -254,7 +254,7 @@ def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> C
             # The plan's hits rest on the same identities as the run's.
             warned: set[str] = set()
             for client in (sut_client, *judge_clients):
-                warn_if_partial(client, warned, stacklevel=3)  # at planned_calls caller
+                warn_if_partial(client, warned)
         per_juror = _walk(
             frame, job, k=k, sut_client=sut_client, jury=jury, store=store, tally=tally
         )

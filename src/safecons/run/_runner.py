@@ -243,7 +243,7 @@ class Runner:
         before a change there)."""
         self.secrets = self.secrets | secrets_of(client)
         if self.cache is not None:
-            warn_if_partial(client, self._partial, stacklevel=2)
+            warn_if_partial(client, self._partial)
 
     @property
     def budget_spent(self) -> bool:
