@@ -17,6 +17,8 @@ for ``<owner>/<name>`` in
 - ``microsoft/TOXIGEN`` (harm: ``toxigen``),
 - ``t-davidson/hate-speech-and-offensive-language`` (harm: ``davidson``),
 - ``openai/moderation-api-release`` (harm: ``openai_moderation``),
+- ``Waffle-Liu/calibration_guard_model`` (harm: ``harmbench_val``, HarmBench's human-labelled
+  classifier validation set in a small MIT repository that copies it),
 
 with ``DIR`` the ``--mirror`` argument (default ``/work/.mirror``). A missing mirror is an error
 naming the clone command; pass ``sources=`` to load fewer.
@@ -28,15 +30,16 @@ Two functions give the rows:
   normalised request (lower case, letters and digits only), so one request is one group across
   sources; a row without a request gets ``"<source>:t:"`` and a hash of its text.
 - :func:`harm_rows`: ``text``, ``label`` (1 toxic or harmful, 0 harmless), ``group``
-  (``toxigen:<target group>``; for the others ``<source>:`` and a hash of the normalised text,
-  so retweets and near-copies that differ only in mentions, links, case or punctuation stay in
-  one fold), ``source``.
+  (``toxigen:<target group>``; ``harmbench:<semantic category>:<behaviour id>``; for the
+  others ``<source>:`` and a hash of the normalised text, so retweets and near-copies that
+  differ only in mentions, links, case or punctuation stay in one fold), ``source``.
 
 Both drop exact duplicate texts (the first source in :data:`SOURCES` order keeps a text) and
 drop every copy of a text that carries both labels.
 
 Held-out test sets are never read: :func:`git_show` refuses XSTest
-(``paul-rottger/exaggerated-safety``) and GPTFuzz's ``datasets/responses_labeled/evaluate.csv``.
+(``paul-rottger/exaggerated-safety``, and the copy of its prompts in
+``Waffle-Liu/calibration_guard_model``) and GPTFuzz's ``datasets/responses_labeled/evaluate.csv``.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ DEFAULT_MIRROR = Path("/work/.mirror")
 FORBIDDEN: tuple[tuple[str, str | None], ...] = (
     ("paul-rottger/exaggerated-safety", None),
     ("sherdencooper/GPTFuzz", "datasets/responses_labeled/evaluate.csv"),
+    ("Waffle-Liu/calibration_guard_model", "data/XSTest/xstest_v2_prompts.csv"),
 )
 
 _JBB_FILES = (
@@ -155,6 +159,23 @@ SOURCES: tuple[dict[str, Any], ...] = (
         "labelled_by": "human (OpenAI's labellers; the paper's evaluation set)",
         "label_map": "1 = any of S, H, V, HR, SH, S3, H2, V2 flagged; 0 = every known flag 0",
         "rows": 1_664,
+    },
+    {
+        "name": "harmbench_val",
+        "kind": "harm",
+        "default": True,
+        "repo": "Waffle-Liu/calibration_guard_model",
+        "commit": "b46b1a3f2d4d7a042cd21bc93573ff09eb396116",
+        "files": "data/classifier_val_sets/text_behaviors_val_set.json, "
+        "data/behavior_datasets/harmbench_behaviors_text_all.csv (semantic category)",
+        "licence": "MIT (LICENSE, (c) 2024 Hongfu Liu; README: 'based on HarmBench'). The files "
+        "are HarmBench's (centerforaisafety/HarmBench, MIT), which has no snapshot here",
+        "labelled_by": "human (HarmBench's classifier validation set: three annotators, "
+        "human_0..2, per answer; majority)",
+        "label_map": "1 = two or three annotators say the generation is an instance of the "
+        "harmful behaviour; 0 = none or one (refusals, vague or off-target answers, harmless "
+        "play-along); group = harmbench:<SemanticCategory>:<BehaviorID>",
+        "rows": 600,
     },
 )
 
@@ -316,12 +337,35 @@ def _openai_moderation(mirror: Path | str) -> Iterable[dict[str, Any]]:
         }
 
 
+def _harmbench_val(mirror: Path | str) -> Iterable[dict[str, Any]]:
+    behaviours = csv.DictReader(
+        io.StringIO(
+            _show(
+                mirror, "harmbench_val", "data/behavior_datasets/harmbench_behaviors_text_all.csv"
+            ).decode("utf-8")
+        )
+    )
+    category = {row["BehaviorID"]: row["SemanticCategory"] for row in behaviours}
+    body = _show(mirror, "harmbench_val", "data/classifier_val_sets/text_behaviors_val_set.json")
+    for behaviour, answers in json.loads(body).items():
+        for item in answers:
+            votes = [item[k] for k in ("human_0", "human_1", "human_2") if item.get(k) is not None]
+            if len(votes) != 3 or not item.get("generation"):
+                continue
+            yield {
+                "text": item["generation"].strip(),
+                "label": int(sum(votes) >= 2),
+                "group": f"harmbench:{category.get(behaviour, 'unknown')}:{behaviour}",
+            }
+
+
 _LOADERS: dict[str, Callable[[Path | str], Iterable[dict[str, Any]]]] = {
     "jbb_artifacts": _jbb_artifacts,
     "gptfuzz_train": _gptfuzz_train,
     "toxigen": _toxigen,
     "davidson": _davidson,
     "openai_moderation": _openai_moderation,
+    "harmbench_val": _harmbench_val,
 }
 
 

@@ -19,15 +19,28 @@ source comes from, at which commit, under which licence):
   the head that a refusal's "safe alternative" is not a leak and that the steps after "I'm
   sorry, but here's how" are.
 - Benign helpful answers (LLMBar and PandaLM items, harmless; grouped by question).
+- HarmBench's classifier validation set (``harmbench_val`` in :mod:`public_data`: 600 answers
+  of many models to HarmBench's behaviours under many attacks, three human labels each; grouped
+  by behaviour), read like GPTFuzz's: what an answer gives besides refusing. Harmful (1) where
+  two or three annotators say it is an instance of the behaviour: dangerous capability (chemical
+  and biological weapons, cyber intrusion, drugs, fraud and other crimes), harassment and
+  misinformation; harmless (0) otherwise: refusals, vague or off-target answers, stories and
+  role-play that give nothing usable. It is what teaches the head dangerous capability, and
+  that harmless play-along is not harm.
 
 The golden set's held-out GPTFuzz questions and benign items (and every text the golden set
 holds) are left out, so ``scripts/audit_offline_judge.py`` audits a head that never saw them.
 
 Features and model: those of the posture classifier (``scripts/train_posture.py``: character
 3- to 5-grams and word 1- and 2-grams, TF-IDF, sublinear tf), without the refusal-prefix
-feature; logistic regression with balanced classes. Never trained on, tuned on or thresholded
-on: XSTest, GPTFuzz ``evaluate.csv`` (``scripts/heldout_posture.py`` measures on them), the
-golden set's held-out groups and the probe sets of ``scripts/judge_probes.py``.
+feature; logistic regression with balanced classes. Chosen by grouped CV on these examples
+alone (``docs/judges.md``): HarmBench's rows weighted 1 (3 and 6 did no better with a miss
+costing twice a false alarm), C = 8 (4 and 16 did no better), and no features of
+actionability (counts of steps, quantities, list items and code: no gain beyond the
+fold-to-fold noise). Never trained on, tuned on or thresholded on: XSTest, GPTFuzz
+``evaluate.csv`` (``scripts/heldout_posture.py`` measures on them), JailbreakBench's judge
+comparison, purseclab/jailbreak-evaluation's labels, the golden set's held-out groups and the
+probe sets of ``scripts/judge_probes.py``.
 """
 
 from __future__ import annotations
@@ -79,7 +92,13 @@ def load(mirror: Path) -> pl.DataFrame:
 
     public = public_data.harm_rows(mirror)
     davidson = public.filter(source="davidson")
-    rest = public.filter(pl.col("source") != "davidson")
+    # HarmBench's answers are read like GPTFuzz's: what an answer gives besides refusing.
+    harmbench = (
+        public.filter(source="harmbench_val")
+        .with_columns(pl.col("text").map_elements(_content, return_dtype=pl.String))
+        .filter(pl.col("text").str.len_chars() >= MIN_CHARS)
+    )
+    rest = public.filter(~pl.col("source").is_in(["davidson", "harmbench_val"]))
     sampled = pl.concat(
         [
             part.sample(min(part.height, DAVIDSON_PER_CLASS), seed=SEED)
@@ -108,7 +127,9 @@ def load(mirror: Path) -> pl.DataFrame:
         pl.DataFrame(rows).unique("text", keep="first", maintain_order=True)
     )
     cols = [pl.col("text"), pl.col("label").cast(pl.Int64), pl.col("group"), pl.col("source")]
-    return pl.concat([own.select(cols), rest.select(cols), sampled.select(cols)])
+    return pl.concat(
+        [own.select(cols), rest.select(cols), harmbench.select(cols), sampled.select(cols)]
+    )
 
 
 def vectorizer():  # the posture classifier's blocks, without the refusal-prefix feature
@@ -129,9 +150,14 @@ def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
     groups = data["group"].to_numpy()
     source = data["source"].to_numpy()
     pred = train_posture.out_of_fold(texts, y, groups, vectorizer, model)
+    # HarmBench's rows per semantic category (group "harmbench:<category>:<behaviour>").
+    category = np.array([g.split(":")[1] if g.startswith("harmbench:") else "" for g in groups])
+    subsets = [("all", np.ones(len(y), bool))]
+    subsets += [(name, source == name) for name in sorted(set(source))]
+    subsets += [(f"harmbench_val: {c}", category == c) for c in sorted(set(category)) if c]
     rows = []
-    for name in ["all", *sorted(set(source))]:
-        mask = np.ones(len(y), bool) if name == "all" else source == name
+    for name, mask in subsets:
+        negatives = mask & (y == 0)
         rows.append(
             {
                 "source": name,
@@ -139,6 +165,8 @@ def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
                 "harmful share": float(y[mask].mean()),
                 "accuracy": float((pred[mask] == y[mask]).mean()),
                 **train_posture._scores(y[mask], pred[mask]),
+                # Harmless texts read as harmful: a refusal's reasons, play-along, benign help.
+                "false alarms": float(pred[negatives].mean()) if negatives.any() else None,
             }
         )
     return pl.DataFrame(rows)
@@ -146,13 +174,17 @@ def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
 
 def export(data: pl.DataFrame, path: Path = OUT) -> None:
     from safecons.judges import HarmClassifier
+    from safecons.judges._posture import bounded
 
+    texts = data["text"].to_list()
     vec = vectorizer()
-    x = vec.fit_transform(data["text"].to_list())
-    clf = model().fit(x, data["label"].to_numpy())
+    clf = model().fit(vec.fit_transform(texts), data["label"].to_numpy())
     train_posture.write_model(vec, clf, path, refusal_feature=False)
-    ours = HarmClassifier(path).predict_proba(data["text"].to_list())
-    worst = float(np.abs(ours - clf.predict_proba(x)[:, 1]).max())
+    ours = HarmClassifier(path).predict_proba(texts)
+    # The classifier reads an answer as the judge does, cut to READ_CHARS (a few GPTFuzz
+    # answers are longer): scikit-learn is given the same cut texts.
+    read = vec.transform([bounded(t)[0] for t in texts])
+    worst = float(np.abs(ours - clf.predict_proba(read)[:, 1]).max())
     assert worst < 1e-9, f"numpy inference differs from scikit-learn's by {worst}"
     # A sample the tests reproduce: sentences written here (no dataset text leaves its
     # source) and the probabilities scikit-learn gives them.
@@ -174,7 +206,7 @@ def main() -> int:
         return 2
     data = load(args.mirror)
     print(data.group_by("source").agg(pl.len(), pl.col("label").mean().alias("harmful")))
-    with pl.Config(tbl_rows=20, tbl_width_chars=160, float_precision=4):
+    with pl.Config(tbl_rows=30, tbl_width_chars=200, float_precision=4):
         print(cross_validate(data))
     if not args.cv_only:
         export(data)

@@ -2,10 +2,12 @@
 
 :class:`HarmClassifier` runs a model trained by ``scripts/train_harm.py`` (scikit-learn,
 grouped cross-validation in ``docs/judges.md``) on public labelled text: hateful and neutral
-statements, human-labelled offensive and harmless posts and moderation samples, and the
-content of GPTFuzz answers (what a jailbroken answer gave versus what a refusal said around
-its refusal). It ships as plain arrays (``safecons/data/harm.npz``) and runs with numpy alone,
-like :class:`~safecons.judges.PostureClassifier`.
+statements, human-labelled offensive and harmless posts and moderation samples, the content
+of GPTFuzz answers (what a jailbroken answer gave versus what a refusal said around its
+refusal) and HarmBench's human-labelled answers (dangerous capability given, against
+refusals, vague answers and harmless play-along). It ships as plain arrays
+(``safecons/data/harm.npz``) and runs with numpy alone, like
+:class:`~safecons.judges.PostureClassifier`.
 """
 
 from __future__ import annotations
