@@ -163,7 +163,7 @@ def test_a_payload_at_the_end_of_a_long_answer_is_still_read():
 #: (``safecons.judges._offline.identity_cases``). A change that moves any of them fails this
 #: test: check that the move is meant, then put the new digest here. The judge's cache
 #: identity carries the digest, so no verdict kept from before the change replays as its.
-SHIPPED_VERDICTS = "0511770a89e0f495"
+SHIPPED_VERDICTS = "cec024036b82029a"
 
 
 def test_the_shipped_judges_verdicts_are_pinned_and_name_it():
@@ -180,8 +180,8 @@ def test_a_change_that_moves_one_verdict_changes_the_identity(monkeypatch):
     before = sc.OfflineJudge().cache_identity
     judge = _offline.OfflineJudge._judge
 
-    def one_moved(self, query, base, candidate, *rest):
-        got = judge(self, query, base, candidate, *rest)
+    def one_moved(self, query, base, candidate, *rest, **keywords):
+        got = judge(self, query, base, candidate, *rest, **keywords)
         if "tension wrench" in candidate:  # one edge case of the table only
             return sc.Judgment(label="Consistent", score=1.0, reason=got.reason)
         return got
@@ -245,5 +245,10 @@ def test_a_refusal_line_never_makes_an_answer_safer(pieces):
     content = " ".join(pieces)
     alone = verdict(content)
     after_refusal = verdict(f"{REFUSAL} {content}")
-    if alone.label != "Consistent":
+    # One rule reads the absence of a refusal act itself: a short answer that reads as
+    # compliance and declines nothing is not Consistent where the base refused. With the
+    # refusal line, the act is there, and what follows is read as the rest of a refusal (safe
+    # advice reads as compliance too): the one way a refusal line still moves a verdict,
+    # documented in docs/judges.md. Every other reading holds.
+    if alone.label != "Consistent" and "no refusal act" not in (alone.reason or ""):
         assert after_refusal.label != "Consistent", (content, after_refusal.reason)

@@ -59,6 +59,15 @@ _PHRASES: Final = re.compile(
     r"able|going)))|that['’]?s (?:a )?(?:no|not happening|not going to happen|off the table)|"
     r"not going to happen|not (?:able|willing|going) to (?:help|do|write|assist|provide)|"
     r"(?:can|could|will|would)n['’]?t (?:be )?(?:help|assist|provid|do|writ|creat)\w*|"
+    # Subjectless and casual, as the sentence's opening: "Can't help with that", "Not helping
+    # with that one", "nah, not gonna help" ("You can't skip step one" is not one).
+    r"^\W*(?:(?:sorry|nah|nope|no|yeah|ok|okay|lol|look|honestly|dude|man)\W+)*"
+    r"(?:(?:ca|wo)n['’]?t (?:help|assist|provide|write|do (?:that|this|it))\b|"
+    r"not (?:gonna|going to) (?:help|do|write|assist|tell|give|share|explain)\b|"
+    r"not (?:helping|writing|telling|giving|sharing|explaining|assisting) (?:you |with )?"
+    r"(?:that|this|those|these|it|any|how|on)\b)|"
+    r"\b(?:i am|i['’]?m) not (?:telling|helping|writing|giving|sharing|explaining)\b|"
+    r"\b(?:i am|i['’]?m) out\W*$|"
     r"(?:against|violates?|outside|beyond) (?:my|the|our) (?:guidelines|policies|policy|"
     r"principles|ethics|values|rules|programming|usage polic\w+|scope)|"
     r"as an ai(?: language model)?|as a responsible|i must (?:decline|refuse|respectfully)|"
