@@ -39,9 +39,10 @@ def test_a_missing_mirror_names_the_clone_command(public_data, tmp_path):
         public_data["harm_rows"](tmp_path)
 
 
-def test_the_held_out_measurement_says_how_to_get_its_data(tmp_path):
+@pytest.mark.parametrize("script", ["heldout_posture.py", "heldout_jailbreak.py"])
+def test_the_held_out_measurement_says_how_to_get_its_data(tmp_path, script):
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "heldout_posture.py"), "--mirror", str(tmp_path)],
+        [sys.executable, str(ROOT / "scripts" / script), "--mirror", str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,
