@@ -69,6 +69,8 @@ FORBIDDEN: tuple[tuple[str, str | None], ...] = (
     ("paul-rottger/exaggerated-safety", None),
     ("sherdencooper/GPTFuzz", "datasets/responses_labeled/evaluate.csv"),
     ("Waffle-Liu/calibration_guard_model", "data/XSTest/xstest_v2_prompts.csv"),
+    # Issue 29's human labels of jailbreak answers (scripts/heldout_jailbreak.py measures on it).
+    ("purseclab/jailbreak-evaluation", None),
 )
 
 _JBB_FILES = (
