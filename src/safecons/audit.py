@@ -536,7 +536,7 @@ def audit_judge(
     >>> bool(audit.table.filter(slice="all")["identical_consistent"][0] == 1.0)
     True
     >>> audit.passed, audit.reasons[0].split(" <")[0]
-    (False, 'kappa 0.223')
+    (False, 'kappa 0.256')
     """
     return run_sync(
         audit_judge_async,
