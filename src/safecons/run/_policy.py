@@ -41,10 +41,6 @@ MAX_SENSIBLE_RESET_SECONDS: Final = 86_400.0
 #: The shortest time over which a window that turned with no newer word lets its limit out
 #: (seconds): OpenAI's limits are per minute (:meth:`_Budget._spread_wait`).
 SPREAD_SECONDS: Final = 60.0
-#: How far (a share of the window) a newer word's reset must fall after the counted one for
-#: many processes' pace to read it as a token bucket's refill (:meth:`_Budget.heard_unordered`):
-#: past the jitter of when answers are heard, well short of the next window.
-MOVED_RESET: Final = 0.1
 #: The shortest paced wait (seconds): a reset of a nanosecond must not make the pace spin.
 MIN_PACED_WAIT_SECONDS: Final = 0.001
 
@@ -495,23 +491,11 @@ class _Budget:
             if reset_at < self._reset_at - half:
                 return  # the word of a window already past
             same = reset_at <= self._reset_at + half
-            # A newer attempt's word whose reset fell well after the counted one, in the same
-            # window: a fixed window's reset does not move, a token bucket's (the time until
-            # it is full again) moves later as it is drawn on, and what it says remains was
-            # refilled meanwhile. Kept to the strictest word, a drained bucket was let out
-            # only once whole again, a burst a reset: a run's last requests waited for up to
-            # a whole window (6,000 RPM, 1,200 requests: 0.92 of the limit's pace).
-            moved = number > self._heard and reset_at > self._reset_at + MOVED_RESET * self._window
-            if (
-                same
-                and not moved
-                and remaining - (total - base) >= self.remaining - (total - self._base)
-            ):
+            if same and remaining - (total - base) >= self.remaining - (total - self._base):
                 # No stricter than what is counted; but the provider has now said this
                 # window's count itself: no longer a guess let out at the limit's rate.
                 self._turned = None
                 return
-        self._heard = max(self._heard, number)
         self._base, self._carried = base, 0
         self._take(remaining, limit, reset, now)
 
