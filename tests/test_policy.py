@@ -192,8 +192,8 @@ async def _workers_run(provider: BucketProvider, requests: int, workers: int) ->
                 reason="not yet met: 0.92 of the pace. Many workers' pace keeps a window's "
                 "strictest word, so a drained bucket goes out a burst per reset and the run's "
                 "last requests wait up to a whole window; reading a newer word's moved reset "
-                "as the bucket's refill made this 0.985 here but 0.89-0.91 on Ray (0.97 "
-                "without), so it was not kept",
+                "as the bucket's refill made this 0.985 here, but was not measured better "
+                "on Ray (steady 0.89-0.91 with it, 0.90-0.97 without), so it was not kept",
             ),
         ),
     ],
