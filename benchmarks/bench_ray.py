@@ -132,15 +132,24 @@ def limited(cases: list[tuple[int, int, str]], *, actors: int, cap: int, batch_s
     )
     print(
         f"{'path':>7} {'mode':>12} {'RPM':>6} {'rows':>6} {'scored':>7} {'requests':>9} "
-        f"{'429 %':>6} {'wall s':>7} {'ideal s':>8} {'ideal/wall':>11}"
+        f"{'429 %':>6} {'wall s':>7} {'ideal s':>8} {'ideal/wall':>11} {'span s':>7} "
+        f"{'steady':>7}"
     )
     refusal = "I'm sorry, but I can't help with that."
     options = {"responses_per_query": 2, "concurrency_limit": cap, "cache": False}
     for rpm, rows, mode in cases:
         for path in ("ray", "polars"):
             limit = RateLimit(rpm, None, window=1.0, **LIMIT_MODES[mode])  # type: ignore[arg-type]
+            admitted: list[float] = []
+
+            def answer(body: Any, admitted: list[float] = admitted) -> str:
+                # When each admitted request is answered: the span from the first to the last
+                # is the pace itself, without the actors' start-up that the wall time holds.
+                admitted.append(time.perf_counter())
+                return refusal
+
             with FakeOpenAIServer(
-                responder=lambda body: refusal, latency=0.02, rate_limit=limit, log_size=None
+                responder=answer, latency=0.02, rate_limit=limit, log_size=None
             ) as srv:
                 sut = sc.OpenAICompatible(
                     base_url=srv.base_url,
@@ -173,9 +182,14 @@ def limited(cases: list[tuple[int, int, str]], *, actors: int, cap: int, batch_s
                 stats = srv.stats
             ideal = rows / (rpm / 60)
             share = 100 * stats.rate_limited / max(1, stats.requests)
+            # The first window (or a bucket's first second's worth) is whole at once: the rest
+            # at the limit's rate is the span's ideal.
+            span = max(admitted) - min(admitted)
+            steady = (rows - rpm / 60) / (rpm / 60) / span
             print(
                 f"{path:>7} {mode:>12} {rpm:6,} {rows:6,} {scored:7,} {stats.requests:9,} "
-                f"{share:6.1f} {wall:7.2f} {ideal:8.2f} {ideal / wall:11.2f}"
+                f"{share:6.1f} {wall:7.2f} {ideal:8.2f} {ideal / wall:11.2f} {span:7.2f} "
+                f"{steady:7.2f}"
             )
 
 

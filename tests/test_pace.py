@@ -1,4 +1,5 @@
-"""Pacing an endpoint by what its provider said (run/_permits.py: Pace, LocalPermits)."""
+"""Pacing an endpoint by what its provider said (run/_policy.py: Pace; run/_permits.py:
+LocalPermits)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import anyio
 import pytest
 
 from safecons.clients import RateLimits
-from safecons.run._permits import MAX_PACED_WAIT_SECONDS, LocalPermits, Pace
+from safecons.run._permits import LocalPermits
+from safecons.run._policy import MAX_PACED_WAIT_SECONDS, Pace
 from virtual_time import VirtualTimeLoop
 
 
@@ -417,7 +419,7 @@ def test_a_limit_of_zero_never_stops_the_permits_nor_spins() -> None:
 
 
 def test_a_nanosecond_reset_sleeps_at_least_a_millisecond() -> None:
-    from safecons.run._permits import MIN_PACED_WAIT_SECONDS
+    from safecons.run._policy import MIN_PACED_WAIT_SECONDS
 
     clock = FakeClock()
     sleeps: list[float] = []
@@ -519,7 +521,7 @@ def test_a_waiter_looks_again_when_a_newer_word_is_heard() -> None:
         # The loop's own clock, virtual: the waiter's 30 s sleep takes no real time, and the
         # word comes at an exact moment of it.
         permits = LocalPermits(4)
-        pace = permits.pace("e")
+        pace = permits.policy("e").pace
         pace.heard(pace.start(), said(remaining=0, reset=30.0, limit=10), now=0.0)
 
         async def waiter() -> None:

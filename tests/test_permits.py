@@ -76,16 +76,16 @@ async def test_local_pressure_counts_one_cut_per_window_on_the_permits_clock():
         await anyio.wait_all_tasks_blocked()  # both started at 0
         now["t"] = 1.0  # and both 429 at 1 s: one burst, one cut
         answer.set()
-    assert permits.limiter.total_tokens == 4
+    assert permits.policy("e").target == 4
     now["t"] = 1.0  # an attempt starting at the moment of the cut was sent with the old target
     async with permits.slot("e") as same_moment:
         same_moment.rate_limited(None)
-    assert permits.limiter.total_tokens == 4
+    assert permits.policy("e").target == 4
     now["t"] = 2.0  # one started after the cut cuts again
     async with permits.slot("e") as later:
         later.rate_limited(None)
-    assert permits.limiter.total_tokens == 2 and permits.lowest_target == 2
+    assert permits.policy("e").target == 2 and permits.lowest_target == 2
     for _ in range(2 + 3):  # clean attempts grow it back by one per window of the target
         async with permits.slot("e") as clean:
             clean.succeeded()
-    assert permits.limiter.total_tokens == 4
+    assert permits.policy("e").target == 4

@@ -28,7 +28,7 @@ import anyio
 from .._tasks import background_tasks
 from ..clients import RateLimits
 from ..run import MAX_RETRY_AFTER_SECONDS
-from ..run._house import MAX_PACED_WAIT_SECONDS, Pace, Pressure, Slot, Tokens
+from ..run._house import MAX_PACED_WAIT_SECONDS, EndpointPolicy, Slot, Tokens
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 
@@ -75,7 +75,7 @@ _COOL_DOWNS_KEPT = 100
 
 
 class LeaseTable:
-    """One concurrency cap, one adaptive target and per-endpoint cool-downs for many holders.
+    """One concurrency cap and one pacing policy per endpoint for many holders.
 
     A holder (one process, e.g. one Ray actor) asks for a permit with :meth:`acquire`, naming
     the request (an id of its own, unique to it), the endpoint and the lease's length; it gives
@@ -86,17 +86,21 @@ class LeaseTable:
       a holder that died cannot keep permits. A holder that starts again calls :meth:`forget`
       with its old name to free at once what its previous life held. A late release of an
       expired lease is ignored.
-    - **Pressure.** A 429 halves the in-flight target and clean releases grow it back
-      (:class:`Pressure`, on the table's clock, so attempts of all holders count as one
-      window).
+    Each endpoint's rules are its :class:`~safecons.run._house.EndpointPolicy`, the one a
+    process keeps for itself, here on the table's clock so that the attempts of all holders
+    count together:
+
+    - **Pressure.** A 429 halves the endpoint's in-flight target and clean releases grow it
+      back; the leases granted for an endpoint stay within its target (and all of them within
+      ``cap``), so one endpoint's 429s do not cut another's.
     - **Cool-down.** A 429 with ``Retry-After: s`` holds every new grant for its endpoint for
       ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
     - **Pace.** What the provider says of its limits (the rate-limit headers' remaining
       requests and tokens, and their reset times) paces the attempts of every holder to its
-      endpoint, as one process's are paced (:class:`~safecons.run._house.Pace`): a holder asks
-      :meth:`pace` before each attempt and tells :meth:`heard` what its answer said. An
-      endpoint whose first answer says nothing of limits is not paced: :meth:`pace` says so,
-      and holders stop asking until an answer of theirs carries limits.
+      endpoint, as one process's are paced: a holder asks :meth:`pace` before each attempt
+      and tells :meth:`heard` what its answer said. An endpoint whose first answer says
+      nothing of limits is not paced: :meth:`pace` says so, and holders stop asking until an
+      answer of theirs carries limits.
 
     ``clock`` is the table's monotonic clock (injectable for tests); ``pace=False`` makes a
     table that paces nothing (:meth:`pace` answers -1).
@@ -127,12 +131,12 @@ class LeaseTable:
     ) -> None:
         self.cap = check_cap(cap)
         self._pacing = pace
-        self._pressure = Pressure(cap) if adaptive else None
+        self._adaptive = adaptive
         self._max_retry_after = max_retry_after
         self._clock = clock
         self._leases: dict[str, _Lease] = {}
         self._waiting: deque[_Waiter] = deque()
-        self._cooling: dict[str, float] = {}
+        self._cooling: dict[str, float] = {}  # endpoints held now: when their hold ends
         self._abandoned: dict[str, None] = {}
         self._counts = {
             "granted": 0,
@@ -149,7 +153,7 @@ class LeaseTable:
         self._cool_downs: deque[tuple[str, float, float]] = deque(maxlen=_COOL_DOWNS_KEPT)
         self._cool_version = 0
         self._cool_changed: anyio.Event | None = None  # made on the loop, by the first poll
-        self._paces: dict[str, Pace] = {}
+        self._policies: dict[str, EndpointPolicy] = {}
         self._unpaced: set[str] = set()  # endpoints whose answers say nothing of limits
         self._spoke: set[str] = set()  # endpoints an answer said its limits of
         self._pace_due: dict[str, dict[int, float]] = {}  # attempts in flight: their deadline
@@ -216,23 +220,24 @@ class LeaseTable:
             return  # expired already, or never granted: nothing is held
         self._counts["released"] += 1
         now = self._clock()
-        if self._pressure is not None and lease.granted > self._pressure.last_cut:
+        mine = self._policy(lease.endpoint)
+        mine.give_place()
+        if lease.granted > mine.last_cut:
             # Successes on a permit granted before the last cut were sent before it too: they
             # say nothing of the lower target (and would undo the cut at once).
-            for _ in range(int(ok)):
-                self._pressure.succeeded()
+            mine.succeeded(int(ok))
         if limited:
             self._counts["rate_limited"] += 1
             started = lease.granted if started_ago is None else now - max(0.0, started_ago)
-            if self._pressure is not None:
-                self._pressure.rate_limited(started, now)
-            if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
-                self._cool(endpoint or lease.endpoint, now, min(retry_after, self._max_retry_after))
+            hit = endpoint or lease.endpoint
+            policy = self._policy(hit)
+            policy.rate_limited(started, now, retry_after)
+            self._cool(hit, now, policy.held_until())
         self._pump()
 
-    def _cool(self, endpoint: str, now: float, seconds: float) -> None:
-        until = now + seconds
-        if until <= self._cooling.get(endpoint, -math.inf):
+    def _cool(self, endpoint: str, now: float, until: float) -> None:
+        """The endpoint's policy holds it until ``until``: count it, and tell the holders."""
+        if until <= max(now, self._cooling.get(endpoint, -math.inf)):
             return
         self._cooled_seconds += until - max(now, self._cooling.get(endpoint, now))
         self._cooling[endpoint] = until
@@ -273,53 +278,59 @@ class LeaseTable:
         """
         if not self._pacing:
             return -1  # a table made with pace=False shares only the cap and cool-downs
-        pace = self._pace(endpoint)
+        policy = self._policy(endpoint)
         due = self._pace_due.setdefault(endpoint, {})
         while True:
-            self._expire_paced(pace, due)
+            self._expire_paced(policy, due)
             if endpoint in self._unpaced:
                 return -1
-            if pace.started and not pace.first_word.is_set():
+            if policy.awaiting_first_word:
                 with anyio.move_on_after(MAX_PACED_WAIT_SECONDS) as scope:
-                    await pace.first_word.wait()
+                    await policy.pace.first_word.wait()
                 if scope.cancelled_caught:
-                    pace.first_word.set()
+                    policy.pace.first_word.set()
                 continue
-            wait = pace.wait(self._clock(), tokens)
+            wait = policy.wait(self._clock(), tokens)
             if wait <= 0:
-                number = pace.start(tokens)
+                number = policy.start(tokens)
                 due[number] = self._clock() + ttl
                 return number
             # Until the wait is over, or a newer word of the provider is heard.
             with anyio.move_on_after(wait + _PAST):
-                await pace.word.wait()
+                await policy.pace.word.wait()
 
-    def _expire_paced(self, pace: Pace, due: dict[int, float]) -> None:
+    def _expire_paced(self, policy: EndpointPolicy, due: dict[int, float]) -> None:
         """Attempts whose holder never told their answer within their ``ttl`` (it died, or
         was cancelled while the table counted its attempt) stop counting as in flight."""
         now = self._clock()
         for number in [n for n, when in due.items() if when <= now]:
             del due[number]
-            pace.heard(number, None, now)
+            policy.heard(number, None, now)
 
     def heard(self, endpoint: str, number: int, limits: RateLimits | None) -> None:
         """What the answer of attempt ``number`` (from :meth:`pace`; -1 for an attempt not
         paced) to ``endpoint`` said of the provider's limits (None: nothing)."""
-        pace = self._pace(endpoint)
+        policy = self._policy(endpoint)
         if number >= 0 and self._pace_due.get(endpoint, {}).pop(number, None) is not None:
-            pace.heard(number, limits, self._clock())
+            policy.heard(number, limits, self._clock())
         if limits is not None:
             self._spoke.add(endpoint)
             self._unpaced.discard(endpoint)
         elif number >= 0 and endpoint not in self._spoke:
             self._unpaced.add(endpoint)
 
-    def _pace(self, endpoint: str) -> Pace:
-        pace = self._paces.get(endpoint)
-        if pace is None:
+    def _policy(self, endpoint: str) -> EndpointPolicy:
+        """The pacing policy of ``endpoint`` (made on first use)."""
+        policy = self._policies.get(endpoint)
+        if policy is None:
             # Many holders' attempts reach the provider in no order the table knows.
-            pace = self._paces[endpoint] = Pace(ordered=False)
-        return pace
+            policy = self._policies[endpoint] = EndpointPolicy(
+                self.cap,
+                adaptive=self._adaptive,
+                ordered=False,
+                max_hold=self._max_retry_after,
+            )
+        return policy
 
     def abandon(self, request: str) -> None:
         """The holder stopped waiting for ``request`` (it was cancelled): drop the wait, or
@@ -341,7 +352,7 @@ class LeaseTable:
         how many permits were freed."""
         freed = [r for r, lease in self._leases.items() if lease.holder == holder]
         for request in freed:
-            del self._leases[request]
+            self._policy(self._leases.pop(request).endpoint).give_place()
         for waiter in [w for w in self._waiting if w.holder == holder]:
             self._drop(waiter)
         self._counts["reclaimed"] += len(freed)
@@ -353,12 +364,16 @@ class LeaseTable:
         ``expired`` leases (their ttl ran out) and ``reclaimed`` ones (:meth:`forget`), 429s,
         the target and its lowest value, endpoints cooling down (seconds left), the total
         seconds of cool-down, the latest ``cool_downs`` as ``(endpoint, start, end)`` on the
-        table's clock, and how many distinct ``holders`` asked."""
+        table's clock, and how many distinct ``holders`` asked. ``target`` and
+        ``lowest_target`` are the lowest over the endpoints (``cap`` before any 429),
+        ``targets`` each endpoint's now."""
         self._pump()  # expired leases are not counted as in flight
+        policies = self._policies.values()
         return {
             "cap": self.cap,
-            "target": self._target(),
-            "lowest_target": self._pressure.lowest if self._pressure is not None else self.cap,
+            "target": min((p.target for p in policies), default=self.cap),
+            "lowest_target": min((p.lowest for p in policies), default=self.cap),
+            "targets": {e: p.target for e, p in self._policies.items()},
             "in_flight": len(self._leases),
             "max_in_flight": self._max_in_flight,
             "waiting": len(self._waiting),
@@ -371,9 +386,6 @@ class LeaseTable:
 
     # ------------------------------------------------------------------ inside
 
-    def _target(self) -> int:
-        return self._pressure.target if self._pressure is not None else self.cap
-
     def _drop(self, waiter: _Waiter) -> None:
         waiter.abandoned = True
         self._waiting.remove(waiter)
@@ -383,19 +395,20 @@ class LeaseTable:
         """Expire overdue leases and grant permits to the waiters that may have one."""
         now = self._clock()
         for request in [r for r, lease in self._leases.items() if lease.expires <= now]:
-            del self._leases[request]
+            self._policy(self._leases.pop(request).endpoint).give_place()
             self._counts["expired"] += 1
         for endpoint in [e for e, until in self._cooling.items() if until <= now]:
             del self._cooling[endpoint]
         if not self._waiting:
             return
-        target = self._target()
         skipped: list[_Waiter] = []
-        while self._waiting and len(self._leases) < target:
+        while self._waiting and len(self._leases) < self.cap:
             waiter = self._waiting.popleft()
-            if waiter.endpoint in self._cooling:
+            policy = self._policy(waiter.endpoint)
+            if waiter.endpoint in self._cooling or not policy.room:
                 skipped.append(waiter)
                 continue
+            policy.take_place()
             waiter.granted = now
             self._deadline(now + waiter.ttl)
             self._leases[waiter.request] = _Lease(
@@ -425,9 +438,11 @@ class LeaseTable:
 
 @dataclass(slots=True, eq=False)
 class _Held:
-    """A permit this worker holds: its lease, when it came, how many attempts succeeded on it."""
+    """A permit this worker holds: its lease, the endpoint it was granted for, when it came,
+    how many attempts succeeded on it."""
 
     request: str
+    endpoint: str
     granted: float  # this worker's clock
     ok: int = 0
 
@@ -439,9 +454,10 @@ class RemotePermits:
 
     Asking the actor for every attempt costs two Ray calls an attempt, and one actor answers
     only so many (``benchmarks/bench_ray.py`` measures it), so a permit is kept for ``hold``
-    seconds and serves this worker's next attempts, to any endpoint, one at a time; then, or as
-    soon as no attempt of this worker wants it (``idle`` seconds), it goes back, to be granted
-    again first come, first served. The cap holds exactly: a permit serves one attempt at a
+    seconds and serves this worker's next attempts to the endpoint it was granted for (the
+    table counts it against that endpoint's target), one at a time; then, or as soon as no
+    attempt of this worker wants it (``idle`` seconds), it goes back, to be granted again
+    first come, first served. The cap holds exactly: a permit serves one attempt at a
     time. A 429 gives its permit back at once with its ``Retry-After``; every worker hears of
     the cool-down by a long poll on the actor and starts no attempt to that endpoint until it
     ends, permit held or not.
@@ -590,12 +606,18 @@ class RemotePermits:
                 self._limiter.abandon.remote(request)
                 raise
             if not math.isnan(granted):
-                return _Held(request, self._clock())
+                return _Held(request, endpoint, self._clock())
 
-    def _take(self) -> _Held | None:
+    def _take(self, endpoint: str) -> _Held | None:
+        """A kept permit granted for ``endpoint`` whose time to be reused is not up, if any
+        (the newest first). A permit serves only the endpoint it was granted for: the table
+        counts it against that endpoint's in-flight target."""
         now = self._clock()
-        while self._free:
-            held, _ = self._free.pop()
+        for k in range(len(self._free) - 1, -1, -1):
+            held, _ = self._free[k]
+            if held.endpoint != endpoint:
+                continue
+            del self._free[k]
             if now - held.granted < self._hold:
                 return held
             self._return(held)
@@ -630,7 +652,7 @@ class RemotePermits:
             await self._wait_cool(endpoint)
             number = await self._paced(endpoint, tokens)
             try:
-                held = self._take() or await self._lease(endpoint)
+                held = self._take(endpoint) or await self._lease(endpoint)
             except BaseException:
                 self._heard(endpoint, number, None)
                 raise

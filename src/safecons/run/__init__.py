@@ -11,8 +11,9 @@ actors hand it units that make :class:`ModelCall`\\ s, and it runs them
 - :mod:`._runner`: :class:`Runner`, one call's attempts (one permit each, retries with backoff
   honouring ``Retry-After``, per-call timeouts, the budget, the cache), and :func:`run_sync`,
   the sync front that works inside a running event loop.
-- :mod:`._permits`: where an attempt gets its permit (one ``CapacityLimiter`` per run, with
-  adaptive pressure under 429s).
+- :mod:`._permits`: where an attempt gets its permit (one ``CapacityLimiter`` per run).
+- :mod:`._policy`: each endpoint's pacing policy (what its provider said, its adaptive
+  pressure under 429s), which the permits ask before an attempt starts.
 - :mod:`._engine`: :class:`Engine`, the scaffold every front shares: cache, runner, sessions,
   the gate that starts units in order, the progress bar.
 - :mod:`._cache`: the on-disk response cache.

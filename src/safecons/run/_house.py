@@ -1,7 +1,7 @@
 """What the rest of safecons uses of the engine (:mod:`safecons.run`), beside what its users
 meet: the engine and its units, the model call and its options, the runner and its sync
-front, the permits and the pace, the cache's codecs. A door of the house (the house-rules test
-names it), not of the package's users: nothing here is promised to stay.
+front, the permits and each endpoint's pacing policy, the cache's codecs. A door of the house
+(the house-rules test names it), not of the package's users: nothing here is promised to stay.
 """
 
 from ._cache import cache_key as cache_key
@@ -19,13 +19,13 @@ from ._engine import engine as engine
 from ._options import CallOptions as CallOptions
 from ._options import RunOptions as RunOptions
 from ._options import whole_number as whole_number
-from ._permits import MAX_PACED_WAIT_SECONDS as MAX_PACED_WAIT_SECONDS
 from ._permits import LocalPermits as LocalPermits
-from ._permits import Pace as Pace
 from ._permits import Permits as Permits
-from ._permits import Pressure as Pressure
 from ._permits import Slot as Slot
 from ._permits import Tokens as Tokens
+from ._policy import MAX_PACED_WAIT_SECONDS as MAX_PACED_WAIT_SECONDS
+from ._policy import EndpointPolicy as EndpointPolicy
+from ._policy import Pace as Pace
 from ._runner import CallOutcome as CallOutcome
 from ._runner import RetryPolicy as RetryPolicy
 from ._runner import Runner as Runner
@@ -40,12 +40,12 @@ __all__ = (
     "CallOptions",
     "CallOutcome",
     "Endpoint",
+    "EndpointPolicy",
     "Engine",
     "LocalPermits",
     "ModelCall",
     "Pace",
     "Permits",
-    "Pressure",
     "RetryPolicy",
     "RunOptions",
     "RunStats",

@@ -3,17 +3,17 @@
 The runner holds a permit for exactly one attempt (see :mod:`._runner`) and tells it how the
 attempt went; what a permit is depends on where the run runs:
 
-- :class:`LocalPermits`: one process. An :class:`anyio.CapacityLimiter` with adaptive pressure
-  (:class:`Pressure`), and each endpoint paced by what its provider said (:class:`Pace`):
-  the behaviour of every Polars entry point.
+- :class:`LocalPermits`: one process. An :class:`anyio.CapacityLimiter` bounds the run's
+  attempts, and each endpoint's :class:`~safecons.run._policy.EndpointPolicy` (what its
+  provider said, its own adaptive pressure) says when an attempt to it may start: the
+  behaviour of every Polars entry point.
 - leases from one table that many processes share (the actors of a Ray job):
   :mod:`safecons.ray._leases` (``LeaseTable``, ``RemotePermits``), which implement the same
-  :class:`Permits` protocol with the :class:`Slot` and :class:`Pressure` defined here.
+  :class:`Permits` protocol with the :class:`Slot` defined here and the same policy.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -24,125 +24,19 @@ import anyio
 
 from ..clients import RateLimits
 from ..errors import PacingWarning
+from ._policy import MAX_PACED_WAIT_SECONDS, MIN_PACED_WAIT_SECONDS, EndpointPolicy, describe
 
 __all__ = (
-    "MAX_PACED_WAIT_SECONDS",
     "LocalPermits",
-    "Pace",
     "PaceNotices",
     "Permits",
-    "Pressure",
     "Slot",
     "Tokens",
 )
 
-#: The longest one answer's word holds an endpoint (seconds): a ``Retry-After`` or a reset
-#: time past it is read as this long, whatever a misconfigured or hostile server says.
-MAX_PACED_WAIT_SECONDS: Final = 60.0
-#: How long a remaining count sent without its reset time is believed (seconds).
-UNKNOWN_RESET_SECONDS: Final = 1.0
-#: A count above this (requests or tokens in one window) is no limit anyone sets: read as
-#: nothing said (:func:`sensible`).
-MAX_SENSIBLE_COUNT: Final = 10**12
-#: A reset further off than this is no per-minute or per-day window: read as nothing said.
-MAX_SENSIBLE_RESET_SECONDS: Final = 86_400.0
-#: The shortest time over which a window that turned with no newer word lets its limit out
-#: (seconds): OpenAI's limits are per minute (:meth:`_Budget._spread_wait`).
-SPREAD_SECONDS: Final = 60.0
-#: The shortest paced wait (seconds): a reset of a nanosecond must not make the pace spin.
-MIN_PACED_WAIT_SECONDS: Final = 0.001
 #: A paced wait longer than this is shown: a :class:`~safecons.PacingWarning` (once per
 #: endpoint) and the progress bar's postfix (:class:`PaceNotices`).
 VISIBLE_WAIT_SECONDS: Final = 5.0
-
-
-def sensible(limits: RateLimits | None) -> RateLimits | None:
-    """``limits`` with each count (requests, tokens) that no provider could mean read as not
-    said: a limit of 0 (some gateways send it for "no limit set"), a count below 0 or above
-    :data:`MAX_SENSIBLE_COUNT`, a remaining count above its limit, or a reset that is negative,
-    not finite or past :data:`MAX_SENSIBLE_RESET_SECONDS`. A count's limit, remaining and reset
-    go together: one nonsense figure drops the three. ``Retry-After`` is kept (a hold is
-    capped at :data:`MAX_PACED_WAIT_SECONDS` where it is read).
-
-    Examples
-    --------
-    >>> from safecons.clients import RateLimits
-    >>> sensible(RateLimits(limit_requests=0, remaining_requests=0, reset_requests=1.0))
-    >>> sensible(RateLimits(limit_requests=60, remaining_requests=0, reset_requests=360e3))
-    >>> sensible(RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0))
-    RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0, limit_tokens=None, remaining_tokens=None, reset_tokens=None, retry_after=None)
-    """  # noqa: E501
-    if limits is None:
-        return None
-    requests = _sensible_count(
-        limits.limit_requests, limits.remaining_requests, limits.reset_requests
-    )
-    tokens = _sensible_count(limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens)
-    if requests is None and tokens is None and limits.retry_after is None:
-        return None
-    no = (None, None, None)
-    (lr, rr, sr), (lt, rt, st) = requests or no, tokens or no
-    return RateLimits(
-        limit_requests=lr,
-        remaining_requests=rr,
-        reset_requests=sr,
-        limit_tokens=lt,
-        remaining_tokens=rt,
-        reset_tokens=st,
-        retry_after=limits.retry_after,
-    )
-
-
-def _sensible_count(
-    limit: int | None, remaining: int | None, reset: float | None
-) -> tuple[int | None, int | None, float | None] | None:
-    if limit is None and remaining is None and reset is None:
-        return None
-    if limit is not None and not 0 < limit <= MAX_SENSIBLE_COUNT:
-        return None
-    if remaining is not None and not 0 <= remaining <= MAX_SENSIBLE_COUNT:
-        return None
-    if limit is not None and remaining is not None and remaining > limit:
-        return None
-    if reset is not None and not (
-        math.isfinite(reset) and 0 <= reset <= MAX_SENSIBLE_RESET_SECONDS
-    ):
-        return None
-    return limit, remaining, reset
-
-
-def describe(limits: RateLimits | None) -> str:
-    """What a provider's word said, in a few words (for a warning or a progress bar).
-
-    Examples
-    --------
-    >>> from safecons.clients import RateLimits
-    >>> describe(RateLimits(limit_requests=60, remaining_requests=0, reset_requests=42.0))
-    '0 of 60 requests left, reset in 42 s'
-    >>> describe(None)
-    'nothing of its limits'
-    """
-    if limits is None:
-        return "nothing of its limits"
-    parts = []
-    for name, limit, remaining, reset in (
-        ("requests", limits.limit_requests, limits.remaining_requests, limits.reset_requests),
-        ("tokens", limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens),
-    ):
-        if remaining is None and limit is None:
-            continue
-        left = "?" if remaining is None else f"{remaining:,}"
-        of = "" if limit is None else f" of {limit:,}"
-        when = "" if reset is None else f", reset in {_seconds(reset)} s"
-        parts.append(f"{left}{of} {name} left{when}")
-    if limits.retry_after is not None:
-        parts.append(f"Retry-After {_seconds(limits.retry_after)} s")
-    return "; ".join(parts) or "nothing of its limits"
-
-
-def _seconds(value: float) -> str:
-    """``42``, ``0.35``, ``3,600``: seconds as a person reads them."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"  # noqa: PLR2004
 
 
 class PostfixBar(Protocol):
@@ -197,367 +91,6 @@ class PaceNotices:
         bar.set_postfix_str(text, refresh=True)
 
 
-class Pressure:
-    """Adaptive in-flight target: halve it on a 429, grow it back by one per clean window.
-
-    Only a 429 from an attempt that started after the last cut cuts again, so one burst of
-    rate-limit answers to requests sent together counts as one signal (as TCP treats one
-    window's losses). The target never exceeds ``ceiling`` nor drops below 1. Times are the
-    caller's clock (one monotonic clock: the permits' ``clock``); it reads none itself.
-    """
-
-    def __init__(self, ceiling: int) -> None:
-        self.ceiling = ceiling
-        self.target = ceiling
-        self.lowest = ceiling
-        self._last_cut = -math.inf
-        self._clean = 0
-
-    @property
-    def last_cut(self) -> float:
-        """When the target was last cut (the caller's clock; -inf before any cut)."""
-        return self._last_cut
-
-    def rate_limited(self, attempt_started: float, now: float) -> None:
-        self._clean = 0
-        if attempt_started <= self._last_cut:
-            return
-        self._last_cut = now
-        self.target = max(1, self.target // 2)
-        self.lowest = min(self.lowest, self.target)
-
-    def succeeded(self) -> None:
-        if self.target >= self.ceiling:
-            return
-        self._clean += 1
-        if self._clean >= self.target:
-            self._clean = 0
-            self.target += 1
-
-
-class Pace:
-    """When the next attempt to one endpoint may start, by what its provider said.
-
-    Three holds, all on the caller's clock (it reads none itself):
-
-    - the **remaining count**: an answer that said ``remaining`` requests are left until its
-      reset lets that many attempts start after the one it answered (in the order attempts
-      started, which on one connection pool is the order the server counts them), then holds
-      the endpoint until the reset. When the reset passes with no newer word, a new window is
-      taken to allow ``limit`` attempts (when the provider said its limit) until one window
-      later, its length being the longest reset heard; with no limit said, the hold just ends.
-      A reset of nothing (a token bucket's "the next fits now") lets ``remaining`` out at
-      once and the rest at the limit's rate (:meth:`_Budget._take`).
-    - the **remaining tokens**: the same, counted in tokens (``x-ratelimit-remaining-tokens``
-      and ``-reset-tokens``): an attempt starts only if its estimate (``tokens`` of
-      :meth:`wait` and :meth:`start`: the prompt's estimate plus the request's ``max_tokens``,
-      :func:`safecons._tokens.request_tokens`) fits in what the answer said remains, less the
-      estimates of the attempts started after the one it answered and of those started
-      before it still in flight (they may reach the server after it); else it waits for the
-      token reset, when a new window of the token limit is taken as for requests, less what
-      is still in flight (sent before the turn, the server may count it after). An attempt
-      larger than the whole limit starts when a window is whole and nothing has started in it
-      yet, so that it never waits for ever (the provider then answers it as it sees fit).
-      What an answer really used is not known here: only the next answer's headers say it.
-    - **Retry-After**: a 429's wait holds every attempt to the endpoint, not only the one that
-      got it.
-
-    Before the endpoint's first answer, only one attempt is in flight: a run does not send a
-    burst of requests to a provider whose limits it has not heard (:attr:`first_word` is set
-    when the first attempt ends, however it ends). Newer word replaces older; the word of an
-    attempt that started before the one last heard is older, and only its ``Retry-After``
-    counts. Every wait is capped at :data:`MAX_PACED_WAIT_SECONDS`.
-    """
-
-    def __init__(self, *, ordered: bool = True) -> None:
-        self.started = 0  # attempts started to the endpoint
-        self.ordered = ordered
-        #: The newest word heard, as the provider said it (before :func:`sensible`).
-        self.said: RateLimits | None = None
-        self.first_word = anyio.Event()
-        #: Set when an answer's word is heard (then made anew): an attempt waiting on the pace
-        #: looks again, since a newer word may let it start sooner.
-        self.word = anyio.Event()
-        self._requests = _Budget()
-        self._tokens = _Budget()
-        self._hold_until = -math.inf
-        self._spent = 0  # the token estimates of every attempt started, summed
-        # Each attempt in flight: _spent once it had started, and its own estimate.
-        self._in_flight: dict[int, tuple[int, int]] = {}
-        self._in_flight_tokens = 0
-
-    @property
-    def counts_tokens(self) -> bool:
-        """Whether an answer said how many tokens remain (then :meth:`wait` reads estimates)."""
-        return self._tokens.remaining is not None
-
-    def wait(self, now: float, tokens: int = 0) -> float:
-        """Seconds before an attempt of an estimated ``tokens`` may start at ``now`` (0: it may
-        start)."""
-        if now < self._hold_until:
-            return self._hold_until - now
-        # Unordered (many processes), attempts in flight when a window turns may be counted
-        # in the new one: they are carried into it, as tokens always are.
-        carried = 0 if self.ordered else len(self._in_flight)
-        requests = self._requests.wait(now, self.started, 1, self.started, carried=carried)
-        if requests > 0 or self._tokens.remaining is None:
-            return requests
-        return self._tokens.wait(
-            now, self._spent, tokens, self.started, carried=self._in_flight_tokens
-        )
-
-    def start(self, tokens: int = 0) -> int:
-        """Count an attempt of an estimated ``tokens`` as started; its number, for
-        :meth:`heard`."""
-        number = self.started
-        self.started += 1
-        self._spent += tokens
-        self._in_flight[number] = (self._spent, tokens)
-        self._in_flight_tokens += tokens
-        return number
-
-    def heard(self, number: int, limits: RateLimits | None, now: float) -> None:
-        """What attempt ``number``'s answer said (None: nothing, or no answer), at ``now``.
-
-        Its ``Retry-After`` is not read here: only a 429's holds the endpoint (:meth:`hold`);
-        a 503's is that one call's back-off.
-        """
-        self.first_word.set()
-        through, tokens = self._in_flight.pop(number, (self._spent, 0))
-        self._in_flight_tokens -= tokens
-        checked = sensible(limits)
-        if checked is None:
-            return
-        self.said = limits  # as the provider said it: what a long wait names
-        limits = checked
-        word, self.word = self.word, anyio.Event()
-        word.set()
-        if not self.ordered:
-            self._heard_unordered(number, limits, now)
-            return
-        # Attempts started before this one and still in flight may reach the server after
-        # it (64 connections do not keep their order): counted as not yet counted, for
-        # requests as for tokens.
-        earlier = sum(1 for n in self._in_flight if n < number)
-        self._requests.heard(
-            number,
-            remaining=limits.remaining_requests,
-            limit=limits.limit_requests,
-            reset=limits.reset_requests,
-            now=now,
-            base=number + 1 - earlier,
-        )
-        if limits.remaining_tokens is not None:
-            # Attempts started before this one and still in flight may reach the server after
-            # it (64 connections do not keep their order): count them as not yet counted.
-            through -= sum(t for n, (_, t) in self._in_flight.items() if n < number)
-        self._tokens.heard(
-            number,
-            remaining=limits.remaining_tokens,
-            limit=limits.limit_tokens,
-            reset=limits.reset_tokens,
-            now=now,
-            base=through,
-        )
-
-    def _heard_unordered(self, number: int, limits: RateLimits, now: float) -> None:
-        """An answer's word when attempts reach the server in no known order (many processes
-        share the pace): every attempt still in flight is counted as used after it, the worst
-        case, and within one window the strictest word stands."""
-        self._requests.heard_unordered(
-            number,
-            remaining=limits.remaining_requests,
-            limit=limits.limit_requests,
-            reset=limits.reset_requests,
-            now=now,
-            base=self.started - len(self._in_flight),
-            total=self.started,
-        )
-        self._tokens.heard_unordered(
-            number,
-            remaining=limits.remaining_tokens,
-            limit=limits.limit_tokens,
-            reset=limits.reset_tokens,
-            now=now,
-            base=self._spent - self._in_flight_tokens,
-            total=self._spent,
-        )
-
-    def hold(self, seconds: float, now: float) -> None:
-        """Hold the endpoint ``seconds`` from ``now`` (a 429's ``Retry-After``)."""
-        self._hold_until = max(
-            self._hold_until, now + min(max(seconds, 0.0), MAX_PACED_WAIT_SECONDS)
-        )
-
-
-class _Budget:
-    """One count a provider reports (requests, or tokens) and how much of it was used since.
-
-    ``used`` is read on a running total the caller keeps (attempts started, or their token
-    estimates summed): what was used since the newest word is that total less ``_base``, the
-    total as it stood once the attempt that word answered had started.
-    """
-
-    __slots__ = (
-        "_allowance",
-        "_base",
-        "_carried",
-        "_heard",
-        "_limit",
-        "_reset_at",
-        "_turned",
-        "_window",
-        "remaining",
-    )
-
-    def __init__(self) -> None:
-        self.remaining: int | None = None
-        self._heard = -1  # the attempt whose answer is the newest word
-        self._base = 0
-        self._carried = 0  # what the window took over, in flight when it turned
-        self._limit: int | None = None
-        self._reset_at = -math.inf
-        self._window = 0.0
-        # When the window turned with no newer word (None: the window is a word's own).
-        self._turned: float | None = None
-        # What a turned window lets out at once (0: one attempt): a word whose reset is now.
-        self._allowance = 0
-
-    def wait(self, now: float, total: int, cost: int, started: int, *, carried: int = 0) -> float:
-        """Seconds before ``cost`` more may be used at ``now``, ``total`` being the running
-        total and ``started`` the attempts started so far.
-
-        ``carried`` is what attempts in flight use: when the window turns with no newer
-        word, it counts against the new window, since the server may count those attempts
-        in it (the reset was heard an answer's latency late, so attempts sent just before
-        it may reach the server after its turn).
-        """
-        if self.remaining is None:
-            return 0.0
-        if now >= self._reset_at:
-            if self._limit is None or self._window <= 0:
-                self.remaining = None
-                return 0.0
-            # The window turned with no newer word: a new one, as large as the limit said,
-            # let out at the limit's rate (below), not all at once.
-            self.remaining, self._heard = self._limit, started - 1
-            self._base, self._carried = total - carried, carried
-            self._turned, self._allowance = now, 0
-            turned = self._reset_at + self._window
-            self._reset_at = turned if turned > now else now + self._window
-        used = total - self._base
-        if used + cost <= self.remaining:
-            spread = self._spread_wait(now, used, cost)
-            if spread <= 0:
-                return 0.0
-            return min(spread, max(0.0, self._reset_at - now))
-        limit = self._limit
-        if limit and cost > limit and used == self._carried and self.remaining >= limit:
-            return 0.0  # larger than a whole window: it may go first in a fresh one
-        return max(0.0, self._reset_at - now)
-
-    def _spread_wait(self, now: float, used: int, cost: int) -> float:
-        """Seconds before ``cost`` more may be used in a window that turned with no newer
-        word: one attempt at once, then the limit at its rate over at least
-        :data:`SPREAD_SECONDS`.
-
-        Whether a provider's reset is the time until its count is whole again (OpenAI's
-        word: then the whole limit is there at once) or until the next request fits (some
-        gateways' token buckets: then the limit is a minute's, refilled continuously) cannot
-        be told from one answer. Let out at the rate, a window is never a burst of 429s on
-        the second kind; on the first, the next answer's word (which replaces the turn's
-        guess) comes one round trip later.
-        """
-        if self._turned is None or self._limit is None:
-            return 0.0
-        rate = self._limit / max(self._window, SPREAD_SECONDS)
-        allowed = self._carried + max(cost, self._allowance) + (now - self._turned) * rate
-        return 0.0 if used + cost <= allowed else (used + cost - allowed) / rate
-
-    def heard(
-        self,
-        number: int,
-        *,
-        remaining: int | None,
-        limit: int | None,
-        reset: float | None,
-        now: float,
-        base: int,
-    ) -> None:
-        """Attempt ``number``'s answer said ``remaining`` of ``limit`` are left until ``reset``
-        seconds from ``now``; ``base`` is the running total once that attempt had started."""
-        if remaining is None or number < self._heard:
-            return
-        reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
-        self._heard, self._base, self._carried = number, base, 0
-        self._take(remaining, limit, reset, now)
-
-    def _take(self, remaining: int, limit: int | None, reset: float, now: float) -> None:
-        """The newest word: ``remaining`` of ``limit`` left until ``reset`` seconds from ``now``.
-
-        A reset of (next to) nothing is a token bucket's "the next request fits now" (some
-        gateways send the time until one more fits, 0 while any do, with a minute's limit):
-        ``remaining`` may start at once and the rest at the limit's rate, as in a window that
-        turned (:meth:`_spread_wait`). Read as a window that is already over, it would let
-        every attempt out at once, and most would be answered 429.
-        """
-        self._turned, self._allowance = None, 0
-        self.remaining, self._limit = remaining, limit
-        self._reset_at = now + reset
-        self._window = max(self._window, reset)
-        if reset < MIN_PACED_WAIT_SECONDS and limit is not None:
-            self.remaining = max(limit, remaining)
-            self._turned, self._allowance = now, max(remaining, 1)
-            self._reset_at = now + max(self._window, SPREAD_SECONDS)
-
-    def heard_unordered(
-        self,
-        number: int,
-        *,
-        remaining: int | None,
-        limit: int | None,
-        reset: float | None,
-        now: float,
-        base: int,
-        total: int,
-    ) -> None:
-        """As :meth:`heard`, for answers in no known order: ``base`` counts every attempt in
-        flight as used after this one (``total`` is the running total now).
-
-        When the window turned with no newer word (a guess, let out at the limit's rate), the
-        word of an attempt ``number`` started after the turn replaces the guess. Otherwise a
-        word of an earlier window than the one counted is stale; of a later one, it replaces
-        it; of the same one, it replaces it only if it leaves less. (The turned window's own
-        end is no provider's: a token bucket's reset, the time until it is full again, fell
-        before it, so each fresh word read as a window already past, and many workers were
-        held to the guess's rate, an eighth of the limit.)"""
-        if remaining is None:
-            return
-        if self._turned is not None and self._allowance == 0 and number > self._heard:
-            # The window turned with no word, and this attempt started after the turn: its
-            # word is the provider's own count of the window that the turn only guessed.
-            self._heard, self._base, self._carried = number, base, 0
-            reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
-            self._take(remaining, limit, reset, now)
-            return
-        reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
-        reset_at = now + reset
-        half = self._window / 2
-        # A bucket's "the next fits now" belongs to no window: newer replaces older.
-        bucket = limit is not None and (reset < MIN_PACED_WAIT_SECONDS or self._allowance > 0)
-        if self.remaining is not None and math.isfinite(self._reset_at) and not bucket:
-            if reset_at < self._reset_at - half:
-                return  # the word of a window already past
-            same = reset_at <= self._reset_at + half
-            if same and remaining - (total - base) >= self.remaining - (total - self._base):
-                # No stricter than what is counted; but the provider has now said this
-                # window's count itself: no longer a guess let out at the limit's rate.
-                self._turned = None
-                return
-        self._base, self._carried = base, 0
-        self._take(remaining, limit, reset, now)
-
-
 @dataclass(slots=True)
 class Slot:
     """One attempt's permit, and what the runner says of the attempt before it gives it back:
@@ -597,15 +130,19 @@ class Permits(Protocol):
 
 
 class LocalPermits:
-    """One process's permits: a capacity limiter whose size adaptive pressure moves, and a
-    :class:`Pace` per endpoint, shared by every session of the run that calls it.
+    """One process's permits: one capacity limiter for the run, and an
+    :class:`~safecons.run._policy.EndpointPolicy` per endpoint, shared by every session of the
+    run that calls it.
 
-    An attempt waits for its endpoint's pace before it takes a place in the limiter, so an
-    endpoint the provider holds leaves the places to the run's other endpoints. ``clock``
-    dates each attempt's start, each 429 and each answer's word; ``sleep`` waits on the same
-    clock. By default both are the event loop's (``anyio.current_time``, ``anyio.sleep``),
-    the clock the runner's deadlines and backoffs run on too: on a loop whose clock is
-    virtual (the tests'), every wait of a run is on it.
+    An attempt waits until its endpoint's policy lets it start (the provider's word, the
+    endpoint's in-flight target) before it takes a place in the limiter, so an endpoint that
+    is held leaves the places to the run's other endpoints; the limiter's size is the run's
+    ``concurrency_limit`` and never changes (adaptive pressure is each endpoint's target).
+    ``clock`` dates each attempt's start, each 429 and each answer's word; ``sleep`` waits on
+    the same clock. By default (``sleep=None``) both are the event loop's
+    (``anyio.current_time``, and a wait timed by the loop), the clock the runner's deadlines
+    and backoffs run on too: on a loop whose clock is virtual (the tests'), every wait of a
+    run is on it.
     """
 
     def __init__(
@@ -614,56 +151,73 @@ class LocalPermits:
         *,
         adaptive: bool = True,
         clock: Callable[[], float] = anyio.current_time,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
         notices: PaceNotices | None = None,
     ) -> None:
         self.limiter = anyio.CapacityLimiter(concurrency_limit)
         self.notices = PaceNotices() if notices is None else notices
-        self._pressure = Pressure(concurrency_limit) if adaptive else None
+        self._concurrency = concurrency_limit
+        self._adaptive = adaptive
         self._clock = clock
         self._sleep = sleep
-        self._paces: dict[str, Pace] = {}
+        self._policies: dict[str, EndpointPolicy] = {}
 
-    def pace(self, endpoint: str) -> Pace:
-        """The pace of ``endpoint`` (made on first use)."""
-        pace = self._paces.get(endpoint)
-        if pace is None:
-            pace = self._paces[endpoint] = Pace()
-        return pace
+    def policy(self, endpoint: str) -> EndpointPolicy:
+        """The pacing policy of ``endpoint`` (made on first use)."""
+        policy = self._policies.get(endpoint)
+        if policy is None:
+            policy = self._policies[endpoint] = EndpointPolicy(
+                self._concurrency, adaptive=self._adaptive
+            )
+        return policy
 
-    async def _paced(self, endpoint: str, pace: Pace, tokens: Tokens) -> int:
-        """Take a place in the limiter once ``pace`` lets an attempt of ``tokens`` start; the
+    async def _paced(self, endpoint: str, policy: EndpointPolicy, tokens: Tokens) -> int:
+        """Take a place in the limiter once ``policy`` lets an attempt of ``tokens`` start; the
         attempt's estimate (0 while its provider has said nothing of tokens)."""
         n = tokens if isinstance(tokens, int) else 0
         while True:
-            if pace.started and not pace.first_word.is_set():
-                await pace.first_word.wait()
-            if callable(tokens) and pace.counts_tokens:
+            if policy.awaiting_first_word:
+                await policy.pace.first_word.wait()
+            if callable(tokens) and policy.counts_tokens:
                 n, tokens = tokens(), None  # worked out once, when first needed
-            await self._wait_for(endpoint, pace, n)
+            await self._wait_for(endpoint, policy, n)
             await self.limiter.acquire()
             # Others may have started while this one queued for its place: look again.
-            ready = pace.first_word.is_set() or not pace.started
-            estimated = not (callable(tokens) and pace.counts_tokens)
-            if ready and estimated and pace.wait(self._clock(), n) <= 0:
+            estimated = not (callable(tokens) and policy.counts_tokens)
+            if estimated and policy.may_start(self._clock(), n):
                 return n
             self.limiter.release()
 
-    async def _wait_for(self, endpoint: str, pace: Pace, tokens: int) -> None:
-        """Sleep until ``pace`` lets an attempt of ``tokens`` start, showing a long wait."""
+    async def _wait_for(self, endpoint: str, policy: EndpointPolicy, tokens: int) -> None:
+        """Sleep until ``policy`` lets an attempt of ``tokens`` start (the provider's word, then
+        a place under the endpoint's target), showing a long wait."""
         shown = False
         try:
-            while (wait := pace.wait(self._clock(), tokens)) > 0:
+            while True:
+                wait = policy.wait(self._clock(), tokens)
+                if wait <= 0 and policy.room:
+                    return
+                if wait <= 0:
+                    await policy.place_freed().wait()
+                    continue
                 if wait > VISIBLE_WAIT_SECONDS and not shown:
                     shown = True
-                    self.notices.waiting(endpoint, wait, describe(pace.said))
-                await self._sleep_or_word(max(wait, MIN_PACED_WAIT_SECONDS), pace.word)
+                    self.notices.waiting(endpoint, wait, describe(policy.pace.said))
+                await self._sleep_or_word(max(wait, MIN_PACED_WAIT_SECONDS), policy.pace.word)
         finally:
             if shown:
                 self.notices.waited(endpoint)
 
     async def _sleep_or_word(self, seconds: float, word: anyio.Event) -> None:
         """Sleep ``seconds``, or less if a newer word of the provider is heard meanwhile."""
+        if self._sleep is None:
+            # Every word wakes every attempt waiting on the endpoint (at 6,000 RPM, a hundred
+            # words a second to as many waiters): one timed wait, no task started for it,
+            # costs a third of the CPU of a task group of two.
+            with anyio.move_on_after(seconds):
+                await word.wait()
+            return
+        sleep = self._sleep
         async with anyio.create_task_group() as tg:
 
             async def heard() -> None:
@@ -673,34 +227,32 @@ class LocalPermits:
             tg.start_soon(heard)
             # The sleep in this task, not in another: it starts at once, as a plain sleep
             # would (a test clock that moves on each sleep sees the same order).
-            await self._sleep(seconds)
+            await sleep(seconds)
             tg.cancel_scope.cancel()
 
     @property
     def lowest_target(self) -> int:
-        return (
-            self._pressure.lowest if self._pressure is not None else int(self.limiter.total_tokens)
-        )
+        """The lowest in-flight target any endpoint's pressure reached (the run's
+        concurrency when none was cut)."""
+        return min((p.lowest for p in self._policies.values()), default=self._concurrency)
 
     @asynccontextmanager
     async def slot(self, endpoint: str, *, tokens: Tokens = None) -> AsyncIterator[Slot]:
-        pace = self.pace(endpoint)
-        estimate = await self._paced(endpoint, pace, tokens)
+        policy = self.policy(endpoint)
+        estimate = await self._paced(endpoint, policy, tokens)
         slot = Slot(self._clock())
-        number = pace.start(estimate)
+        policy.take_place()
+        number = policy.start(estimate)
         try:
             yield slot
         finally:
             self.limiter.release()
-            now = self._clock()
-            pace.heard(number, slot.rate_limits, now)
-            if slot.limited and slot.retry_after is not None:
-                pace.hold(slot.retry_after, now)
-            pressure = self._pressure
-            if pressure is not None and (slot.limited or slot.ok):
-                if slot.limited:
-                    pressure.rate_limited(slot.started, now)
-                else:
-                    pressure.succeeded()
-                if pressure.target != self.limiter.total_tokens:
-                    self.limiter.total_tokens = pressure.target
+            policy.ended(
+                number,
+                started=slot.started,
+                now=self._clock(),
+                limits=slot.rate_limits,
+                limited=slot.limited,
+                retry_after=slot.retry_after,
+                ok=slot.ok,
+            )

@@ -162,7 +162,7 @@ class Runner:
         say so. None: no cap.
     adaptive
         Lower the in-flight target when the server answers 429, then recover (see
-        :class:`~safecons.run._permits.Pressure`).
+        :class:`~safecons.run._policy.EndpointPolicy`, each endpoint's own).
     permits
         Where each attempt gets its permit; default: :class:`~safecons.run._permits.LocalPermits`
         of ``concurrency_limit`` (and ``adaptive``), this process's own. A Ray job passes

@@ -1,0 +1,215 @@
+"""One endpoint's pacing policy (run/_policy.py: EndpointPolicy), as one process's permits and
+a lease table shared by many workers both ask it: each endpoint's own pressure, a
+``Retry-After`` holding its endpoint, and a token bucket's pace kept. On the virtual clock:
+every time below is exact."""
+
+from __future__ import annotations
+
+import math
+from contextlib import AsyncExitStack
+
+import anyio
+import pytest
+
+from safecons.run._permits import LocalPermits
+from safecons.run._policy import EndpointPolicy
+from test_leases import TTL, BucketProvider, permits_of, table_of
+from virtual_time import VIRTUAL_TIME
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return VIRTUAL_TIME
+
+
+def test_a_retry_after_holds_its_endpoint_within_the_bound_and_no_other():
+    sut, judge = EndpointPolicy(8), EndpointPolicy(8)
+    sut.rate_limited(started=0.0, now=1.0, retry_after=2.5)
+    assert sut.wait(1.0) == 2.5 and sut.wait(3.5) == 0.0
+    assert judge.wait(1.0) == 0.0
+    assert not sut.may_start(2.0) and sut.may_start(3.5)
+    bounded = EndpointPolicy(8, max_hold=0.3)
+    bounded.rate_limited(started=0.0, now=0.0, retry_after=3600.0)
+    assert bounded.wait(0.0) == pytest.approx(0.3)
+    # Not a time (as the runner's back-off reads it): no hold, but the target is cut.
+    never = EndpointPolicy(8)
+    never.rate_limited(started=0.0, now=0.0, retry_after=math.inf)
+    assert never.wait(0.0) == 0.0 and never.target == 4
+
+
+def test_a_policy_not_adaptive_keeps_its_target():
+    policy = EndpointPolicy(8, adaptive=False)
+    policy.rate_limited(started=0.0, now=1.0, retry_after=None)
+    assert policy.target == 8 and policy.lowest == 8 and policy.last_cut == -math.inf
+
+
+async def _most_in_flight(permits: LocalPermits, endpoint: str, attempts: int) -> int:
+    """The most attempts to ``endpoint`` in flight at once when ``attempts`` start together,
+    each taking a second."""
+    live = {"now": 0, "most": 0}
+
+    async def one() -> None:
+        async with permits.slot(endpoint) as slot:
+            live["now"] += 1
+            live["most"] = max(live["most"], live["now"])
+            await anyio.sleep(1.0)
+            live["now"] -= 1
+            slot.succeeded()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(attempts):
+            tg.start_soon(one)
+    return live["most"]
+
+
+async def test_a_429_cuts_the_target_of_its_endpoint_only():
+    permits = LocalPermits(8)
+    for endpoint in ("sut", "judge"):  # each endpoint's first answer (it says no limits)
+        async with permits.slot(endpoint) as slot:
+            slot.succeeded()
+    gate = anyio.Event()
+
+    async def limited() -> None:
+        async with permits.slot("judge") as slot:
+            await gate.wait()
+            slot.rate_limited(None)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(limited)
+        await anyio.wait_all_tasks_blocked()
+        gate.set()  # one burst of 429s: one cut, 8 -> 4
+    assert permits.policy("judge").target == 4 and permits.policy("sut").target == 8
+    assert permits.lowest_target == 4
+    # The run's limiter keeps its size: the SUT still has every place, the judge its four.
+    assert permits.limiter.total_tokens == 8
+    assert await _most_in_flight(permits, "sut", 8) == 8
+    assert await _most_in_flight(permits, "judge", 8) == 4
+
+
+async def test_a_429_holds_its_endpoint_while_another_goes_on():
+    permits = LocalPermits(4)
+    for endpoint in ("sut", "judge"):
+        async with permits.slot(endpoint) as slot:
+            slot.succeeded()
+    began = anyio.current_time()
+    async with permits.slot("sut") as slot:
+        slot.rate_limited(3.0)
+    async with permits.slot("judge") as slot:
+        assert anyio.current_time() == began  # not held
+        slot.succeeded()
+    async with permits.slot("sut") as slot:
+        assert anyio.current_time() - began == pytest.approx(3.0)
+        slot.succeeded()
+
+
+async def test_the_tables_429_cuts_the_grants_of_its_endpoint_only():
+    table = table_of(8)
+    for k in range(8):
+        await table.acquire("a", f"j{k}", "judge", ttl=TTL)
+    for k in range(8):  # one burst: one cut
+        table.release(f"j{k}", limited=True)
+    assert table.stats()["targets"] == {"judge": 4}
+    began = anyio.current_time()
+    for k in range(8):  # the SUT's grants are not cut: all eight at once
+        await table.acquire("b", f"s{k}", "sut", ttl=TTL)
+    assert anyio.current_time() == began
+    for k in range(8):
+        table.release(f"s{k}", ok=1)
+    for k in range(4):  # the judge's are: four, and a fifth waits for a place
+        await table.acquire("a", f"k{k}", "judge", ttl=TTL)
+    with anyio.move_on_after(1.0) as scope:
+        await table.acquire("a", "k4", "judge", ttl=TTL)
+    assert scope.cancelled_caught
+    table.release("k0", ok=1)
+    await table.acquire("a", "k5", "judge", ttl=TTL)
+    stats = table.stats()
+    assert stats["in_flight"] == 4 and stats["target"] == 4 and stats["lowest_target"] == 4
+
+
+#: The server's latency in the pace tests (seconds).
+LATENCY = 0.02
+
+
+async def _local_run(provider: BucketProvider, requests: int) -> float:
+    """One process, 64 in flight at most, ``requests`` to one bucket: the seconds taken."""
+    permits = LocalPermits(64)
+    # As the engine's gate does, at most twice the limit's calls wait for a permit at once
+    # (1,200 waiting tasks, each woken by each word heard, cost seconds of real time).
+    units = anyio.Semaphore(128)
+
+    async def one() -> None:
+        async with units, permits.slot("sut") as slot:
+            arrived = anyio.current_time()
+            await anyio.sleep(LATENCY)
+            provider.answer(slot, arrived)
+
+    began = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        for _ in range(requests):
+            tg.start_soon(one)
+    return anyio.current_time() - began
+
+
+async def _workers_run(provider: BucketProvider, requests: int, workers: int) -> float:
+    """``workers`` processes sharing one table of 64 permits, each with its share of
+    ``requests`` to one bucket: the seconds taken."""
+    table = table_of(64)
+    each = [permits_of(table, f"w{k}", local_limit=64 // workers) for k in range(workers)]
+
+    async def one(permits) -> None:  # type: ignore[no-untyped-def]
+        async with permits.slot("sut") as slot:
+            arrived = anyio.current_time()
+            await anyio.sleep(LATENCY)
+            provider.answer(slot, arrived)
+
+    began = anyio.current_time()
+    async with AsyncExitStack() as stack:
+        for permits in each:
+            await stack.enter_async_context(permits.open())
+        async with anyio.create_task_group() as tg:
+            for permits in each:
+                for _ in range(requests // workers):
+                    tg.start_soon(one, permits)
+    return anyio.current_time() - began
+
+
+@pytest.mark.parametrize(
+    ("per_second", "requests", "workers"),
+    [
+        (10, 300, 1),
+        (100, 1_200, 1),
+        (10, 300, 2),
+        (10, 300, 3),
+        pytest.param(
+            100,
+            1_200,
+            2,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="not yet met: 0.92 of the pace. Many workers' pace keeps a window's "
+                "strictest word, so a drained bucket goes out a burst per reset and the run's "
+                "last requests wait up to a whole window; reading a newer word's moved reset "
+                "as the bucket's refill made this 0.985 here, but was not measured better "
+                "on Ray (steady 0.89-0.91 with it, 0.90-0.97 without), so it was not kept",
+            ),
+        ),
+    ],
+)
+async def test_a_token_buckets_pace_is_kept_with_hardly_a_429(per_second, requests, workers):
+    # The issue's goal on a token bucket (600 and 6,000 RPM; it holds a second's worth,
+    # refills continuously, and its reset says when it is full again), for one process and
+    # for workers sharing one table: every request answered, at least 0.95 of the limit's
+    # pace, at most 1% answered 429. The bucket starts full: the ideal is the rest at the
+    # limit's rate.
+    provider = BucketProvider(per_second)
+    if workers == 1:
+        took = await _local_run(provider, requests)
+    else:
+        took = await _workers_run(provider, requests, workers)
+    assert provider.answered == requests
+    assert provider.limited <= requests // 100
+    ideal = (requests - per_second) / per_second
+    assert ideal / took >= 0.95, took
