@@ -363,6 +363,7 @@ def test_azure_batches_go_to_its_own_paths(tmp_path) -> None:
                 api_key="azure-key-0123456789",
                 batch=True,
                 batch_poll_seconds=POLL,
+                batch_wait_seconds=WAIT,
             )
             for role in ("sut", "judge")
         }
@@ -385,6 +386,7 @@ def test_a_server_without_a_batch_api_is_a_clear_error() -> None:
         api_key="",
         transport=httpx.MockTransport(handler),
         batch=True,
+        batch_wait_seconds=WAIT,
     )
     with pytest.raises(
         ConfigError, match=r"no Batch API.*batch=False \(safecons run: drop --batch\)"
@@ -420,6 +422,16 @@ def test_safecons_run_batch(tmp_path, capsys, cli_run_args) -> None:
         assert main(cli_run_args(src, out, srv.base_url, "--batch")) == 2
         assert "--batch: needs --cache" in capsys.readouterr().err
         args = cli_run_args(src, out, srv.base_url, "--batch", "--cache", str(tmp_path / "c"))
+        for bad, said in (
+            (["--batch-wait", "-1"], "--batch-wait: expected seconds >= 0, got -1"),
+            (["--batch-wait", "nan"], "--batch-wait: expected seconds >= 0, got nan"),
+        ):
+            assert main([*args, *bad]) == 2
+            assert said in capsys.readouterr().err
+        plain = cli_run_args(src, out, srv.base_url, "--batch-wait", "1")
+        assert main(plain) == 2
+        assert "--batch-wait: only with --batch" in capsys.readouterr().err
+        args += ["--batch-wait", str(WAIT)]
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             code = main([*args, "--set", "responses_per_query=2"])
@@ -567,6 +579,7 @@ def test_a_creation_whose_answer_was_lost_is_found_not_made_twice(tmp_path) -> N
                 transport=httpx.MockTransport(handler),
                 batch=True,
                 batch_poll_seconds=POLL,
+                batch_wait_seconds=WAIT,
             )
             for role in ("sut", "judge")
         }

@@ -484,6 +484,7 @@ def _client(
         else:
             base_url, source = OPENAI_BASE_URL, f"OpenAI's API: no --{role}-base-url given"
     batch = bool(getattr(args, "batch", False))
+    wait = getattr(args, "batch_wait", None)
     try:
         client = OpenAICompatible(
             model=model,
@@ -491,6 +492,7 @@ def _client(
             api_key_env=key_env,
             batch=batch,
             cancel_on_interrupt=bool(getattr(args, "cancel_on_interrupt", False)),
+            **({} if wait is None else {"batch_wait_seconds": wait}),
         )
     except ValueError as exc:
         # The messages never quote a URL or a key, so they can be shown as they are.
@@ -547,6 +549,11 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.cancel_on_interrupt and not args.batch:
         raise SafeconsError("--cancel-on-interrupt: only with --batch (it cancels its batches)")
+    if args.batch_wait is not None:
+        if not args.batch:
+            raise SafeconsError("--batch-wait: only with --batch (how long a batch waits)")
+        if not math.isfinite(args.batch_wait) or args.batch_wait < 0:
+            raise SafeconsError(f"--batch-wait: expected seconds >= 0, got {args.batch_wait:g}")
     df = _read_input(Path(args.input))
     sut = _client(args, "sut")
     judge = _jury(args)
@@ -960,6 +967,14 @@ def _add_run(sub: _Commands) -> None:
         help="send the SUT's and the judge's calls through the provider's Batch API (OpenAI, "
         "Azure OpenAI): half the price, answers within 24 hours; needs --cache, and a rerun "
         "with the same cache picks up its batches (docs/batch.md)",
+    )
+    add(
+        "--batch-wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --batch: send a batch once no call has come for this long (default 2; "
+        "the lines of a stage then go in as few batches as they fill)",
     )
     add(
         "--cancel-on-interrupt",
