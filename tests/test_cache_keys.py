@@ -731,22 +731,6 @@ def test_a_long_closure_value_is_hashed_in_place():
     assert peak < 10_000_000  # no hex or JSON copy of 50 MB
 
 
-def test_the_identity_is_read_once_per_run(tmp_path, monkeypatch):
-    import safecons.clients._callable as module
-
-    reads = collections.Counter()
-    real = module.identify
-
-    def counting(fn):
-        reads[fn] += 1
-        return real(fn)
-
-    monkeypatch.setattr(module, "identify", counting)
-    sut = over("x")
-    run(sut, ScriptedChat([VERDICT]), tmp_path / "calls.sqlite")
-    assert reads[sut] == 1
-
-
 @pytest.mark.parametrize(
     "make",
     [

@@ -24,7 +24,7 @@ from ._base import (
     describe,
 )
 from ._facts import ClientFacts
-from ._identity import Identity, identify, identify_in_run
+from ._identity import Identity, identify
 
 __all__ = (
     "DEFAULT_MAX_THREADS",
@@ -395,9 +395,9 @@ class CallableClient:
         self._version = version
 
     def _read(self) -> Identity | None:
-        # Read once per run (read_once), anew in each: a closure's value changed since the
-        # client was made is then part of the next run's identity.
-        return None if self._name is not None else identify_in_run(self._fn, identify)
+        # Read each time it is asked for: a closure's value changed since the client was made
+        # is then part of the next run's identity.
+        return None if self._name is not None else identify(self._fn)
 
     def _label(self, read: Identity | None) -> str:
         name = f"{describe(self._fn)}#{read.digest}" if read is not None else self._name

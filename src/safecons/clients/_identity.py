@@ -35,8 +35,6 @@ gives. No memory address or hash order enters the hash, so it is the same in eve
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import dis
 import functools
@@ -47,7 +45,7 @@ import re
 import sys
 import sysconfig
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = (
@@ -57,7 +55,6 @@ __all__ = (
     "callable_digest",
     "credential_name",
     "identify",
-    "read_once",
 )
 
 #: Values (scalars included) one default, closure cell or attribute may hold and count by value.
@@ -196,38 +193,6 @@ def identify(fn: Callable[..., Any]) -> Identity:
     globals_read = tuple(f"the global {name}" for name in reader.globals)
     modules = tuple(f"the module {name} (what the code reads from it)" for name in reader.modules)
     return Identity(digest.hexdigest(), globals_read + modules + tuple(reader.unseen))
-
-
-# The identities read so far in this run (by the callable's id, the callable held), while
-# :func:`read_once` is in force; None outside a run.
-_THIS_RUN: contextvars.ContextVar[dict[int, tuple[object, Identity]] | None] = (
-    contextvars.ContextVar("safecons_identities_this_run", default=None)
-)
-
-
-@contextlib.contextmanager
-def read_once() -> Iterator[None]:
-    """Within it (one run, and the tasks and threads it starts), :func:`identify_in_run`
-    reads each callable once: a run asks for an identity many times, and a closure may hold
-    much. The next run reads it anew, so a value changed between runs is seen."""
-    token = _THIS_RUN.set({})
-    try:
-        yield
-    finally:
-        _THIS_RUN.reset(token)
-
-
-def identify_in_run(fn: Callable[..., Any], read: Callable[[Any], Identity] = identify) -> Identity:
-    """:func:`identify` (or ``read``), once per callable within :func:`read_once`."""
-    memo = _THIS_RUN.get()
-    if memo is None:
-        return read(fn)
-    held = memo.get(id(fn))
-    if held is not None and held[0] is fn:
-        return held[1]
-    found = read(fn)
-    memo[id(fn)] = (fn, found)
-    return found
 
 
 def callable_digest(fn: Callable[..., Any]) -> str:

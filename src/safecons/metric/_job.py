@@ -18,7 +18,6 @@ import polars as pl
 from .._record import DEFAULT_PREFIX, Unscored, column_names, output_schema
 from ..clients import ChatClient
 from ..clients._house import as_chat_client
-from ..clients._identity import read_once
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..run import CacheArg
@@ -235,10 +234,6 @@ class Job:
 
     async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
         """The whole metric over ``df``, with the facts of the run."""
-        with read_once():  # each callable's identity read once in the run
-            return await self._run(df)
-
-    async def _run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
         with_variants = self.variants(df)
         started = time.perf_counter()
         with opened_cache(self.options.cache) as cache:
