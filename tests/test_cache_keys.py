@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 
 import httpx
@@ -25,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import safecons as sc
-from safecons.clients._identity import MAX_DEPTH, MAX_VALUES, identify
+from safecons.clients._identity import MAX_DEPTH, MAX_VALUES, credential_name, identify
 from safecons.judges._llm import JUDGE_RESPONSE_FORMAT
 from safecons.metric._judging import ChatJudge
 from safecons.run._house import Endpoint
@@ -641,3 +642,150 @@ def test_the_keys_of_a_sut_call_and_a_judge_call_are_pinned():
     )
     assert comparison.call is not None
     assert comparison.call.key == "701bc4ce4bb610550a41dc426c494e5f0cc300e77fb30d9321b9d3e69410811b"
+
+
+class Dispatch:
+    """Picks its backend when made: a bound method of itself held by itself."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.handler = self.respond
+        self.post = functools.partial(self._post, retries=3)
+
+    def respond(self, messages, temperature):
+        return self.model
+
+    def _post(self, messages, retries):
+        return self.model
+
+    def __call__(self, messages, *, temperature):
+        return self.handler(messages, temperature)
+
+
+class Peer:
+    def __init__(self) -> None:
+        self.peer: object = None
+
+    def __call__(self, messages, *, temperature):
+        return REFUSE
+
+
+def test_an_object_holding_its_own_methods_is_read_without_recursion(tmp_path):
+    for sut in (Dispatch("gpt-4o"), Dispatch("gpt-4o").respond):
+        assert digest(sut) == digest(sut)
+    assert digest(Dispatch("gpt-4o")) != digest(Dispatch("gpt-4o-mini"))
+    a, b = Peer(), Peer()
+    a.peer, b.peer = b.__call__, a.__call__
+    assert digest(a) == digest(a)
+    nested: object = lambda messages, *, temperature: REFUSE  # noqa: E731
+    for _ in range(3 * MAX_DEPTH):
+        nested = types.MethodType(nested, Peer())  # type: ignore[arg-type]
+    assert f"held {MAX_DEPTH} levels deep" in " ".join(identify(nested).unseen)  # type: ignore[arg-type]
+    run(Dispatch("gpt-4o"), ScriptedChat([VERDICT]), tmp_path / "calls.sqlite")
+
+
+class Configured:
+    ANSWER = "model-a"
+
+    def __call__(self, messages, *, temperature):
+        return self.ANSWER
+
+
+def test_a_changed_class_attribute_or_method_misses(monkeypatch):
+    before = digest(Configured())
+    bound = digest(Dispatch("m").respond)
+    monkeypatch.setattr(Configured, "ANSWER", "model-b")
+    assert digest(Configured()) != before
+    monkeypatch.setattr(Dispatch, "_post", lambda self, messages, retries: "other")
+    assert digest(Dispatch("m").respond) != bound
+    assert sc.CallableClient(Configured()).unseen == ()
+
+
+def test_a_module_of_the_users_own_is_named(monkeypatch):
+    config = types.ModuleType("config")
+    config.MODEL = "a"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "config", config)
+    space: dict[str, object] = {"__name__": "usermod"}
+    exec(
+        "import config, os\ndef sut(messages, *, temperature):\n    return config.MODEL + os.sep\n",
+        space,
+    )
+    assert sc.CallableClient(space["sut"]).unseen == (
+        "the module config (what the code reads from it)",
+    )
+
+
+def test_a_long_closure_value_is_hashed_in_place():
+    big, other = b"\0" * 50_000_000, b"\0" * 49_999_999 + b"\1"
+    assert digest(over(big)) != digest(over(other))
+    assert digest(over("a" * 100_000)) != digest(over("a" * 99_999 + "b"))
+    assert digest(over("é" * 100_000)) == digest(over("é" * 100_000))
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        digest(over(big))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000_000  # no hex or JSON copy of 50 MB
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda secret: held_auth(("alice", secret)),
+        lambda secret: over_named(auth=("alice", secret)),
+        lambda secret: over_named(credentials=[secret]),
+        lambda secret: over({"password": [secret]}),
+        lambda secret: over(f"https://alice:{secret}@example.com/v1"),
+    ],
+)
+def test_a_credential_of_any_type_counts_by_its_name_only(make):
+    assert digest(make("Winter2024!")) == digest(make("Summer1990"))
+
+
+def held_auth(auth: object):
+    def sut(messages, *, temperature):
+        return "x" if auth else ""
+
+    return sut
+
+
+def over_named(**held: object):
+    def sut(messages, *, temperature):
+        return f"{held}"
+
+    return functools.partial(sut, **held)
+
+
+def test_end_of_turn_tokens_are_settings():
+    assert not credential_name("eot_token")
+    assert not credential_name("im_end_token")
+    assert digest(over_named(eot_token="<|eot_id|>")) != digest(over_named(eot_token="<|im_end|>"))
+
+
+class Raising:
+    __slots__ = ("a",)
+
+    def __getattr__(self, name):
+        raise KeyError(name)
+
+    @property
+    def cache_identity(self):
+        raise RuntimeError("not configured")
+
+    def __call__(self, messages, *, temperature):
+        return REFUSE
+
+
+def test_edge_values_do_not_crash():
+    assert digest(over(10**5000)) != digest(over(10**5000 + 1))
+    assert digest(over(-(2**70))) != digest(over(2**70))
+
+    def sut(messages, *, temperature):
+        return REFUSE
+
+    sut.__defaults__ = (1, 2, 3)
+    assert digest(sut) == digest(sut)
+    assert digest(Raising()) == digest(Raising())

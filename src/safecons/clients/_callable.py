@@ -341,17 +341,25 @@ class CallableClient:
       (None, bool, int, float, str, bytes, and tuples, lists, dicts, sets and frozensets of
       them, at most 10,000 values and 8 levels deep); a function among them (a decorator's
       wrapped function) by this same rule; a module, a class or a builtin by its name;
-      anything else (an SDK's client, a model object) by its type's qualified name only.
-      A text held under a credential's name (``api_key``, ``OPENAI_API_KEY``, ``HF_TOKEN``,
-      ``password``, ...; not ``EOS_TOKEN`` or ``MODEL_KEY``, which are settings) counts by
-      its name only: no key reaches the cache, not even hashed, and rotating one keeps it.
-    * a bound method: its function, its class's name and the instance's attributes (by the
-      same rule as a closure); a callable object: its class's name, its ``__call__`` and its
-      attributes; a :func:`functools.partial`: its function and arguments; a builtin: its
-      name alone. An object with a ``cache_identity`` string is known by that string.
+      anything else (an SDK's client, a model object) by its type's qualified name only; a
+      str or bytes over 4,096 long by a hash of it; a URL's user and password left out.
+      Any value held under a credential's name (``api_key``, ``OPENAI_API_KEY``,
+      ``HF_TOKEN``, ``password``, ``auth=("alice", pw)``, ...; not ``EOS_TOKEN``,
+      ``eot_token`` or ``MODEL_KEY``, which are settings) counts by its name only: no key
+      reaches the cache, not even hashed, and rotating one keeps it. A positional argument
+      has no name, and is not recognised as a secret.
+    * a bound method: its function, its class's name, its class's own attributes and the
+      instance's attributes (by the same rule as a closure); a callable object: its class's
+      name, its ``__call__``, its class's own attributes and its attributes; a
+      :func:`functools.partial`: its function and arguments; a builtin: its name alone. A
+      class's own attributes: those of each class of its MRO outside installed code, values
+      as a closure's, methods by their code. An object with a ``cache_identity`` string is
+      known by that string. An object met again while it is read (``self.handler =
+      self.respond``) counts as a reference to it.
 
-    Not part of it: the module-level values its code reads (``MODEL = "gpt-4o"``), the code
-    of the functions and modules it calls, settings inside installed packages, environment
+    Not part of it: the module-level values its code reads (``MODEL = "gpt-4o"``), what it
+    reads from a module of the user's own (``config.MODEL``), the code of the functions and
+    modules it calls, settings inside installed packages, environment
     variables, files. :attr:`unseen` names what of that can be named, and a run (or dry run)
     that uses a cache warns once per identity when it is not empty, since a change there
     would replay the answers given before it. A callable whose code reads no such value

@@ -10,16 +10,27 @@ objects it reaches:
   data (None, bool, int, float, str, bytes, and tuples, lists, dicts, sets and frozensets of
   them; at most :data:`MAX_VALUES` values nested at most :data:`MAX_DEPTH` levels deep); a
   function among them (a decorator's wrapped function) counts by this same rule, a module, a
-  class or a builtin by its name, anything else by its type's qualified name only;
-* a text held under a credential's name (:func:`credential_name`) by that name only;
-* for a bound method, its function, its class's name and the instance's attributes by the
-  same rule; for a callable object, its class's name, its ``__call__`` and its attributes; for
-  a :func:`functools.partial`, its function and arguments; for a builtin, its name alone.
+  class or a builtin by its name, anything else by its type's qualified name only; a long
+  text or bytes (over 4,096) by a hash of it, a URL's user and password
+  (``scheme://user:pass@host``) left out;
+* any value held under a credential's name (:func:`credential_name`), whatever its type, by
+  that name only (a positional argument has no name, and is not recognised);
+* for a bound method, its function, its class's name, its class's own attributes and the
+  instance's attributes by the same rule; for a callable object, its class's name, its
+  ``__call__``, its class's own attributes and its attributes; for a
+  :func:`functools.partial`, its function and arguments; for a builtin, its name alone. A
+  class's own attributes are those of each class of its MRO defined outside installed code,
+  in definition order, its machinery (``__module__``, ``__dict__``, ...) left out: values by
+  the rule above, functions (methods, static and class methods, a property's) by their code.
 
-What its code reads from elsewhere (the module-level values it reads by name, the code of the
-functions it calls) is not part of it; :attr:`Identity.unseen` names what of that can be named,
-for the warning a run with a cache gives. No memory address or hash order enters the hash, so
-it is the same in every process.
+Every path is read once: an object or callable met again while it is being read (an object
+holding its own bound method) counts as a reference to it (how many levels up), and callables
+held more than :data:`MAX_DEPTH` levels deep by their name only.
+
+What its code reads from elsewhere (the module-level values it reads by name, what it reads
+from a module of the user's own, the code of the functions it calls) is not part of it;
+:attr:`Identity.unseen` names what of that can be named, for the warning a run with a cache
+gives. No memory address or hash order enters the hash, so it is the same in every process.
 """
 
 from __future__ import annotations
@@ -48,10 +59,16 @@ __all__ = (
 
 #: Values (scalars included) one default, closure cell or attribute may hold and count by value.
 MAX_VALUES: Final = 10_000
-#: Levels of nesting one such value may have (and of functions held in closures).
+#: Levels of nesting one such value may have (and of callables and objects held in each
+#: other: functions in closures, bound methods and their objects, partials).
 MAX_DEPTH: Final = 8
 # Bumped whenever what the hash reads changes, so that old and new never share a key.
-_SCHEME: Final = 1
+_SCHEME: Final = 2
+# A str or bytes longer than this counts by a hash of it (read in chunks), not a copy.
+_LONG: Final = 4096
+_CHUNK: Final = 1 << 20
+# A URL's user and password (scheme://user:pass@host): left out of its value.
+_USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
 
 # Words of a name that holds a credential (OPENAI_API_KEY, access_token, apiKey, Authorization,
 # password, ...). A word, not a substring: max_tokens or monkey are settings.
@@ -83,8 +100,8 @@ _SETTING_KEYS: Final = frozenset(
 )  # fmt: skip
 _SETTING_TOKENS: Final = frozenset(
     {
-        "bos", "cls", "end", "eos", "image", "mask", "max", "min", "num", "pad", "sep",
-        "special", "start", "stop", "think", "thinking", "unk",
+        "bos", "cls", "end", "eog", "eom", "eos", "eot", "im", "image", "mask", "max", "min",
+        "num", "pad", "sep", "special", "start", "stop", "think", "thinking", "unk",
     }
 )  # fmt: skip
 _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -103,6 +120,14 @@ _C_CALLABLES: Final = (
 # method or a partial held in a global carries settings (its instance, its arguments): named.
 _CODE_LIKE: Final = (types.ModuleType, type, types.FunctionType, *_C_CALLABLES)
 _GLOBAL_READS: Final = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+# A class's own attributes that are its machinery, not what its code reads.
+_CLASS_MACHINERY: Final = frozenset(
+    {
+        "__abstractmethods__", "__annotate__", "__annotations__", "__dict__", "__doc__",
+        "__firstlineno__", "__module__", "__orig_bases__", "__parameters__", "__qualname__",
+        "__slots__", "__static_attributes__", "__type_params__", "__weakref__", "_abc_impl",
+    }
+)  # fmt: skip
 
 
 def credential_name(name: str) -> bool:
@@ -137,9 +162,11 @@ class Identity:
     #: 16 hex digits of a blake2b hash of what the identity holds.
     digest: str
     #: What the callable reads that is not part of the identity, as far as it can be named:
-    #: the module-level values its code reads (``"the global MODEL"``), and each default,
-    #: closure cell or attribute counted by its type or name only, with why. Empty: its
-    #: identity holds every value its code reads by name.
+    #: the module-level values its code reads (``"the global MODEL"``), the modules of the
+    #: user's own it reads from (``"the module config (what the code reads from it)"``), and
+    #: each default, closure cell or attribute counted by its type only, with why. A value
+    #: held under a credential's name is not listed: leaving it out is the rule, not a gap.
+    #: Empty: its identity holds every value its code reads by name.
     unseen: tuple[str, ...]
 
 
@@ -164,7 +191,8 @@ def identify(fn: Callable[..., Any]) -> Identity:
     )
     digest = hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=8)
     globals_read = tuple(f"the global {name}" for name in reader.globals)
-    return Identity(digest.hexdigest(), globals_read + tuple(reader.unseen))
+    modules = tuple(f"the module {name} (what the code reads from it)" for name in reader.modules)
+    return Identity(digest.hexdigest(), globals_read + modules + tuple(reader.unseen))
 
 
 def callable_digest(fn: Callable[..., Any]) -> str:
@@ -192,14 +220,29 @@ class _Reader:
 
     def __init__(self) -> None:
         self.globals: dict[str, None] = {}
+        self.modules: dict[str, None] = {}
         self.unseen: list[str] = []
-        # The functions being read (a cycle guard: an inner function held in its own
-        # closure). Their ids never enter the hash.
-        self.active: set[int] = set()
+        # The callables and objects being read, outermost first: the cycle guard of every
+        # recursive path (a bound method of an object held by that object, a partial over
+        # its own object's method, an inner function in its own closure) and its depth
+        # bound. Held, so that no id is reused during the read; ids never enter the hash.
+        self.stack: list[object] = []
 
     def note(self, what: str) -> None:
         if what not in self.unseen:
             self.unseen.append(what)
+
+    def enter(self, obj: object, name: str, where: str) -> object | None:
+        """A back-reference when ``obj`` is being read already, the name alone past the depth
+        bound; else None, and ``obj`` is pushed (the caller pops it)."""
+        for i, held in enumerate(self.stack):
+            if held is obj:  # a cycle: how many levels up, the same in every process
+                return {"back": len(self.stack) - i, "name": name}
+        if len(self.stack) > MAX_DEPTH:
+            self.note(f"{where}: callables held {MAX_DEPTH} levels deep, known by their name only")
+            return {"name": name}
+        self.stack.append(obj)
+        return None
 
     def callable(self, fn: object, where: str, depth: int, root: bool = False) -> object:
         own = _own_identity(fn)
@@ -208,13 +251,39 @@ class _Reader:
             return {"cache_identity": [_qualified(type(fn)), own]}
         if isinstance(fn, types.FunctionType):
             return self.function(fn, where, depth)
+        if isinstance(fn, (*_C_CALLABLES, type)):
+            if root:
+                kind = "a class" if isinstance(fn, type) else "implemented in C"
+                self.note(f"{where}: {kind}, known by its name only")
+            return {"name": _callable_name(fn)}
+        seen = self.enter(fn, _qualified(type(fn)), where)
+        if seen is not None:
+            return seen
+        try:
+            return self.compound(fn, where, depth)
+        finally:
+            self.stack.pop()
+
+    def compound(self, fn: object, where: str, depth: int) -> object:
         if isinstance(fn, types.MethodType):
             owner = fn.__self__
-            return {
+            cls = owner if isinstance(owner, type) else type(owner)
+            method: dict[str, object] = {
                 "method": self.callable(fn.__func__, where, depth),
-                "class": _qualified(owner if isinstance(owner, type) else type(owner)),
-                "state": [] if isinstance(owner, type) else self.state(owner, where, depth),
+                "class": _qualified(cls),
+                "class_attributes": self.class_attributes(cls, where, depth),
+                "state": [],
             }
+            if not isinstance(owner, type):
+                seen = self.enter(owner, _qualified(cls), where)
+                if seen is not None:  # the object whose method this is, being read already
+                    method["state"] = seen
+                else:
+                    try:
+                        method["state"] = self.state(owner, where, depth)
+                    finally:
+                        self.stack.pop()
+            return method
         if isinstance(fn, functools.partial):
             return {
                 "partial": self.callable(fn.func, f"{where}.func", depth),
@@ -224,17 +293,16 @@ class _Reader:
                     for k, v in sorted(fn.keywords.items())
                 ],
             }
-        if isinstance(fn, (*_C_CALLABLES, type)):
-            if root:
-                kind = "a class" if isinstance(fn, type) else "implemented in C"
-                self.note(f"{where}: {kind}, known by its name only")
-            return {"name": _callable_name(fn)}
-        call = getattr(type(fn), "__call__", None)  # noqa: B004 - the class's, not the object's
+        try:
+            call = getattr(type(fn), "__call__", None)  # noqa: B004 - the class's, not the object's
+        except Exception:
+            call = None
         out: dict[str, object] = {"instance": _qualified(type(fn))}
         if isinstance(call, types.FunctionType):
             out["call"] = self.function(call, f"{where}.__call__", depth)
         else:
             self.note(f"{where}: its __call__ is implemented in C, known by its class only")
+        out["class_attributes"] = self.class_attributes(type(fn), where, depth)
         out["state"] = self.state(fn, where, depth)
         return out
 
@@ -244,22 +312,25 @@ class _Reader:
             # A function of an installed package (json.dumps in a closure): by its name, as a
             # global function is, not looked into.
             return {"function": name}
-        if id(fn) in self.active:  # an inner function in its own closure: read once
-            return {"function": name}
-        if depth > MAX_DEPTH:
-            self.note(f"{where}: functions held {MAX_DEPTH} levels deep, known by their name only")
-            return {"function": name}
-        self.active.add(id(fn))
+        seen = self.enter(fn, name, where)
+        if seen is not None:
+            return seen
         try:
             code = fn.__code__
             for var in _global_names(code):
                 value = fn.__globals__.get(var, _ABSENT)
                 # Absent: a builtin, or a name not defined yet. Code (modules, classes,
-                # functions) is not a setting, and is named in the warning as a whole.
-                if value is not _ABSENT and not isinstance(value, _CODE_LIKE):
+                # functions) is not a setting, and is named in the warning as a whole; a
+                # module of the user's own is named, as what the code reads from it is not
+                # part of the identity.
+                if isinstance(value, types.ModuleType):
+                    if not _installed(value.__name__):
+                        self.modules[value.__name__] = None
+                elif value is not _ABSENT and not isinstance(value, _CODE_LIKE):
                     self.globals[var] = None
             params = code.co_varnames[: code.co_argcount]
             defaults = fn.__defaults__ or ()
+            given = min(len(params), len(defaults))  # __defaults__ may be set to any tuple
             closure: list[object] = []
             for var, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
                 try:
@@ -273,7 +344,11 @@ class _Reader:
                 "code": _code(code),
                 "defaults": [
                     [p, self.named(p, v, f"the default of {p}", depth)]
-                    for p, v in zip(params[len(params) - len(defaults) :], defaults, strict=True)
+                    for p, v in zip(
+                        params[len(params) - given :],
+                        defaults[len(defaults) - given :],
+                        strict=True,
+                    )
                 ],
                 "kwdefaults": [
                     [k, self.named(k, v, f"the default of {k}", depth)]
@@ -282,13 +357,38 @@ class _Reader:
                 "closure": closure,
             }
         finally:
-            self.active.discard(id(fn))
+            self.stack.pop()
+
+    def class_attributes(self, cls: type, where: str, depth: int) -> object:
+        """The own attributes of each class of ``cls``'s MRO defined outside installed code,
+        in definition order: values as a closure's are, functions by their code."""
+        out: list[object] = []
+        for klass in cls.__mro__:
+            if klass is object or _installed(klass.__module__):
+                continue
+            pairs: list[object] = []
+            for name, attribute in vars(klass).items():
+                if name in _CLASS_MACHINERY:
+                    continue
+                at = f"{_short(klass)}.{name}"
+                value = attribute
+                if isinstance(attribute, staticmethod | classmethod):
+                    value = attribute.__func__
+                if isinstance(value, property):
+                    parts = (value.fget, value.fset, value.fdel)
+                    pairs.append([name, [self.value(f, at, depth) for f in parts]])
+                elif isinstance(value, _DESCRIPTORS):
+                    continue  # a slot or __dict__'s descriptor: machinery
+                else:
+                    pairs.append([name, self.named(name, value, at, depth)])
+            out.append([_qualified(klass), pairs])
+        return out
 
     def state(self, obj: object, where: str, depth: int) -> object:
         """An object's own attributes (``__dict__`` and ``__slots__``), by name."""
         try:
             attributes = object.__getattribute__(obj, "__dict__")
-        except AttributeError:
+        except Exception:
             attributes = {}
         pairs = dict(attributes) if isinstance(attributes, dict) else {}
         for name in _slot_names(type(obj)):
@@ -296,18 +396,23 @@ class _Reader:
                 pairs.setdefault(name, object.__getattribute__(obj, name))
             except AttributeError:
                 continue  # a slot not set
+            except Exception as exc:  # a descriptor that raises: by its type, said
+                self.note(f"{where}.{name}: could not be read ({type(exc).__name__})")
+                pairs.setdefault(name, _UNREADABLE)
         return [
             [name, self.named(name, value, f"{where}.{name}", depth)]
             for name, value in sorted(pairs.items())
         ]
 
     def named(self, name: str, value: object, where: str, depth: int) -> object:
-        """A value held under a name: a text under a credential's name counts by name."""
-        if isinstance(value, str | bytes) and credential_name(name):
+        """A value held under a name: any value under a credential's name counts by name."""
+        if credential_name(name):
             return "credential"
         return self.value(value, where, depth)
 
     def value(self, value: object, where: str, depth: int) -> object:
+        if value is _UNREADABLE:
+            return {"type": "unreadable"}
         if isinstance(value, types.FunctionType | types.MethodType | functools.partial):
             return self.callable(value, where, depth + 1)
         if isinstance(value, types.ModuleType):
@@ -327,6 +432,10 @@ class _Reader:
                 f"levels, counted by its type ({_qualified(type(value))}) only"
             )
         return {"type": _qualified(type(value))}
+
+
+_UNREADABLE: Final = object()
+_DESCRIPTORS: Final = (types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
 class _Data:
@@ -354,7 +463,7 @@ class _Data:
             assert isinstance(value, dict)
             pairs: list[object] = []
             for k, v in value.items():  # in their order: code may read it
-                if isinstance(k, str) and isinstance(v, str | bytes) and credential_name(k):
+                if isinstance(k, str) and credential_name(k):
                     pairs.append([k, "credential"])
                 else:
                     pairs.append([self.encode(k, depth + 1), self.encode(v, depth + 1)])
@@ -363,13 +472,33 @@ class _Data:
 
 
 def _scalar(value: object) -> object:
-    if value is None or isinstance(value, bool | str):
+    if isinstance(value, str):
+        value = _USERINFO.sub(r"\1", value)  # no URL's password enters the hash
+        if len(value) > _LONG:
+            return ["str", {"blake2b": _long_digest(value)}]
+        return ["str", value]
+    if value is None or isinstance(value, bool):
         return [type(value).__name__, value]
-    if isinstance(value, int | float):
-        return [type(value).__name__, repr(value)]  # repr: no float is rounded, no int cut
+    if isinstance(value, int):
+        return ["int", hex(value)]  # hex: no limit on the digits of an int
+    if isinstance(value, float):
+        return ["float", repr(value)]  # repr: no float is rounded
     if isinstance(value, bytes):
+        if len(value) > _LONG:
+            return ["bytes", {"blake2b": _long_digest(value)}]
         return ["bytes", value.hex()]
     raise _NotPlain
+
+
+def _long_digest(value: str | bytes) -> str:
+    """A hash of a long text, read in chunks: no copy of it is made whole."""
+    digest = hashlib.blake2b(digest_size=32)
+    if isinstance(value, bytes):
+        digest.update(value)  # read in place
+        return digest.hexdigest()
+    for start in range(0, len(value), _CHUNK):
+        digest.update(value[start : start + _CHUNK].encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 def _canonical(item: object) -> str:
@@ -415,7 +544,7 @@ def _own_identity(value: object) -> str | None:
         return None
     try:
         identity = object.__getattribute__(value, "cache_identity")
-    except AttributeError:
+    except Exception:  # absent, or a property that raises
         return None
     return identity if isinstance(identity, str) else None
 
@@ -425,13 +554,19 @@ def _qualified(cls: type) -> str:
 
 
 def _short(fn: object) -> str:
-    name = getattr(fn, "__qualname__", None)
+    try:
+        name = getattr(fn, "__qualname__", None)
+    except Exception:  # a __getattr__ that raises something else than AttributeError
+        name = None
     return name if isinstance(name, str) else type(fn).__qualname__
 
 
 def _callable_name(fn: object) -> str:
-    module = getattr(fn, "__module__", None)
-    owner = getattr(fn, "__objclass__", None)
+    try:
+        module = getattr(fn, "__module__", None)
+        owner = getattr(fn, "__objclass__", None)
+    except Exception:
+        module = owner = None
     if module is None and isinstance(owner, type):
         module = owner.__module__
     return f"{module}.{_short(fn)}"
@@ -475,7 +610,10 @@ _INSTALLED_ROOTS: Final = _roots()
 
 @functools.lru_cache(maxsize=1024)
 def _installed(module_name: str | None) -> bool:
-    """Whether a module is installed code (the standard library, site-packages)."""
+    """Whether a module is installed code (the standard library, site-packages, safecons)."""
+    top = (module_name or "").partition(".")[0]
+    if top in sys.stdlib_module_names or top == "safecons":
+        return True
     module = sys.modules.get(module_name or "")
     file = getattr(module, "__file__", None)
     if not isinstance(file, str):
