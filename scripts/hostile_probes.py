@@ -421,6 +421,8 @@ def p19() -> str:
             )
             answers.append(out["sc_responses"][0][0])
     MODEL = "a"
+    if answers[1] == answers[0]:
+        return f"MODEL = 'b' REPLAYED {answers[0]!r}"
     return f"MODEL = 'b' answered {answers[1]!r} (not a replay of {answers[0]!r})"
 
 

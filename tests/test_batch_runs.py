@@ -608,9 +608,6 @@ def test_a_cache_gets_its_batch_table_only_when_a_batch_is_recorded(tmp_path) ->
         assert cache.info()["entries"] == 8
 
 
-# The SUT reads the global REFUSE, which its unnamed identity does not hold: said, and beside
-# the point here.
-@pytest.mark.filterwarnings("ignore:callable.*has no name:RuntimeWarning")
 def test_a_live_call_backing_off_beside_batched_ones_does_not_stall_the_run(
     tmp_path, monkeypatch
 ) -> None:

@@ -208,6 +208,18 @@ def model_sut(messages, *, temperature):
     return f"answer of model {MODEL}"
 
 
+@dataclasses.dataclass
+class Settings:
+    model: str
+
+
+CONFIG = Settings("a")
+
+
+def config_sut(messages, *, temperature):
+    return f"answer of model {CONFIG.model}"
+
+
 def pure_sut(messages, *, temperature):
     return "answer of model a"
 
@@ -238,31 +250,50 @@ def digest(fn: object) -> str:
     return identify(fn).digest  # type: ignore[arg-type]
 
 
-def test_a_global_is_not_part_of_the_identity_and_the_warning_says_so(tmp_path, monkeypatch):
+def test_a_plain_global_is_part_of_the_identity(tmp_path, monkeypatch):
+    # MODEL = "b" in a notebook between two runs: a setting the code reads by name, plain
+    # data, so it counts by value as a closure's would (hostile probe 19 of docs/reliability.md).
+    path = tmp_path / "calls.sqlite"
+    judge = ScriptedChat([VERDICT])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left to name: no warning
+        first = run(model_sut, judge, path)
+        before = sc.CallableClient(model_sut).identity
+        monkeypatch.setattr(sys.modules[__name__], "MODEL", "b")
+        assert sc.CallableClient(model_sut).identity != before
+        assert plan(model_sut, judge, path).sut_cached == 0
+        second = run(model_sut, judge, path)
+    assert answers(first) == {"answer of model a"}
+    assert answers(second) == {"answer of model b"}
+
+
+def test_a_global_object_is_not_part_of_the_identity_and_the_warning_says_so(
+    tmp_path, monkeypatch
+):
     path = tmp_path / "calls.sqlite"
     judge = ScriptedChat([VERDICT])
     with pytest.warns(RuntimeWarning) as caught:
-        first = run(model_sut, judge, path)
+        first = run(config_sut, judge, path)
     (warning,) = [w for w in caught if "has no name" in str(w.message)]  # once per client
     assert warning.filename == __file__  # at the user's line, past the run's tasks
     message = str(warning.message)
-    assert message.startswith(f"{sc.CallableClient(model_sut).identity}: ")
-    assert "callable:model_sut#" in message
-    assert "Not part of it: the global MODEL; nor the code of the functions it calls" in message
+    assert message.startswith(f"{sc.CallableClient(config_sut).identity}: ")
+    assert "callable:config_sut#" in message
+    assert "Not part of it: the global CONFIG; nor the code of the functions it calls" in message
     assert "CallableClient(fn, name=..., version=...)" in message
-    # What the warning says: a changed global is not seen, and the old answers replay.
-    monkeypatch.setattr(sys.modules[__name__], "MODEL", "b")
+    # What the warning says: a changed object is not seen, and the old answers replay.
+    monkeypatch.setattr(CONFIG, "model", "b")
     with pytest.warns(RuntimeWarning, match="has no name") as caught:  # the dry run says so too
-        assert plan(model_sut, judge, path).sut_cached == 6
+        assert plan(config_sut, judge, path).sut_cached == 6
     assert caught[0].filename == __file__  # at the line that asked for the plan
     with pytest.warns(RuntimeWarning, match="has no name"):
-        second = run(model_sut, judge, path)
+        second = run(config_sut, judge, path)
     assert answers(first) == answers(second) == {"answer of model a"}
     # No cache, no replay: no warning. A name: the identity is exact, no warning.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        run(model_sut, judge, False)
-        run(sc.CallableClient(model_sut, name="m", version="1"), judge, path)
+        run(config_sut, judge, False)
+        run(sc.CallableClient(config_sut, name="m", version="1"), judge, path)
 
 
 def test_a_callable_that_reads_nothing_from_outside_does_not_warn(tmp_path):
@@ -275,7 +306,8 @@ def test_a_callable_that_reads_nothing_from_outside_does_not_warn(tmp_path):
         run(over("a"), judge, path)  # a plain closure value is part of the identity
         plan(pure_sut, judge, path)
     assert sc.CallableClient(pure_sut).unseen == ()
-    assert sc.CallableClient(model_sut).unseen == ("the global MODEL",)
+    assert sc.CallableClient(model_sut).unseen == ()  # MODEL is plain data: part of it
+    assert sc.CallableClient(config_sut).unseen == ("the global CONFIG",)
 
 
 def test_a_function_of_an_installed_package_counts_by_its_name():
@@ -416,7 +448,6 @@ def test_what_counts_by_type_only_is_named(tmp_path):
             return REFUSE
 
     assert sc.CallableClient(locked).unseen == (
-        "the global REFUSE",
         "lock (in its closure): counted by its type (_thread.lock) only",
     )
     assert digest(locked) == digest(locked)  # a lock's state never enters
@@ -566,8 +597,7 @@ def test_name_and_version_are_the_identity(tmp_path, monkeypatch):
     assert plan(named("m", "1"), judge, path).sut_cached == 6
     for other in (named("m", "2"), named("m2", "1"), named("m", None)):
         assert plan(other, judge, path).sut_cached == 0, other
-    with pytest.warns(RuntimeWarning, match="has no name"):
-        assert plan(named(None, "1"), judge, path).sut_cached == 0
+    assert plan(named(None, "1"), judge, path).sut_cached == 0
     # A name stands for its answers, whatever the code behind it: change the version.
     monkeypatch.setattr(sys.modules[__name__], "MODEL", "b")
     assert answers(run(named("m", "1"), judge, path)) == {"answer of model a"}

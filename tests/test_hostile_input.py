@@ -627,9 +627,6 @@ class _BadReasonJudge:
         return {"label": "Consistent", "score": 1.0, "reason": BAD}
 
 
-# _raises reads the global BAD, which its unnamed identity does not hold: said, and beside the
-# point here.
-@pytest.mark.filterwarnings("ignore:callable.*has no name:RuntimeWarning")
 @pytest.mark.parametrize(
     ("sut", "judge"),
     [

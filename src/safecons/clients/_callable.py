@@ -348,6 +348,8 @@ class CallableClient:
       ``eot_token`` or ``MODEL_KEY``, which are settings) counts by its name only: no key
       reaches the cache, not even hashed, and rotating one keeps it. A positional argument
       has no name, and is not recognised as a secret.
+    * the module-level values its code reads by name, by value when they are plain data
+      (``MODEL = "gpt-4o"`` set again in a notebook changes the hash).
     * a bound method: its function, its class's name, its class's own attributes and the
       instance's attributes (by the same rule as a closure); a callable object: its class's
       name, its ``__call__``, its class's own attributes and its attributes; a
@@ -357,12 +359,12 @@ class CallableClient:
       known by that string. An object met again while it is read (``self.handler =
       self.respond``) counts as a reference to it.
 
-    Not part of it: the module-level values its code reads (``MODEL = "gpt-4o"``), what it
-    reads from a module of the user's own (``config.MODEL``), the code of the functions and
-    modules it calls, settings inside installed packages, environment
-    variables, files. :attr:`unseen` names what of that can be named, and a run (or dry run)
-    that uses a cache warns once per identity when it is not empty, since a change there
-    would replay the answers given before it. A callable whose code reads no such value
+    Not part of it: the module-level objects its code reads (``CONFIG = Settings(...)``, an
+    SDK's client), what it reads from a module of the user's own (``config.MODEL``), the
+    code of the functions and modules it calls, settings inside installed packages,
+    environment variables, files. :attr:`unseen` names what of that can be named, and a run
+    (or dry run) that uses a cache warns once per identity when it is not empty, since a
+    change there would replay the answers given before it. A callable whose code reads no such value
     (``lambda messages, temperature: "no"``, or one that reads only its closure's plain
     values and calls functions) does not warn. Naming it makes the identity exact.
 
@@ -458,9 +460,9 @@ def warn_if_partial(client: object, warned: set[str]) -> None:
     warned.add(identity)
     warnings.warn(
         f"{identity}: this callable has no name, so its cache identity is its qualified name "
-        "and a hash of its code, defaults and closure (plain values by value, others by "
-        f"type). Not part of it: {_listed(read.unseen)}; nor the code of the functions it "
-        "calls. A change there is not seen, and the answers cached before it would be "
+        "and a hash of its code, defaults, closure and the globals it reads (plain values by "
+        f"value, others by type). Not part of it: {_listed(read.unseen)}; nor the code of the "
+        "functions it calls. A change there is not seen, and the answers cached before it would be "
         "replayed. To make the identity exact, name it: CallableClient(fn, name=..., "
         "version=...), and change the version whenever the model or its settings change",
         RuntimeWarning,

@@ -13,6 +13,8 @@ objects it reaches:
   class or a builtin by its name, anything else by its type's qualified name only; a long
   text or bytes (over 4,096) by a hash of it, a URL's user and password
   (``scheme://user:pass@host``) left out;
+* the module-level values its code reads by name (``MODEL = "gpt-4o"``), when they are plain
+  data, by the same rule (a module, class or function it reads is code, not a setting);
 * any value held under a credential's name (:func:`credential_name`), whatever its type, by
   that name only (a positional argument has no name, and is not recognised);
 * for a bound method, its function, its class's name, its class's own attributes and the
@@ -27,8 +29,9 @@ Every path is read once: an object or callable met again while it is being read 
 holding its own bound method) counts as a reference to it (how many levels up), and callables
 held more than :data:`MAX_DEPTH` levels deep by their name only.
 
-What its code reads from elsewhere (the module-level values it reads by name, what it reads
-from a module of the user's own, the code of the functions it calls) is not part of it;
+What its code reads from elsewhere (the module-level values it reads by name that are not
+plain data, what it reads from a module of the user's own, the code of the functions it calls)
+is not part of it;
 :attr:`Identity.unseen` names what of that can be named, for the warning a run with a cache
 gives. No memory address or hash order enters the hash, so it is the same in every process.
 """
@@ -63,7 +66,7 @@ MAX_VALUES: Final = 10_000
 #: other: functions in closures, bound methods and their objects, partials).
 MAX_DEPTH: Final = 8
 # Bumped whenever what the hash reads changes, so that old and new never share a key.
-_SCHEME: Final = 2
+_SCHEME: Final = 3
 # A str or bytes longer than this counts by a hash of it (read in chunks), not a copy.
 _LONG: Final = 4096
 _CHUNK: Final = 1 << 20
@@ -162,7 +165,8 @@ class Identity:
     #: 16 hex digits of a blake2b hash of what the identity holds.
     digest: str
     #: What the callable reads that is not part of the identity, as far as it can be named:
-    #: the module-level values its code reads (``"the global MODEL"``), the modules of the
+    #: the module-level values its code reads that are not plain data (``"the global
+    #: CONFIG"``), the modules of the
     #: user's own it reads from (``"the module config (what the code reads from it)"``), and
     #: each default, closure cell or attribute counted by its type only, with why. A value
     #: held under a credential's name is not listed: leaving it out is the rule, not a gap.
@@ -317,17 +321,27 @@ class _Reader:
             return seen
         try:
             code = fn.__code__
+            read: list[object] = []
             for var in _global_names(code):
                 value = fn.__globals__.get(var, _ABSENT)
                 # Absent: a builtin, or a name not defined yet. Code (modules, classes,
                 # functions) is not a setting, and is named in the warning as a whole; a
                 # module of the user's own is named, as what the code reads from it is not
-                # part of the identity.
+                # part of the identity. A global of plain data (MODEL = "gpt-4o") counts by
+                # value, as a closure's does: the setting a notebook changes between two runs;
+                # any other value is named in the warning.
                 if isinstance(value, types.ModuleType):
                     if not _installed(value.__name__):
                         self.modules[value.__name__] = None
-                elif value is not _ABSENT and not isinstance(value, _CODE_LIKE):
-                    self.globals[var] = None
+                elif value is _ABSENT or isinstance(value, _CODE_LIKE):
+                    continue
+                elif credential_name(var):
+                    read.append([var, "credential"])
+                else:
+                    try:
+                        read.append([var, _Data().encode(value, 0)])
+                    except (_NotPlain, _TooBig):
+                        self.globals[var] = None
             params = code.co_varnames[: code.co_argcount]
             defaults = fn.__defaults__ or ()
             given = min(len(params), len(defaults))  # __defaults__ may be set to any tuple
@@ -355,6 +369,7 @@ class _Reader:
                     for k, v in sorted((fn.__kwdefaults__ or {}).items())
                 ],
                 "closure": closure,
+                "globals": read,
             }
         finally:
             self.stack.pop()
