@@ -267,9 +267,7 @@ def test_a_plain_global_is_part_of_the_identity(tmp_path, monkeypatch):
     assert answers(second) == {"answer of model b"}
 
 
-def test_a_global_object_is_not_part_of_the_identity_and_the_warning_says_so(
-    tmp_path, monkeypatch
-):
+def test_a_global_object_is_not_part_of_the_identity_and_the_warning_says_so(tmp_path, monkeypatch):
     path = tmp_path / "calls.sqlite"
     judge = ScriptedChat([VERDICT])
     with pytest.warns(RuntimeWarning) as caught:
