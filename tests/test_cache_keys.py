@@ -267,6 +267,32 @@ def test_a_plain_global_is_part_of_the_identity(tmp_path, monkeypatch):
     assert answers(second) == {"answer of model b"}
 
 
+LOG: list[str] = []
+STOPS = ("</s>", "<|eot_id|>")
+
+
+def logging_sut(messages, *, temperature):
+    LOG.append("asked")  # state the code keeps: not a setting
+    return f"answer of model a, stops {STOPS}"
+
+
+def test_a_global_that_changes_in_place_is_named_not_hashed(tmp_path, monkeypatch):
+    # Found by a review: a global list the SUT appends to changed the hash at every call, so
+    # no run ever replayed. Only immutable plain data counts by value.
+    before = sc.CallableClient(logging_sut).identity
+    logging_sut([], temperature=0.0)
+    assert sc.CallableClient(logging_sut).identity == before
+    assert sc.CallableClient(logging_sut).unseen == ("the global LOG",)
+    monkeypatch.setattr(sys.modules[__name__], "STOPS", ("</s>",))  # a tuple: by value
+    assert sc.CallableClient(logging_sut).identity != before
+    path = tmp_path / "calls.sqlite"
+    judge = ScriptedChat([VERDICT])
+    with pytest.warns(RuntimeWarning, match="the global LOG"):
+        run(logging_sut, judge, path)
+    with pytest.warns(RuntimeWarning, match="the global LOG"):
+        assert plan(logging_sut, judge, path).sut_cached == 6
+
+
 def test_a_global_object_is_not_part_of_the_identity_and_the_warning_says_so(tmp_path, monkeypatch):
     path = tmp_path / "calls.sqlite"
     judge = ScriptedChat([VERDICT])

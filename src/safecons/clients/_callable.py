@@ -349,7 +349,9 @@ class CallableClient:
       reaches the cache, not even hashed, and rotating one keeps it. A positional argument
       has no name, and is not recognised as a secret.
     * the module-level values its code reads by name, by value when they are plain data
-      (``MODEL = "gpt-4o"`` set again in a notebook changes the hash).
+      that cannot change in place, scalars and tuples of them (``MODEL = "gpt-4o"`` set
+      again in a notebook changes the hash); a module-level list, dict or set (a log, a
+      memo) is named in the warning instead.
     * a bound method: its function, its class's name, its class's own attributes and the
       instance's attributes (by the same rule as a closure); a callable object: its class's
       name, its ``__call__``, its class's own attributes and its attributes; a

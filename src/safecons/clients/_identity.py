@@ -14,7 +14,9 @@ objects it reaches:
   text or bytes (over 4,096) by a hash of it, a URL's user and password
   (``scheme://user:pass@host``) left out;
 * the module-level values its code reads by name (``MODEL = "gpt-4o"``), when they are plain
-  data, by the same rule (a module, class or function it reads is code, not a setting);
+  data that cannot change in place (scalars, and tuples and frozensets of them), by the same
+  rule (a module, class or function it reads is code, not a setting; a list, dict or set is
+  as often state the code keeps, a log or a memo, and is named instead);
 * any value held under a credential's name (:func:`credential_name`), whatever its type, by
   that name only (a positional argument has no name, and is not recognised);
 * for a bound method, its function, its class's name, its class's own attributes and the
@@ -66,7 +68,7 @@ MAX_VALUES: Final = 10_000
 #: other: functions in closures, bound methods and their objects, partials).
 MAX_DEPTH: Final = 8
 # Bumped whenever what the hash reads changes, so that old and new never share a key.
-_SCHEME: Final = 3
+_SCHEME: Final = 3  # 3: plain immutable globals by value
 # A str or bytes longer than this counts by a hash of it (read in chunks), not a copy.
 _LONG: Final = 4096
 _CHUNK: Final = 1 << 20
@@ -337,6 +339,11 @@ class _Reader:
                     continue
                 elif credential_name(var):
                     read.append([var, "credential"])
+                elif not _immutable(value, 0):
+                    # A list, dict or set at module level is as often state the code keeps
+                    # (a log, a memo) as a setting: by value, every call would change the hash
+                    # and no run would replay. Named instead.
+                    self.globals[var] = None
                 else:
                     try:
                         read.append([var, _Data().encode(value, 0)])
@@ -447,6 +454,18 @@ class _Reader:
                 f"levels, counted by its type ({_qualified(type(value))}) only"
             )
         return {"type": _qualified(type(value))}
+
+
+def _immutable(value: object, depth: int) -> bool:
+    """Whether ``value`` is plain data that cannot change in place: a scalar, or a tuple or
+    frozenset of such (a global counts by value only then)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if (kind is tuple or kind is frozenset) and depth < MAX_DEPTH:
+        assert isinstance(value, tuple | frozenset)
+        return all(_immutable(v, depth + 1) for v in value)
+    return False
 
 
 _UNREADABLE: Final = object()
