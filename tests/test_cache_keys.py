@@ -793,6 +793,11 @@ def test_a_long_closure_value_is_hashed_in_place():
         lambda secret: over_named(credentials=[secret]),
         lambda secret: over({"password": [secret]}),
         lambda secret: over(f"https://alice:{secret}@example.com/v1"),
+        # Found by a review: more names of secrets, and a URL inside a longer text.
+        lambda secret: over_named(passphrase=secret),
+        lambda secret: over_named(db_dsn=f"dbname=x password={secret}"),
+        lambda secret: over_named(jwt=secret),
+        lambda secret: over(f"connect to postgres://bob:{secret}@db/x then query"),
     ],
 )
 def test_a_credential_of_any_type_counts_by_its_name_only(make):

@@ -73,7 +73,7 @@ _SCHEME: Final = 3  # 3: plain immutable globals by value
 _LONG: Final = 4096
 _CHUNK: Final = 1 << 20
 # A URL's user and password (scheme://user:pass@host): left out of its value.
-_USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+_USERINFO: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
 
 # Words of a name that holds a credential (OPENAI_API_KEY, access_token, apiKey, Authorization,
 # password, ...). A word, not a substring: max_tokens or monkey are settings.
@@ -86,6 +86,10 @@ _CREDENTIAL_WORDS: Final = frozenset(
         "cookie",
         "credential",
         "credentials",
+        "conn",
+        "dsn",
+        "jwt",
+        "passphrase",
         "passwd",
         "password",
         "pwd",
