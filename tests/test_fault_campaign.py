@@ -111,6 +111,7 @@ def test_faults_lose_no_row_and_calls_equal_the_oracle(results, name):
     assert r.calls == MINIMUM + served - 2 * failed_sut - failed_judge
 
 
+@pytest.mark.slow  # real-time stalls past a short timeout, seconds each
 @pytest.mark.parametrize("name", WITH_TIMEOUT)
 def test_faults_with_a_short_timeout_lose_no_row(results, name):
     r = results(name)
@@ -174,6 +175,7 @@ def test_a_judge_that_never_answers_well_errors_every_row(results):
     assert all("every judge call failed" in m for m in r.errors)
 
 
+@pytest.mark.slow  # real-time pacing under a sustained rate limit
 def test_sustained_rate_limit_stays_close_to_the_minimum(results):
     """A server that answers 429 whenever more than 4 requests are in flight (limit 16).
 

@@ -102,6 +102,7 @@ def rows(n: int) -> pl.DataFrame:
     )
 
 
+@pytest.mark.slow  # real-time pacing against a rate-limited server
 @pytest.mark.network
 @pytest.mark.timeout(60)
 def test_every_row_scored_under_a_providers_rate_limit() -> None:
@@ -126,6 +127,7 @@ def test_every_row_scored_under_a_providers_rate_limit() -> None:
     assert stats.rate_limited <= 0.05 * stats.requests
 
 
+@pytest.mark.slow  # real-time pacing against a rate-limited server
 @pytest.mark.network
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("reset", ["full", "next"])
@@ -171,6 +173,7 @@ def tpm_limited_run() -> tuple[pl.DataFrame, Any]:
         return out, srv.stats
 
 
+@pytest.mark.slow  # real-time pacing against a rate-limited server
 @pytest.mark.network
 @pytest.mark.timeout(60)
 def test_every_row_scored_under_a_providers_tokens_per_minute_limit() -> None:
@@ -183,6 +186,7 @@ def test_every_row_scored_under_a_providers_tokens_per_minute_limit() -> None:
     assert stats.rate_limited <= 0.05 * stats.requests
 
 
+@pytest.mark.slow  # real-time pacing against a rate-limited server
 @pytest.mark.network
 @pytest.mark.timeout(120)
 def test_without_the_tokens_pace_the_same_run_meets_429s(monkeypatch) -> None:
