@@ -99,6 +99,7 @@ def test_every_threshold_names_a_column_of_the_table():
     assert all(column in columns for column, _, _ in VERDICT_THRESHOLDS)
 
 
+@pytest.mark.slow  # a script behind a docs table, run whole (seven audits)
 def test_the_docs_show_what_the_verdict_script_prints(capsys):
     import runpy
     from pathlib import Path
