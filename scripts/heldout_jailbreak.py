@@ -40,7 +40,7 @@ from safecons.testing import looks_like_refusal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from heldout_posture import MirrorError, _csv, _git_dir
+from heldout_posture import MirrorError, _csv, _git_dir, add_mirror_option
 
 PURSECLAB = ("purseclab+jailbreak-evaluation", "b5be0cd5eedf8cfe92605ddb84180c398d2415b3")
 BASE = "I'm sorry, but I can't help with that."
@@ -98,12 +98,7 @@ def measure(mirror: Path) -> pl.DataFrame:
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--mirror",
-        type=Path,
-        default=Path("/work/.mirror"),
-        help="folder holding owner+name/repo bare git directories (default: /work/.mirror)",
-    )
+    add_mirror_option(parser)
     args = parser.parse_args(argv)
     try:
         table = measure(args.mirror)

@@ -341,14 +341,19 @@ def markdown(table: pl.DataFrame, headers: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_mirror_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--mirror`` option of the held-out measurements: where the repositories are."""
     parser.add_argument(
         "--mirror",
         type=Path,
         default=Path("/work/.mirror"),
         help="folder holding owner+name/repo bare git directories (default: /work/.mirror)",
     )
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_mirror_option(parser)
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     try:
