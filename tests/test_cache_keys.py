@@ -848,3 +848,23 @@ def test_edge_values_do_not_crash():
     sut.__defaults__ = (1, 2, 3)
     assert digest(sut) == digest(sut)
     assert digest(Raising()) == digest(Raising())
+
+
+class _Addressed:
+    """A callable object with an attribute that happens to be called ``identity``."""
+
+    identity = "https://alice:hunter2@api.example.com/v1"
+
+    def __call__(self, messages, *, temperature):
+        return REFUSE
+
+
+def test_an_attribute_called_identity_is_not_copied_into_the_keys(tmp_path):
+    # A callable that is no ChatClient is known by its qualified name, whatever attribute of
+    # that name it has: the attribute may hold anything (a URL with a password), and the
+    # identity is written into the cache and printed in warnings. (It was copied whole.)
+    client = sc.CallableClient(_Addressed())
+    assert client.identity.startswith("callable:_Addressed#"), client.identity
+    cache = tmp_path / "cache.sqlite"
+    run(_Addressed(), sc.OfflineJudge(), cache)
+    assert b"hunter2" not in cache.read_bytes()

@@ -259,3 +259,37 @@ def test_the_former_direct_transport_is_read_as_aiohttp_with_a_warning():
         made = sc.OpenAICompatible(model="m", base_url="http://x.test/v1", transport="direct")
     assert made.transport == "aiohttp"
     assert seen[0].filename == __file__  # it points at the line that made the client
+
+
+class _Settings:
+    """An object whose ``__getattr__`` reads a dict: a missing name is a KeyError."""
+
+    def __init__(self) -> None:
+        self._values = {"model": "m"}
+
+    def __getattr__(self, name):
+        return self._values[name]
+
+    def __call__(self, messages, *, temperature):
+        return REFUSE
+
+    def compare(self, *, query, variant, base, candidate):
+        return ("Consistent", 0.9)
+
+
+@pytest.mark.parametrize(
+    ("where", "arguments"),
+    [
+        ("sut", {"sut": _Settings(), "judge": StandInJudge()}),
+        ("judge", {"sut": lambda m, *, temperature: REFUSE, "judge": _Settings()}),
+        (
+            r"judge\[1\]",
+            {"sut": lambda m, *, temperature: REFUSE, "judge": [StandInJudge(), _Settings()]},
+        ),
+    ],
+)
+def test_an_object_whose_missing_names_raise_keyerror_is_named(where, arguments):
+    # Python's tools (inspect.signature, hasattr) let only AttributeError through: such an
+    # object crashed the run inside them with a bare KeyError naming no argument.
+    with pytest.raises(InputError, match=rf"^{where}: _Settings raises KeyError .*AttributeError"):
+        rows(1).pipe(sc.safety_consistency, cache=False, progress=False, **arguments)

@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
+from .._protocols import conforms
 from .._refusal import CONTENT_FILTER_TEXT
 from .._text import valid_unicode
 
@@ -233,9 +234,16 @@ class ChatClient(Protocol):
 
 
 def describe(obj: Any) -> str:
-    """A short, secret-free name for an object used as a client, for error messages."""
-    identity = getattr(obj, "identity", None)
-    if isinstance(identity, str):
-        return identity
-    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-    return str(name)
+    """A short, secret-free name for an object used as a client, for error messages: a
+    client's identity (a :class:`ChatClient`'s never holds its key), else its qualified name.
+    An attribute of another object that happens to be called ``identity`` is not read: it
+    may hold anything (a URL with a password)."""
+    if conforms(obj, ChatClient):
+        identity = obj.identity
+        if isinstance(identity, str):
+            return identity
+    try:
+        name = getattr(obj, "__qualname__", None)
+    except Exception:  # a __getattr__ of the user's that raises something else
+        name = None
+    return name if isinstance(name, str) else type(obj).__qualname__

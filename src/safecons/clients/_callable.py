@@ -30,6 +30,7 @@ __all__ = (
     "DEFAULT_MAX_THREADS",
     "CallableClient",
     "UserCode",
+    "check_attribute_lookup",
     "check_chat_signature",
     "check_signature",
     "status_of",
@@ -75,6 +76,40 @@ def check_signature(
     except TypeError as exc:
         raise InputError(
             f"{parameter}: {expected}; {describe(fn)}{signature} does not ({exc})"
+        ) from None
+
+
+def check_attribute_lookup(obj: object, parameter: str) -> None:
+    """Raise :class:`~safecons.InputError` naming ``parameter`` when looking up a name ``obj``
+    lacks raises something other than ``AttributeError``.
+
+    Python's own tools (``inspect.signature``, ``hasattr``, ``getattr`` with a default) rely
+    on that rule; an object that breaks it (a ``__getattr__`` reading a dict: ``KeyError``)
+    would fail deep inside them, on its first use, with a message naming no argument.
+
+    Examples
+    --------
+    >>> class Settings:
+    ...     def __call__(self, messages, *, temperature):
+    ...         return "no"
+    ...     def __getattr__(self, key):
+    ...         return {}[key]
+    >>> check_attribute_lookup(Settings(), "sut")
+    Traceback (most recent call last):
+    ...
+    safecons.errors.InputError: sut: Settings raises KeyError for a name it does not have ('__safecons_absent__'); Python's tools (inspect, hasattr) need AttributeError there: make its __getattr__ raise AttributeError, or pass a function that calls it
+    """  # noqa: E501
+    absent = "__safecons_absent__"
+    try:
+        getattr(obj, absent)
+    except AttributeError:
+        return
+    except Exception as exc:
+        raise InputError(
+            f"{parameter}: {type(obj).__qualname__} raises {type(exc).__name__} for a name it "
+            f"does not have ({absent!r}); Python's tools (inspect, hasattr) need "
+            "AttributeError there: make its __getattr__ raise AttributeError, or pass a "
+            "function that calls it"
         ) from None
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from .._protocols import conforms
 from ._secrets import Secrets
 
 __all__ = ("ClientFacts", "Declared", "facts_of", "secrets_of")
@@ -54,7 +55,7 @@ def facts_of(client: object) -> ClientFacts:
     ({}, False)
     """
     # An unrelated ``facts`` attribute of a user's object declares nothing.
-    facts = client.facts if isinstance(client, Declared) else None
+    facts = cast(Declared, client).facts if conforms(client, Declared) else None
     return facts if isinstance(facts, ClientFacts) else ClientFacts()
 
 

@@ -13,6 +13,7 @@ from ._batcher import CLAIM_PREFIX as CLAIM_PREFIX
 from ._batcher import BatchClaims as BatchClaims
 from ._batcher import BatchLedger as BatchLedger
 from ._callable import UserCode as UserCode
+from ._callable import check_attribute_lookup as check_attribute_lookup
 from ._callable import check_signature as check_signature
 from ._callable import warn_if_partial as warn_if_partial
 from ._facts import ClientFacts as ClientFacts
@@ -39,6 +40,7 @@ __all__ = (
     "UserCode",
     "as_chat_client",
     "callable_digest",
+    "check_attribute_lookup",
     "check_signature",
     "describe",
     "facts_of",

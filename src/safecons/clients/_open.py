@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
+from .._protocols import conforms
 from ..errors import AuthenticationError, InputError
 from ._base import (
     Attempt,
@@ -20,7 +21,7 @@ from ._base import (
     describe,
 )
 from ._batcher import BatchLedger, batched_session
-from ._callable import CallableClient, check_chat_signature
+from ._callable import CallableClient, check_attribute_lookup, check_chat_signature
 from ._facts import facts_of
 from ._openai import OpenAICompatible
 
@@ -33,8 +34,9 @@ def as_chat_client(obj: object, parameter: str) -> ChatClient:
     A callable's signature is checked here, before any call. ``parameter`` names the argument
     in the error raised for anything else.
     """
-    if isinstance(obj, ChatClient):
-        return obj
+    check_attribute_lookup(obj, parameter)
+    if conforms(obj, ChatClient):
+        return cast(ChatClient, obj)
     if callable(obj):
         check_chat_signature(obj, parameter)
         return CallableClient(obj)

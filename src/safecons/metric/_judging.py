@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from .._protocols import conforms
 from ..clients import (
     CallableClient,
     ChatClient,
@@ -27,6 +28,7 @@ from ..clients._house import (
     RunSession,
     UserCode,
     as_chat_client,
+    check_attribute_lookup,
     check_signature,
     describe,
     facts_of,
@@ -392,7 +394,7 @@ _OFFLINE_SAID = (
 
 
 def _is_object_judge(judge: object) -> bool:
-    return not isinstance(judge, LLMJudge) and isinstance(judge, PostureJudge)
+    return not isinstance(judge, LLMJudge) and conforms(judge, PostureJudge)
 
 
 def check_judge(judge: object) -> None:
@@ -428,6 +430,7 @@ def _juror_identity(judge: object) -> object:
 
 
 def _check_one(judge: object, parameter: str) -> None:
+    check_attribute_lookup(judge, parameter)
     if _is_object_judge(judge):
         assert isinstance(judge, PostureJudge)
         check_signature(
