@@ -5,15 +5,19 @@ every time below is exact."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from contextlib import AsyncExitStack
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from safecons.run._house import Slot
 from safecons.run._permits import LocalPermits
-from safecons.run._policy import EndpointPolicy
-from test_leases import TTL, BucketProvider, permits_of, table_of
+from safecons.run._policy import BUCKET_SMALLEST_GAP, EndpointPolicy, _Refill
+from test_leases import TTL, BucketProvider, WindowedProvider, permits_of, table_of
 from virtual_time import VIRTUAL_TIME
 
 pytestmark = pytest.mark.anyio
@@ -183,19 +187,9 @@ async def _workers_run(provider: BucketProvider, requests: int, workers: int) ->
         (100, 1_200, 1),
         (10, 300, 2),
         (10, 300, 3),
-        pytest.param(
-            100,
-            1_200,
-            2,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="not yet met: 0.92 of the pace. Many workers' pace keeps a window's "
-                "strictest word, so a drained bucket goes out a burst per reset and the run's "
-                "last requests wait up to a whole window; reading a newer word's moved reset "
-                "as the bucket's refill made this 0.985 here, but was not measured better "
-                "on Ray (steady 0.89-0.91 with it, 0.90-0.97 without), so it was not kept",
-            ),
-        ),
+        (100, 1_200, 2),
+        (100, 1_200, 3),
+        (100, 1_200, 8),
     ],
 )
 async def test_a_token_buckets_pace_is_kept_with_hardly_a_429(per_second, requests, workers):
@@ -203,8 +197,14 @@ async def test_a_token_buckets_pace_is_kept_with_hardly_a_429(per_second, reques
     # refills continuously, and its reset says when it is full again), for one process and
     # for workers sharing one table: every request answered, at least 0.95 of the limit's
     # pace, at most 1% answered 429. The bucket starts full: the ideal is the rest at the
-    # limit's rate.
-    provider = BucketProvider(per_second)
+    # limit's rate. (Many workers read the bucket's words as a bucket's, _Refill: before,
+    # a drained bucket went out a burst per reset, 0.92 of the pace at 6,000 RPM.)
+    await _the_pace_is_kept(BucketProvider(per_second), per_second, requests, workers)
+
+
+async def _the_pace_is_kept(
+    provider: BucketProvider | WindowedProvider, per_second: int, requests: int, workers: int
+) -> None:
     if workers == 1:
         took = await _local_run(provider, requests)
     else:
@@ -213,3 +213,88 @@ async def test_a_token_buckets_pace_is_kept_with_hardly_a_429(per_second, reques
     assert provider.limited <= requests // 100
     ideal = (requests - per_second) / per_second
     assert ideal / took >= 0.95, took
+
+
+class RoundedBucketProvider(BucketProvider):
+    """A token bucket whose reset is said in whole seconds (rounded up): its words cannot be
+    read as a bucket's, and are paced as a window's."""
+
+    def answer(self, slot: Slot, now: float) -> None:
+        super().answer(slot, now)
+        said = slot.rate_limits
+        assert said is not None and said.reset_requests is not None
+        slot.rate_limits = dataclasses.replace(
+            said, reset_requests=float(math.ceil(said.reset_requests))
+        )
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("provider", [WindowedProvider, RoundedBucketProvider])
+async def test_a_window_s_pace_is_kept_as_a_bucket_s(provider, workers):
+    # The same goal on a fixed window (its words never read as a bucket's), and on a bucket
+    # whose words are too coarse to read as one (then paced as a window, as before).
+    await _the_pace_is_kept(provider(100), 100, 1_200, workers)
+
+
+@settings(deadline=None)
+@given(
+    limit=st.integers(2, 200),
+    window=st.sampled_from([1.0, 60.0]),
+    bursts=st.lists(
+        st.tuples(st.floats(0, 1), st.integers(1, 200), st.floats(0, 0.3)),
+        min_size=1,
+        max_size=12,
+    ),
+    jitter=st.floats(0, 0.2),
+    rng=st.randoms(use_true_random=False),
+)
+def test_a_window_s_words_never_read_as_a_bucket_s(limit, window, bursts, jitter, rng):
+    # A fixed window's words (bursts at any moment of any window, answered with up to a fifth
+    # of a window's disorder): within a window the count used grows as the reset shrinks, so
+    # no ray through the origin holds them. (Found by this test: one word a window at
+    # halving resets, and gaps of 1 to 3, which fit any rate; both now refused.)
+    words, used = [], {}
+    for k, (at, n, spread) in enumerate(bursts):
+        for i in range(n):
+            arrived = (k + at * 0.999) * window + spread * window * i / n / 10
+            w = int(arrived // window)
+            used[w] = used.get(w, 0) + 1
+            if used[w] <= limit:
+                heard = arrived + rng.random() * jitter * window
+                words.append((heard, limit - used[w], (w + 1) * window - arrived))
+    refill = _Refill()
+    for _, remaining, reset in sorted(words):
+        refill.learn(remaining, limit, reset)
+        assert refill.rate is None
+
+
+@settings(deadline=None)
+@given(
+    limit=st.integers(10, 10_000),
+    seconds=st.sampled_from([1.0, 60.0]),
+    levels=st.lists(st.floats(0, 1), min_size=40, max_size=200),
+    rounding=st.sampled_from([None, 0.001]),
+)
+def test_a_bucket_s_words_read_as_a_bucket_s_in_any_order(limit, seconds, levels, rounding):
+    # A bucket's words are snapshots: whatever order they come in, they read as a bucket's,
+    # at its rate (the count whole, the reset to the millisecond, as OpenAI's headers say it).
+    rate = limit / seconds
+    refill = _Refill()
+    for level in levels:
+        held = level * limit
+        reset = (limit - held) / rate
+        if rounding:
+            reset = round(reset / rounding) * rounding
+        refill.learn(int(held), limit, reset)
+    spread = {round(x, 1) for x in levels if x < 1 - 2 * BUCKET_SMALLEST_GAP / limit}
+    if len(spread) >= 5:  # the words said enough: a range of levels, gaps beyond the smallest
+        assert refill.rate == pytest.approx(rate, rel=0.05)
+
+
+def test_a_bucket_read_wrongly_is_taken_back():
+    refill = _Refill()
+    for gap, reset in [(80, 0.8), (10, 0.1), (20, 0.2), (40, 0.4)]:
+        refill.learn(100 - gap, 100, reset)
+    assert refill.rate == pytest.approx(79 / 0.8)
+    refill.learn(100 - 10, 100, 0.7)  # a window's word: little used, long to go
+    assert refill.rate is None

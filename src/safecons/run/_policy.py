@@ -283,6 +283,7 @@ class Pace:
             reset=limits.reset_requests,
             now=now,
             base=number + 1 - earlier,
+            total=self.started,
         )
         if limits.remaining_tokens is not None:
             # Attempts started before this one and still in flight may reach the server after
@@ -295,12 +296,14 @@ class Pace:
             reset=limits.reset_tokens,
             now=now,
             base=through,
+            total=self._spent,
         )
 
     def _heard_unordered(self, number: int, limits: RateLimits, now: float) -> None:
         """An answer's word when attempts reach the server in no known order (many processes
         share the pace): every attempt still in flight is counted as used after it, the worst
-        case, and within one window the strictest word stands."""
+        case, and within one window the strictest word stands; a token bucket's words, once
+        they read as one, pace as its level instead (:class:`_Refill`)."""
         self._requests.heard_unordered(
             number,
             remaining=limits.remaining_requests,
@@ -309,6 +312,7 @@ class Pace:
             now=now,
             base=self.started - len(self._in_flight),
             total=self.started,
+            started=self.started,
         )
         self._tokens.heard_unordered(
             number,
@@ -318,6 +322,7 @@ class Pace:
             now=now,
             base=self._spent - self._in_flight_tokens,
             total=self._spent,
+            started=self.started,
         )
 
     @property
@@ -330,6 +335,166 @@ class Pace:
         self._hold_until = max(
             self._hold_until, now + min(max(seconds, 0.0), MAX_PACED_WAIT_SECONDS)
         )
+
+
+#: How many words of a provider's count must read as one token bucket's (:class:`_Refill`)
+#: before many workers' pace reads them so.
+BUCKET_EVIDENCE: Final = 3
+
+
+#: The smallest gap (``limit - remaining``) a word's agreement with a bucket counts at: the
+#: count is a whole number, so a gap of 1 to 3 fits almost any rate.
+BUCKET_SMALLEST_GAP: Final = 4
+
+
+def _one_rate(small: int, short: float, big: int, long: float) -> bool:
+    """Whether one refill rate fits two words of a bucket: gaps ``small`` and ``big`` (whole
+    numbers, each within one of the true gap, however the provider rounds) at resets
+    ``short`` and ``long`` (each within a millisecond and a percent: the header's rounding)."""
+    slack_short, slack_long = 0.001 + 0.01 * short, 0.001 + 0.01 * long
+    lowest = max((small - 1) / (short + slack_short), (big - 1) / (long + slack_long))
+    if short <= slack_short:
+        return True
+    highest = min((small + 1) / (short - slack_short), (big + 1) / (long - slack_long))
+    return lowest <= highest
+
+
+class _Refill:
+    """Whether a provider's count is a token bucket, and if so, how much of it the workers
+    sharing it may use now: one estimated level, refilled at the bucket's rate.
+
+    **Telling a bucket from a window.** A bucket's word is a snapshot: ``remaining`` of
+    ``limit`` held, ``reset`` the time until it is full again, so ``limit - remaining`` is
+    ``reset`` times its refill rate, in every word, in whatever order the words are heard. A
+    fixed window's words are not: within a window the count used grows while the time to its
+    reset shrinks, so of two words the one that used less never has the shorter reset. Words
+    are compared with the most precise one heard (the most used: ``remaining`` is a whole
+    number, so a larger gap reads the rate closer): one rate fits both (:func:`_one_rate`:
+    each gap within one, each reset within a millisecond and a percent) or not. Words that
+    no rate fits are a window's: what was counted is dropped, and a bucket read before is
+    read so no longer. :data:`BUCKET_EVIDENCE` words that fit, with no misfit between them,
+    say "bucket", each with a gap of at least :data:`BUCKET_SMALLEST_GAP` and a reset at
+    most three quarters of the reference's and a tenth apart from the others' (gaps of 1 to
+    3, or alike resets, fit almost any rate). A window's words never say it (a property
+    test: bursts at any moment of any window, heard in disorder). A reset said in whole
+    seconds, for a bucket of a second's worth, never fits: such a bucket stays paced as a
+    window (:class:`_Budget`'s reading, which is never too fast for either).
+
+    **The level.** Once a bucket, each word is a level (``remaining`` less every attempt still
+    in flight, counted as used after it: the worst case for many workers), which refills at
+    the rate up to ``limit`` and is drawn down by each attempt started. A word replaces the
+    level when it is lower (stricter), or when its attempt started after the level was taken
+    (it reached the provider after every attempt the level knew of: newer knowledge, lower or
+    higher). A drained bucket is then used at its refill rate, as it refills, where a window's
+    reading waited for it to be whole and sent a burst (the run's last requests waited up to
+    a whole reset).
+    """
+
+    __slots__ = (
+        "_agreed",
+        "_cap",
+        "_counted",
+        "_level",
+        "_level_at",
+        "_reference",
+        "_through",
+        "rate",
+    )
+
+    def __init__(self) -> None:
+        #: The bucket's refill rate (a count a second; None until the words say "bucket").
+        self.rate: float | None = None
+        self._reference: tuple[int, int, float] | None = None  # limit, gap, reset
+        self._agreed: tuple[float, ...] = ()  # the resets of the words that agreed
+        self._cap = 0
+        self._level = 0.0
+        self._level_at: float | None = None
+        self._counted = 0  # the running total the level has drawn
+        self._through = 0  # attempts started when the level was taken
+
+    def learn(self, remaining: int, limit: int, reset: float) -> None:
+        """One more word: does the provider's count read as a bucket's (or, read so, no
+        longer)?"""
+        gap = limit - remaining
+        if gap <= 0 or reset < MIN_PACED_WAIT_SECONDS:
+            return
+        reference = self._reference
+        if reference is None or reference[0] != limit:
+            self._reference, self._agreed = (limit, gap, reset), ()
+            self.rate = self._level_at = None
+            return
+        _, big, long = reference
+        small, short = gap, reset
+        if small > big:
+            self._reference = (limit, gap, reset)
+            (small, short), big, long = (big, long), gap, reset
+        if not _one_rate(small, short, big, long):
+            # A window's words, not a bucket's (or no longer): its level is forgotten too.
+            self._agreed, self.rate, self._level_at = (), None, None
+            return
+        if self.rate is not None:
+            self.rate = self._rate_of(big, long)  # read closer on a larger gap
+        elif (
+            short <= 0.75 * long
+            and small >= BUCKET_SMALLEST_GAP
+            and all(abs(short - other) > 0.1 * other for other in self._agreed)
+        ):
+            # Agreeing words must be spread in time: two alike resets fit many rates, and a
+            # burst answered at once gives many gaps at one reset, which some window's word
+            # may happen to fall beside.
+            self._agreed += (short,)
+            if len(self._agreed) >= BUCKET_EVIDENCE:
+                self.rate = self._rate_of(big, long)
+
+    @staticmethod
+    def _rate_of(gap: int, reset: float) -> float:
+        # remaining is a whole number, the true gap within one of the gap said: the lowest
+        # rate it allows, so the level never runs ahead of the bucket between two words.
+        return max(gap - 1, 0.5) / reset
+
+    def available(self, now: float, total: int) -> float:
+        """The level at ``now``, ``total`` being the running total (refilled, then drawn)."""
+        assert self.rate is not None and self._level_at is not None
+        level = min(float(self._cap), self._level + (now - self._level_at) * self.rate)
+        self._level, self._level_at = level - (total - self._counted), now
+        self._counted = total
+        return self._level
+
+    def wait(self, now: float, total: int, cost: int) -> float:
+        """Seconds before ``cost`` more may be drawn at ``now``."""
+        assert self.rate is not None
+        level = self.available(now, total)
+        if level >= cost or (cost > self._cap and level >= self._cap):
+            return 0.0  # (larger than the whole bucket: it goes when the bucket is full)
+        return max((min(cost, self._cap) - level) / self.rate, MIN_PACED_WAIT_SECONDS)
+
+    def heard(
+        self,
+        number: int,
+        *,
+        remaining: int,
+        limit: int,
+        now: float,
+        base: int,
+        total: int,
+        started: int,
+    ) -> None:
+        """Attempt ``number``'s word: ``remaining`` held; ``base`` the running total as the
+        provider counted it (many workers: every attempt in flight counted as used after it),
+        ``total`` the running total now, ``started`` the attempts the word knows of (many
+        workers: every attempt started; one process: up to ``number``): the word of an
+        attempt numbered from it on is newer."""  # fmt: skip
+        level = float(remaining - (total - base))
+        older = self._level_at is not None and number < self._through
+        if older and level >= self.available(now, total):
+            return  # older than the level, and no stricter
+        self._cap, self._level, self._level_at = limit, level, now
+        self._counted, self._through = total, started
+
+    @property
+    def paced(self) -> bool:
+        """Whether the bucket's level paces the count (a bucket, and a word of it heard)."""
+        return self.rate is not None and self._level_at is not None
 
 
 class _Budget:
@@ -346,6 +511,7 @@ class _Budget:
         "_carried",
         "_heard",
         "_limit",
+        "_refill",
         "_reset_at",
         "_turned",
         "_window",
@@ -364,6 +530,8 @@ class _Budget:
         self._turned: float | None = None
         # What a turned window lets out at once (0: one attempt): a word whose reset is now.
         self._allowance = 0
+        #: Many workers' reading of a token bucket (:meth:`heard_unordered`).
+        self._refill = _Refill()
 
     def wait(self, now: float, total: int, cost: int, started: int, *, carried: int = 0) -> float:
         """Seconds before ``cost`` more may be used at ``now``, ``total`` being the running
@@ -376,6 +544,8 @@ class _Budget:
         """
         if self.remaining is None:
             return 0.0
+        if self._refill.paced:
+            return self._refill.wait(now, total, cost)
         if now >= self._reset_at:
             if self._limit is None or self._window <= 0:
                 self.remaining = None
@@ -425,10 +595,24 @@ class _Budget:
         reset: float | None,
         now: float,
         base: int,
+        total: int,
     ) -> None:
         """Attempt ``number``'s answer said ``remaining`` of ``limit`` are left until ``reset``
-        seconds from ``now``; ``base`` is the running total once that attempt had started."""
-        if remaining is None or number < self._heard:
+        seconds from ``now``; ``base`` is the running total once that attempt had started,
+        ``total`` the running total now. Once the words read as a token bucket's, the newest
+        is its level (:class:`_Refill`)."""
+        if remaining is None:
+            return
+        if limit is not None and reset is not None:
+            self._refill.learn(remaining, limit, reset)  # in any order: each word is a snapshot
+        if self._refill.rate is not None and limit is not None:
+            self.remaining, self._limit = remaining, limit
+            self._refill.heard(
+                number, remaining=remaining, limit=limit, now=now, base=base, total=total,
+                started=number + 1,
+            )  # fmt: skip
+            return
+        if number < self._heard:
             return
         reset = UNKNOWN_RESET_SECONDS if reset is None else min(reset, MAX_PACED_WAIT_SECONDS)
         self._heard, self._base, self._carried = number, base, 0
@@ -462,9 +646,11 @@ class _Budget:
         now: float,
         base: int,
         total: int,
+        started: int,
     ) -> None:
         """As :meth:`heard`, for answers in no known order: ``base`` counts every attempt in
-        flight as used after this one (``total`` is the running total now).
+        flight as used after this one (``total`` is the running total now, ``started`` the
+        attempts started).
 
         When the window turned with no newer word (a guess, let out at the limit's rate), the
         word of an attempt ``number`` started after the turn replaces the guess. Otherwise a
@@ -472,8 +658,18 @@ class _Budget:
         it; of the same one, it replaces it only if it leaves less. (The turned window's own
         end is no provider's: a token bucket's reset, the time until it is full again, fell
         before it, so each fresh word read as a window already past, and many workers were
-        held to the guess's rate, an eighth of the limit.)"""
+        held to the guess's rate, an eighth of the limit.) Once the words read as a token
+        bucket's, its level paces the count instead (:class:`_Refill`)."""
         if remaining is None:
+            return
+        if limit is not None and reset is not None:
+            self._refill.learn(remaining, limit, reset)
+        if self._refill.rate is not None and limit is not None:
+            self.remaining, self._limit = remaining, limit
+            self._refill.heard(
+                number, remaining=remaining, limit=limit, now=now, base=base, total=total,
+                started=started,
+            )  # fmt: skip
             return
         if self._turned is not None and self._allowance == 0 and number > self._heard:
             # The window turned with no word, and this attempt started after the turn: its
