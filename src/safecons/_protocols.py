@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+from typing import Any, Protocol
 
 __all__ = ("conforms",)
 
 
 def conforms(obj: object, protocol: type[Any]) -> bool:
-    """Whether ``obj`` has the members of ``protocol`` (a ``runtime_checkable`` one).
+    """Whether ``obj`` has the members of ``protocol`` (a ``runtime_checkable`` one), found
+    without running any of its code.
 
-    ``isinstance`` asks ``hasattr`` of each member, which lets through only
-    ``AttributeError``: an object whose ``__getattr__`` raises anything else for a name it
-    lacks (``return self._settings[name]``: a ``KeyError``) would crash the run where it is
-    merely not the protocol's. Such an object does not conform. (A bool, not a type guard:
-    mypy takes no protocol class where a type variable's class is expected; callers cast.)
+    ``isinstance`` against a protocol asks ``hasattr`` of each member before Python 3.12:
+    that runs a property (a callable client's ``identity`` hashes its code and closure) and a
+    ``__getattr__``, and lets through only ``AttributeError``, so an object whose
+    ``__getattr__`` raises anything else for a name it lacks (``return
+    self._settings[name]``: a ``KeyError``) would crash the run where it is merely not the
+    protocol's. Members are looked up as Python 3.12 does (:func:`inspect.getattr_static`):
+    a member only a ``__getattr__`` provides does not count. (A bool, not a type guard: mypy
+    takes no protocol class where a type variable's class is expected; callers cast.)
 
     Examples
     --------
@@ -25,10 +31,27 @@ def conforms(obj: object, protocol: type[Any]) -> bool:
     >>> class Settings:
     ...     def __getattr__(self, key):
     ...         return {}[key]
-    >>> conforms(Settings(), Named), conforms(type("Has", (), {"name": "x"})(), Named)
+    >>> class Costly:
+    ...     @property
+    ...     def name(self):
+    ...         raise RuntimeError("not run to be checked")
+    >>> conforms(Settings(), Named), conforms(Costly(), Named)
     (False, True)
     """
-    try:
-        return isinstance(obj, protocol)
-    except Exception:
-        return False
+    for name in _members(protocol):
+        try:
+            inspect.getattr_static(obj, name)
+        except AttributeError:
+            return False
+    return True
+
+
+@functools.cache
+def _members(protocol: type[Any]) -> tuple[str, ...]:
+    """The public members a protocol class and the protocols it extends declare."""
+    names: set[str] = set()
+    for klass in protocol.__mro__:
+        if Protocol in klass.__bases__:
+            names.update(n for n in vars(klass) if not n.startswith("_"))
+            names.update(vars(klass).get("__annotations__", {}))
+    return tuple(sorted(names))
