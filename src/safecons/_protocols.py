@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any, Protocol
 
@@ -46,12 +45,17 @@ def conforms(obj: object, protocol: type[Any]) -> bool:
     return True
 
 
-@functools.cache
+_MEMBERS: dict[type[Any], tuple[str, ...]] = {}
+
+
 def _members(protocol: type[Any]) -> tuple[str, ...]:
     """The public members a protocol class and the protocols it extends declare."""
-    names: set[str] = set()
-    for klass in protocol.__mro__:
-        if Protocol in klass.__bases__:
-            names.update(n for n in vars(klass) if not n.startswith("_"))
-            names.update(vars(klass).get("__annotations__", {}))
-    return tuple(sorted(names))
+    found = _MEMBERS.get(protocol)
+    if found is None:
+        names: set[str] = set()
+        for klass in protocol.__mro__:
+            if Protocol in klass.__bases__:
+                names.update(n for n in vars(klass) if not n.startswith("_"))
+                names.update(vars(klass).get("__annotations__", {}))
+        found = _MEMBERS[protocol] = tuple(sorted(names))
+    return found
