@@ -868,3 +868,28 @@ def test_an_attribute_called_identity_is_not_copied_into_the_keys(tmp_path):
     cache = tmp_path / "cache.sqlite"
     run(_Addressed(), sc.OfflineJudge(), cache)
     assert b"hunter2" not in cache.read_bytes()
+
+
+def test_a_run_reads_a_callable_s_identity_a_few_times_not_at_every_look(tmp_path, monkeypatch):
+    # Each read hashes the callable's code and closure (0.1 s per 100 MB of closure): a run
+    # makes its clients once (CallableClient.pinned) and reads each then, not at each of its
+    # looks at them (its keys, its warning, its names in the report): 14 reads before, for a
+    # callable SUT and a callable judge.
+    import safecons.clients._callable as callables
+
+    reads = []
+    real = callables.identify
+    monkeypatch.setattr(callables, "identify", lambda fn: reads.append(fn) or real(fn))
+
+    def sut(messages, *, temperature):
+        return REFUSE
+
+    def judge(messages, *, temperature):
+        return VERDICT
+
+    first = run(sut, judge, tmp_path / "cache.sqlite")
+    assert len([fn for fn in reads if fn is sut]) == 1
+    assert len([fn for fn in reads if fn is judge]) <= 3  # checked, told from the others, made
+    reads.clear()
+    again = run(sut, judge, tmp_path / "cache.sqlite")
+    assert hits(again, "sut") == hits(first, "sut") + len(first) * K  # same keys: all replayed

@@ -35,11 +35,13 @@ def as_chat_client(obj: object, parameter: str) -> ChatClient:
     in the error raised for anything else.
     """
     check_attribute_lookup(obj, parameter)
+    if isinstance(obj, CallableClient):
+        return obj.pinned()  # read once for the run that asked
     if conforms(obj, ChatClient):
         return cast(ChatClient, obj)
     if callable(obj):
         check_chat_signature(obj, parameter)
-        return CallableClient(obj)
+        return CallableClient(obj).pinned()
     raise InputError(
         f"{parameter}: expected an OpenAICompatible client or a callable "
         f"(messages, *, temperature) -> str, got {type(obj).__name__}"

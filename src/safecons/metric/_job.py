@@ -34,7 +34,7 @@ from ._inputs import (
     check_rows,
     resolve_config,
 )
-from ._judging import check_judge, jurors_of, measured, planning_judge
+from ._judging import check_judge, jurors_of, measured, pinned_judge, planning_judge
 
 __all__ = ("LAZY_BATCH_ROWS", "Job", "MetricOptions", "SafetyConsistencyRun", "run_batches")
 
@@ -159,10 +159,13 @@ class Job:
         run = {k: given.pop(k) for k in _RUN_KEYS if k in given}
         # What is left is config fields: an unknown one is named by the config.
         config = resolve_config(given.pop("config", None), given)
+        # Made clients once here, for the whole run: an unnamed callable's identity (a hash
+        # of its code and closure) is then read once, not at every look at it.
         if stage != "judge":
-            as_chat_client(sut, "sut")
+            sut = as_chat_client(sut, "sut")
         if stage != "respond":
             check_judge(judge)
+            judge = pinned_judge(judge)
         job = cls(
             sut,
             judge,

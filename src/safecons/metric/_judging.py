@@ -9,6 +9,7 @@ text was cut) and then judge it; the run, the dry run and the cache all read tha
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -63,6 +64,7 @@ __all__ = (
     "juror_names",
     "jurors_of",
     "open_judge",
+    "pinned_judge",
     "planning_judge",
 )
 
@@ -411,6 +413,25 @@ def check_judge(judge: object) -> None:
                 "or the same object): its calls would share their cache keys and its votes "
                 "would be copies of the other's; a jury needs different judges"
             )
+
+
+def pinned_judge(judge: object) -> object:
+    """``judge`` (one judge or a jury, already checked) with each chat juror's client made
+    once, its identity read once for the run (:meth:`~safecons.clients.CallableClient.pinned`):
+    a callable as its client, an :class:`LLMJudge` with its client made; a judge object, or a
+    client of the user's own, as it is."""
+
+    def pin(juror: object) -> object:
+        if isinstance(juror, LLMJudge):
+            client = as_chat_client(juror.client, "judge")
+            return juror if client is juror.client else dataclasses.replace(juror, client=client)
+        if _is_object_judge(juror):
+            return juror
+        return as_chat_client(juror, "judge")
+
+    if isinstance(judge, list | tuple):
+        return type(judge)(pin(juror) for juror in judge)
+    return pin(judge)
 
 
 def _juror_identity(judge: object) -> object:
