@@ -293,3 +293,35 @@ def test_an_object_whose_missing_names_raise_keyerror_is_named(where, arguments)
     # object crashed the run inside them with a bare KeyError naming no argument.
     with pytest.raises(InputError, match=rf"^{where}: _Settings raises KeyError .*AttributeError"):
         rows(1).pipe(sc.safety_consistency, cache=False, progress=False, **arguments)
+
+
+def test_a_client_seen_only_through_getattr_or_class_is_still_a_client():
+    # Found by a review: looking members up without running code (conforms) missed what only
+    # isinstance sees, so a Mock(spec=OpenAICompatible) was wrapped as a callable and called
+    # as a function, and a wrapper passing its members on was refused.
+    from unittest import mock
+
+    from safecons.clients._house import as_chat_client
+
+    spec = mock.Mock(spec=sc.OpenAICompatible)
+    assert as_chat_client(spec, "sut") is spec
+
+    class Passing:
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    wrapped = Passing(sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:9/v1", api_key="k"))
+    assert as_chat_client(wrapped, "sut") is wrapped
+
+
+def test_a_pinned_callable_client_keeps_its_class():
+    from safecons.clients._house import as_chat_client
+
+    class Mine(sc.CallableClient):
+        pass
+
+    client = as_chat_client(Mine(lambda messages, *, temperature: REFUSE), "sut")
+    assert type(client) is Mine

@@ -343,3 +343,12 @@ def test_a_429_under_a_bucket_s_reading_takes_it_back_for_good():
     for gap, reset in [(80, 0.8), (10, 0.1), (20, 0.2), (40, 0.4)]:
         refill.learn(100 - gap, 100, reset)
     assert refill.rate is None and not refill.refute()
+
+
+def test_resets_within_their_rounding_of_nothing_do_not_crash_the_reading():
+    # Found by a review: a reset of 0.00101... divided by zero in _one_rate (the answer's
+    # pace then crashed); within its own rounding of nothing a reset bounds no rate.
+    refill = _Refill()
+    for gap, reset in [(9, 0.00101010101010101), (5, 0.5), (7, 0.00101010101010101)]:
+        refill.learn(100 - gap, 100, reset)
+    assert refill.rate is None

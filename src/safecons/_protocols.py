@@ -17,9 +17,11 @@ def conforms(obj: object, protocol: type[Any]) -> bool:
     ``__getattr__``, and lets through only ``AttributeError``, so an object whose
     ``__getattr__`` raises anything else for a name it lacks (``return
     self._settings[name]``: a ``KeyError``) would crash the run where it is merely not the
-    protocol's. Members are looked up as Python 3.12 does (:func:`inspect.getattr_static`):
-    a member only a ``__getattr__`` provides does not count. (A bool, not a type guard: mypy
-    takes no protocol class where a type variable's class is expected; callers cast.)
+    protocol's. Members are first looked up as Python 3.12 does
+    (:func:`inspect.getattr_static`), which runs nothing; only an object that lacks one there
+    is asked with ``isinstance`` (a wrapper whose ``__getattr__`` passes members on, a
+    ``Mock(spec=...)``), anything raised meaning no. (A bool, not a type guard: mypy takes no
+    protocol class where a type variable's class is expected; callers cast.)
 
     Examples
     --------
@@ -34,15 +36,26 @@ def conforms(obj: object, protocol: type[Any]) -> bool:
     ...     @property
     ...     def name(self):
     ...         raise RuntimeError("not run to be checked")
-    >>> conforms(Settings(), Named), conforms(Costly(), Named)
-    (False, True)
+    >>> class Passing:
+    ...     def __getattr__(self, key):
+    ...         return "passed on"
+    >>> conforms(Settings(), Named), conforms(Costly(), Named), conforms(Passing(), Named)
+    (False, True, True)
     """
     for name in _members(protocol):
         try:
             inspect.getattr_static(obj, name)
         except AttributeError:
-            return False
-    return True
+            break
+    else:
+        return True
+    # Not found without running its code: ask isinstance after all, for what only it sees
+    # (a wrapper passing its members on through __getattr__, a Mock(spec=...) through its
+    # __class__), and read anything raised as "not the protocol's".
+    try:
+        return isinstance(obj, protocol)
+    except Exception:
+        return False
 
 
 _MEMBERS: dict[type[Any], tuple[str, ...]] = {}
@@ -56,6 +69,6 @@ def _members(protocol: type[Any]) -> tuple[str, ...]:
         for klass in protocol.__mro__:
             if Protocol in klass.__bases__:
                 names.update(n for n in vars(klass) if not n.startswith("_"))
-                names.update(vars(klass).get("__annotations__", {}))
+                names.update(inspect.get_annotations(klass))
         found = _MEMBERS[protocol] = tuple(sorted(names))
     return found

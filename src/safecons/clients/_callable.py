@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import threading
 import warnings
@@ -454,7 +455,7 @@ class CallableClient:
         """
         if self._name is not None or self._pinned is not None:
             return self
-        pinned = CallableClient(self._fn, version=self._version)
+        pinned = copy.copy(self)  # a subclass of the user's stays one
         pinned._pinned = identify(self._fn)
         return pinned
 

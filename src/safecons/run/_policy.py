@@ -344,7 +344,7 @@ class Pace:
 
 
 #: How many words of a provider's count must read as one token bucket's (:class:`_Refill`)
-#: before many workers' pace reads them so.
+#: before the pace reads them so.
 BUCKET_EVIDENCE: Final = 3
 
 
@@ -359,9 +359,10 @@ def _one_rate(small: int, short: float, big: int, long: float) -> bool:
     ``short`` and ``long`` (each within a millisecond and a percent: the header's rounding)."""
     slack_short, slack_long = 0.001 + 0.01 * short, 0.001 + 0.01 * long
     lowest = max((small - 1) / (short + slack_short), (big - 1) / (long + slack_long))
-    if short <= slack_short:
-        return True
-    highest = min((small + 1) / (short - slack_short), (big + 1) / (long - slack_long))
+    highest = math.inf
+    for gap, reset, slack in ((small, short, slack_short), (big, long, slack_long)):
+        if reset > slack:  # a reset within its own rounding of nothing sets no highest rate
+            highest = min(highest, (gap + 1) / (reset - slack))
     return lowest <= highest
 
 
@@ -513,7 +514,8 @@ class _Refill:
         if older and level >= self.available(now, total):
             return  # older than the level, and no stricter
         self._cap, self._level, self._level_at = limit, level, now
-        self._counted, self._through = total, started
+        # An older word that is stricter lowers the level but knows no more attempts.
+        self._counted, self._through = total, max(self._through, started)
 
     @property
     def paced(self) -> bool:
