@@ -491,7 +491,8 @@ class _Refill:
         level = self.available(now, total)
         if level >= cost or (cost > self._cap and level >= self._cap):
             return 0.0  # (larger than the whole bucket: it goes when the bucket is full)
-        return max((min(cost, self._cap) - level) / self.rate, MIN_PACED_WAIT_SECONDS)
+        wait = (min(cost, self._cap) - level) / self.rate
+        return min(max(wait, MIN_PACED_WAIT_SECONDS), MAX_PACED_WAIT_SECONDS)
 
     def heard(
         self,
