@@ -10,6 +10,7 @@ from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 from .._protocols import conforms
 from .._refusal import CONTENT_FILTER_TEXT
 from .._text import valid_unicode
+from ._identity import short_name
 
 __all__ = (
     "CONTENT_FILTER_TEXT",
@@ -242,8 +243,4 @@ def describe(obj: Any) -> str:
         identity = obj.identity
         if isinstance(identity, str):
             return identity
-    try:
-        name = getattr(obj, "__qualname__", None)
-    except Exception:  # a __getattr__ of the user's that raises something else
-        name = None
-    return name if isinstance(name, str) else type(obj).__qualname__
+    return short_name(obj)

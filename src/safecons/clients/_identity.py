@@ -60,6 +60,7 @@ __all__ = (
     "callable_digest",
     "credential_name",
     "identify",
+    "short_name",
 )
 
 #: Values (scalars included) one default, closure cell or attribute may hold and count by value.
@@ -192,7 +193,7 @@ def identify(fn: Callable[..., Any]) -> Identity:
     ('len: implemented in C, known by its name only',)
     """
     reader = _Reader()
-    tree = reader.callable(fn, _short(fn), 0, root=True)
+    tree = reader.callable(fn, short_name(fn), 0, root=True)
     blob = json.dumps(
         {"scheme": _SCHEME, "callable": tree},
         sort_keys=True,
@@ -396,7 +397,7 @@ class _Reader:
             for name, attribute in vars(klass).items():
                 if name in _CLASS_MACHINERY:
                     continue
-                at = f"{_short(klass)}.{name}"
+                at = f"{short_name(klass)}.{name}"
                 value = attribute
                 if isinstance(attribute, staticmethod | classmethod):
                     value = attribute.__func__
@@ -591,7 +592,8 @@ def _qualified(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _short(fn: object) -> str:
+def short_name(fn: object) -> str:
+    """An object's qualified name, or its type's: read without trusting its ``__getattr__``."""
     try:
         name = getattr(fn, "__qualname__", None)
     except Exception:  # a __getattr__ that raises something else than AttributeError
@@ -607,7 +609,7 @@ def _callable_name(fn: object) -> str:
         module = owner = None
     if module is None and isinstance(owner, type):
         module = owner.__module__
-    return f"{module}.{_short(fn)}"
+    return f"{module}.{short_name(fn)}"
 
 
 def _slot_names(cls: type) -> list[str]:

@@ -632,6 +632,32 @@ class _Budget:
             self._reset_at, self._window = -math.inf, 0.0
             self._take(remaining, limit, reset, now)
 
+    def _as_bucket(
+        self,
+        number: int,
+        *,
+        remaining: int,
+        limit: int | None,
+        reset: float | None,
+        now: float,
+        base: int,
+        total: int,
+        started: int,
+    ) -> bool:
+        """Hear a word as a token bucket's (:class:`_Refill`), if the words read as one:
+        whether it was (``started``: the attempts the word knows of)."""
+        if limit is not None and reset is not None:
+            self._refill.learn(remaining, limit, reset)  # in any order: each word is a snapshot
+        if self._refill.rate is None or limit is None:
+            return False
+        self.remaining, self._limit = remaining, limit
+        self._said = (number, base, remaining, limit, _reset_of(reset), now)
+        self._refill.heard(
+            number, remaining=remaining, limit=limit, now=now, base=base, total=total,
+            started=started,
+        )  # fmt: skip
+        return True
+
     def heard(
         self,
         number: int,
@@ -649,15 +675,10 @@ class _Budget:
         is its level (:class:`_Refill`)."""
         if remaining is None:
             return
-        if limit is not None and reset is not None:
-            self._refill.learn(remaining, limit, reset)  # in any order: each word is a snapshot
-        if self._refill.rate is not None and limit is not None:
-            self.remaining, self._limit = remaining, limit
-            self._said = (number, base, remaining, limit, _reset_of(reset), now)
-            self._refill.heard(
-                number, remaining=remaining, limit=limit, now=now, base=base, total=total,
-                started=number + 1,
-            )  # fmt: skip
+        if self._as_bucket(
+            number, remaining=remaining, limit=limit, reset=reset, now=now, base=base,
+            total=total, started=number + 1,
+        ):  # fmt: skip
             return
         if number < self._heard:
             return
@@ -709,15 +730,10 @@ class _Budget:
         bucket's, its level paces the count instead (:class:`_Refill`)."""
         if remaining is None:
             return
-        if limit is not None and reset is not None:
-            self._refill.learn(remaining, limit, reset)
-        if self._refill.rate is not None and limit is not None:
-            self.remaining, self._limit = remaining, limit
-            self._said = (number, base, remaining, limit, _reset_of(reset), now)
-            self._refill.heard(
-                number, remaining=remaining, limit=limit, now=now, base=base, total=total,
-                started=started,
-            )  # fmt: skip
+        if self._as_bucket(
+            number, remaining=remaining, limit=limit, reset=reset, now=now, base=base,
+            total=total, started=started,
+        ):  # fmt: skip
             return
         if self._turned is not None and self._allowance == 0 and number > self._heard:
             # The window turned with no word, and this attempt started after the turn: its
