@@ -34,7 +34,7 @@ from ._inputs import (
     check_rows,
     resolve_config,
 )
-from ._judging import check_judge, jurors_of, measured, pinned_judge, planning_judge
+from ._judging import check_judge, jurors_of, measured, planning_judge
 
 __all__ = ("LAZY_BATCH_ROWS", "Job", "MetricOptions", "SafetyConsistencyRun", "run_batches")
 
@@ -164,8 +164,7 @@ class Job:
         if stage != "judge":
             sut = as_chat_client(sut, "sut")
         if stage != "respond":
-            check_judge(judge)
-            judge = pinned_judge(judge)
+            judge = check_judge(judge)
         job = cls(
             sut,
             judge,

@@ -64,7 +64,6 @@ __all__ = (
     "juror_names",
     "jurors_of",
     "open_judge",
-    "pinned_judge",
     "planning_judge",
 )
 
@@ -399,39 +398,25 @@ def _is_object_judge(judge: object) -> bool:
     return not isinstance(judge, LLMJudge) and conforms(judge, PostureJudge)
 
 
-def check_judge(judge: object) -> None:
+def check_judge(judge: object) -> object:
     """Raise :class:`~safecons.InputError` unless ``judge`` (one judge, or a list or tuple of
-    them: a jury) can judge, before any call."""
+    them: a jury) can judge, before any call; return it made for a run: each chat juror's
+    client made once, its identity read once (:meth:`~safecons.clients.CallableClient.pinned`;
+    a callable as its client, an :class:`LLMJudge` with its client made), a judge object or a
+    client of the user's own as it is."""
     jurors = jurors_of(judge)
     seen: dict[object, int] = {}
+    made = []
     for i, juror in enumerate(jurors):
-        _check_one(juror, _parameter(i, len(jurors)))
-        same = seen.setdefault(_juror_identity(juror), i)
+        made.append(_check_one(juror, _parameter(i, len(jurors))))
+        same = seen.setdefault(_juror_identity(made[-1]), i)
         if same != i:
             raise InputError(
                 f"judge[{i}]: the same judge as judge[{same}] (the same endpoint and settings, "
                 "or the same object): its calls would share their cache keys and its votes "
                 "would be copies of the other's; a jury needs different judges"
             )
-
-
-def pinned_judge(judge: object) -> object:
-    """``judge`` (one judge or a jury, already checked) with each chat juror's client made
-    once, its identity read once for the run (:meth:`~safecons.clients.CallableClient.pinned`):
-    a callable as its client, an :class:`LLMJudge` with its client made; a judge object, or a
-    client of the user's own, as it is."""
-
-    def pin(juror: object) -> object:
-        if isinstance(juror, LLMJudge):
-            client = as_chat_client(juror.client, "judge")
-            return juror if client is juror.client else dataclasses.replace(juror, client=client)
-        if _is_object_judge(juror):
-            return juror
-        return as_chat_client(juror, "judge")
-
-    if isinstance(judge, list | tuple):
-        return type(judge)(pin(juror) for juror in judge)
-    return pin(judge)
+    return type(judge)(made) if isinstance(judge, list | tuple) else made[0]
 
 
 def _juror_identity(judge: object) -> object:
@@ -450,7 +435,8 @@ def _juror_identity(judge: object) -> object:
     )
 
 
-def _check_one(judge: object, parameter: str) -> None:
+def _check_one(judge: object, parameter: str) -> object:
+    """One juror checked, and made for the run."""
     check_attribute_lookup(judge, parameter)
     if _is_object_judge(judge):
         assert isinstance(judge, PostureJudge)
@@ -464,8 +450,11 @@ def _check_one(judge: object, parameter: str) -> None:
             base="",
             candidate="",
         )
-        return
-    as_chat_client(as_llm_judge(judge).client, parameter)
+        return judge
+    if isinstance(judge, LLMJudge):
+        client = as_chat_client(judge.client, parameter)
+        return judge if client is judge.client else dataclasses.replace(judge, client=client)
+    return as_chat_client(judge, parameter)
 
 
 def planning_judge(judge: object) -> JudgeSession:
