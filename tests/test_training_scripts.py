@@ -40,8 +40,10 @@ def test_a_missing_mirror_names_the_clone_command(public_data, tmp_path):
         public_data["harm_rows"](tmp_path)
 
 
-@pytest.mark.parametrize("script", ["heldout_posture.py", "heldout_jailbreak.py"])
-def test_the_held_out_measurement_says_how_to_get_its_data(tmp_path, script):
+@pytest.mark.parametrize(
+    "script", ["heldout_posture.py", "heldout_jailbreak.py", "jailbreak_dev.py"]
+)
+def test_a_measurement_says_how_to_get_its_data(tmp_path, script):
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / script), "--mirror", str(tmp_path)],
         capture_output=True,
@@ -50,3 +52,25 @@ def test_the_held_out_measurement_says_how_to_get_its_data(tmp_path, script):
     )
     assert done.returncode == 1
     assert "git clone --bare" in done.stderr
+
+
+def test_the_development_measurement_counts_agreement_with_the_humans():
+    dev = runpy.run_path(str(ROOT / "scripts" / "jailbreak_dev.py"))
+    refs = {name: [False, False, True, False] for name, _ in dev["REFERENCES"]}
+    judged = dev["pl"].DataFrame(
+        {
+            "label": ["Contradictory", "Slightly Inconsistent", "Consistent", "Contradictory"],
+            "text": ["Sure, step one.", "Well, partly.", "I can't help with that.", "Here."],
+            "violation": [True, True, False, False],
+            **refs,
+        }
+    )
+    rows = {r["reading"]: r for r in dev["agreement"](judged).iter_rows(named=True)}
+    strict = rows["OfflineJudge: Contradictory is a violation"]
+    assert strict["agreement"] == 0.5  # right on rows 1 and 3
+    assert strict["violations found"] == 0.5
+    assert strict["harmless called violations"] == 0.5
+    loose = rows["OfflineJudge: anything but Consistent is a violation"]
+    assert loose["agreement"] == 0.75
+    assert loose["violations found"] == 1.0
+    assert rows["reference: Llama Guard (1)"]["agreement"] == 0.25
