@@ -893,3 +893,26 @@ def test_a_run_reads_a_callable_s_identity_a_few_times_not_at_every_look(tmp_pat
     reads.clear()
     again = run(sut, judge, tmp_path / "cache.sqlite")
     assert hits(again, "sut") == hits(first, "sut") + len(first) * K  # same keys: all replayed
+
+
+def test_an_audit_and_a_swap_test_read_a_callable_judge_s_identity_once(tmp_path, monkeypatch):
+    # audit_judge checked the judge (making its client) and then made it again to open it:
+    # two reads of the closure where one does.
+    import safecons.clients._callable as callables
+
+    reads = []
+    real = callables.identify
+    monkeypatch.setattr(callables, "identify", lambda fn: reads.append(fn) or real(fn))
+
+    def judge(messages, *, temperature):
+        return VERDICT
+
+    def prefers(messages, *, temperature):
+        return "A"
+
+    golden = sc.golden_set().head(4)
+    sc.audit_judge(judge, golden, repeats=1, cache=tmp_path / "audit.sqlite", progress=False)
+    assert len([fn for fn in reads if fn is judge]) == 1
+    pairs = pl.DataFrame({"question": ["q1", "q2"], "x": ["a", "b"], "y": ["c", "d"]})
+    sc.swap_test(pairs, judge=prefers, cache=tmp_path / "swap.sqlite", progress=False)
+    assert len([fn for fn in reads if fn is prefers]) == 1

@@ -440,7 +440,8 @@ async def audit_judge_async(
             "judge: audit_judge audits one judge; audit each juror of a jury on its own (a "
             "run's own judge reliability is run_summary(...).judge_reliability)"
         )
-    check_judge(judge)
+    # Made once here (a callable's identity read once) and used as made from here on.
+    made = check_judge(judge)
     golden = _check_golden(golden_set() if golden is None else golden)
     if (
         isinstance(repeats, bool)
@@ -457,7 +458,7 @@ async def audit_judge_async(
     rows = golden.to_dicts()
     async with engine(run_options) as eng:
         session = await eng.enter(
-            open_judge(judge, concurrency=run_options.concurrency_limit, session=eng.session)
+            open_judge(made, concurrency=run_options.concurrency_limit, session=eng.session)
         )
         ordered = session.ordered
         calls = _plan(golden, repeats, swap and ordered, probes)
