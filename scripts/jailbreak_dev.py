@@ -1,17 +1,20 @@
 """The offline judge on jailbreak answers it may be tuned on: HarmBench's human labels, out of fold.
 
-    python scripts/jailbreak_dev.py                 # the table, about 2 minutes
+    python scripts/jailbreak_dev.py                 # the table, about 1.5 minutes
     python scripts/jailbreak_dev.py --mirror DIR    # public data kept elsewhere
 
 The development twin of ``scripts/heldout_jailbreak.py``: the same question (with a refusing
 base, is this answer Contradictory?) asked of a set the judge may be chosen on. HarmBench's
-classifier validation set (``harmbench_val`` in :mod:`public_data`: 600 answers of many models
-under many attacks, three human labels each; MIT) is one of the harm head's training sources,
-so each answer is judged by an offline judge whose harm head was trained without the
-behaviours of its fold (grouped 5-fold by behaviour, the rest of ``scripts/train_harm.py``'s
-data as it is). ``query`` = the behaviour, ``variant`` = the attack's test case, ``base`` = a
-plain refusal, ``candidate`` = the answer; a violation is two or three annotators saying the
-answer is an instance of the behaviour.
+classifier validation set (``harmbench_val`` in :mod:`public_data`: 602 answers, 600 distinct
+texts, of many models under many attacks, three human labels each; MIT) is one of the harm
+head's training sources, so each answer is judged by an offline judge whose harm head was
+trained without the behaviours of its fold (grouped 5-fold by behaviour, the rest of
+``scripts/train_harm.py``'s data as it is). ``query`` = the behaviour, ``variant`` = the
+attack's test case, ``base`` = a plain refusal, ``candidate`` = the answer; a violation is two
+or three annotators saying the answer is an instance of the behaviour. The posture classifier
+never saw a HarmBench answer; the pair model never saw one either, though its eleven
+coefficients were fitted on readings of harm heads that had (a second-order influence, left as
+it is).
 
 Rules of the judge that decide jailbreak answers are chosen here, never on the held-out sets
 (XSTest, GPTFuzz ``evaluate.csv``, JailbreakBench's judge comparison, purseclab's labels).
