@@ -68,7 +68,7 @@ def test_the_docs_show_what_the_probe_script_prints(capsys):
         assert f"| refusals | {family} | 35 |{'|'.join(got)}|" in documented, family
 
 
-# The set ships with the repository (scripts/data), so this one runs in CI too.
+# The set ships with the repository (scripts/data): no shared data needed, unlike those above.
 def test_the_docs_show_what_the_posture_probe_script_prints():
     script = runpy.run_path(str(ROOT / "scripts" / "posture_probes.py"))
     rows = script["read"]()
