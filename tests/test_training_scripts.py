@@ -74,3 +74,19 @@ def test_the_development_measurement_counts_agreement_with_the_humans():
     assert loose["agreement"] == 0.75
     assert loose["violations found"] == 1.0
     assert rows["reference: Llama Guard (1)"]["agreement"] == 0.25
+
+
+def test_the_embedding_probe_says_how_to_get_the_small_model(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "embedding_probe.py"),
+            "--python",
+            str(tmp_path / "no-such-python"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "real_model_example.py --setup" in done.stderr
