@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -74,14 +73,6 @@ def embeddings(python: str, texts: list[str], keep: Path) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def agreement(features: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float) -> float:
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3_000))
-    pred = cross_val_predict(
-        model, features, y, groups=groups, cv=GroupKFold(n_splits=jailbreak_dev.FOLDS)
-    )
-    return float((pred == y).mean())
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", type=Path, default=public_data.DEFAULT_MIRROR)
@@ -109,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "h",
         "p",
     ).to_numpy()
-    y = judged["violation"].to_numpy().astype(int)
-    groups = judged["group"].to_numpy()
-    offline = float(((judged["label"] == "Contradictory").to_numpy() == y).mean())
+    offline = float((judged["violation"] == (judged["label"] == "Contradictory")).mean())
     print("| features (logistic regression, grouped 5-fold CV) | C | agreement |")
     print("| --- | ---: | ---: |")
     print(f"| none: the offline judge, Contradictory is a violation | | {offline:.3f} |")
@@ -125,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, features in sets.items():
         for c in (0.1, 1.0):
-            print(f"| {name} | {c:g} | {agreement(features, y, groups, c):.3f} |")
+            model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3_000))
+            agreement = jailbreak_dev.grouped_agreement(model, features, judged)
+            print(f"| {name} | {c:g} | {agreement:.3f} |")
     return 0
 
 

@@ -23,21 +23,21 @@ Rules of the judge that decide jailbreak answers are chosen here, never on the h
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
-from sklearn.model_selection import GroupKFold
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold, cross_val_predict
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import heldout_jailbreak  # noqa: E402
 import public_data  # noqa: E402
 import train_harm  # noqa: E402
 
@@ -54,37 +54,21 @@ REFERENCES = (
 
 
 def answers(mirror: Path | str) -> pl.DataFrame:
-    """HarmBench's labelled answers: behaviour, test_case, text, violation, group."""
-    behaviours = csv.DictReader(
-        io.StringIO(
-            public_data._show(
-                mirror, "harmbench_val", "data/behavior_datasets/harmbench_behaviors_text_all.csv"
-            ).decode("utf-8")
-        )
+    """HarmBench's labelled answers: behaviour, test_case, text, violation, group, and the
+    other classifiers' verdicts the file carries (read only as references)."""
+    return pl.DataFrame(
+        [
+            {
+                "behaviour": a["behaviour"],
+                "test_case": a["test_case"],
+                "text": a["generation"],
+                "violation": a["label"] == 1,
+                "group": public_data.harmbench_group(a),
+                **{name: str(a["item"].get(key, "")).strip() == "1" for name, key in REFERENCES},
+            }
+            for a in public_data.harmbench_answers(mirror)
+        ]
     )
-    by_id = {row["BehaviorID"]: row for row in behaviours}
-    body = public_data._show(
-        mirror, "harmbench_val", "data/classifier_val_sets/text_behaviors_val_set.json"
-    )
-    rows = []
-    for behaviour, items in json.loads(body).items():
-        meta = by_id.get(behaviour, {})
-        for item in items:
-            votes = [item[k] for k in ("human_0", "human_1", "human_2") if item.get(k) is not None]
-            if len(votes) != 3 or not item.get("generation"):
-                continue
-            rows.append(
-                {
-                    "behaviour": meta.get("Behavior", behaviour),
-                    "test_case": item.get("test_case") or meta.get("Behavior", behaviour),
-                    "text": item["generation"].strip(),
-                    "violation": sum(int(v) for v in votes) >= 2,
-                    "group": f"harmbench:{meta.get('SemanticCategory', 'unknown')}:{behaviour}",
-                    # Other classifiers' verdicts the file carries, read only as references.
-                    **{name: str(item.get(key, "")).strip() == "1" for name, key in REFERENCES},
-                }
-            )
-    return pl.DataFrame(rows)
 
 
 def out_of_fold_labels(mirror: Path | str) -> pl.DataFrame:
@@ -92,18 +76,14 @@ def out_of_fold_labels(mirror: Path | str) -> pl.DataFrame:
     data = train_harm.load(mirror)
     rows = answers(mirror)
     groups = rows["group"].to_numpy()
-    verdicts: list[tuple[int, str, float, str, float, float, float, int]] = []
+    verdicts: dict[int, dict[str, object]] = {}  # by row: each fold judges its own rows
     with tempfile.TemporaryDirectory() as tmp:
         folds = GroupKFold(n_splits=FOLDS).split(np.zeros(len(groups)), groups=groups)
         for k, (_, test) in enumerate(folds):
             left_out = set(groups[test])
             train = data.filter(~pl.col("group").is_in(list(left_out)))
             path = Path(tmp) / f"harm{k}.npz"
-            vec = train_harm.vectorizer()
-            clf = train_harm.model().fit(
-                vec.fit_transform(train["text"].to_list()), train["label"].to_numpy()
-            )
-            train_harm.train_posture.write_model(vec, clf, path, refusal_feature=False)
+            train_harm.fit_and_write(train, path)
             judge = OfflineJudge(harm=HarmClassifier(path))
             for i in test:
                 row = rows.row(int(i), named=True)
@@ -114,52 +94,24 @@ def out_of_fold_labels(mirror: Path | str) -> pl.DataFrame:
                     candidate=row["text"],
                 )
                 r = judge._read(row["behaviour"], row["text"])
-                verdicts.append(
-                    (int(i), j.label, j.score, j.reason or "", r.h, r.h_worst, r.p, r.steps)
-                )
-    verdicts.sort()
-    return rows.with_columns(
-        label=pl.Series([v[1] for v in verdicts]),
-        score=pl.Series([v[2] for v in verdicts]),
-        reason=pl.Series([v[3] for v in verdicts]),
-        h=pl.Series([v[4] for v in verdicts]),
-        h_worst=pl.Series([v[5] for v in verdicts]),
-        p=pl.Series([v[6] for v in verdicts]),
-        steps=pl.Series([v[7] for v in verdicts]),
-    )
+                verdicts[int(i)] = {
+                    "label": j.label,
+                    "score": j.score,
+                    "reason": j.reason or "",
+                    "h": r.h,
+                    "h_worst": r.h_worst,
+                    "p": r.p,
+                    "steps": r.steps,
+                }
+    return rows.hstack(pl.DataFrame([verdicts[i] for i in range(rows.height)]))
 
 
 def agreement(judged: pl.DataFrame) -> pl.DataFrame:
-    """Agreement with the human majority for the judge's two readings and the prefix list."""
-    from safecons.testing import looks_like_refusal
-
-    truth = judged["violation"].to_list()
-    readings = {
-        "OfflineJudge: Contradictory is a violation": [
-            label == "Contradictory" for label in judged["label"]
-        ],
-        "OfflineJudge: anything but Consistent is a violation": [
-            label != "Consistent" for label in judged["label"]
-        ],
-        "looks_like_refusal (prefix list): no refusal is a violation": [
-            not looks_like_refusal(text) for text in judged["text"]
-        ],
-        **{f"reference: {name}": judged[name].to_list() for name, _ in REFERENCES},
-    }
-    out = []
-    for name, said in readings.items():
-        hits = sum(p and t for p, t in zip(said, truth, strict=True))
-        alarms = sum(p and not t for p, t in zip(said, truth, strict=True))
-        out.append(
-            {
-                "reading": name,
-                "agreement": sum(p == t for p, t in zip(said, truth, strict=True)) / len(truth),
-                "violations found": hits / max(1, sum(truth)),
-                "harmless called violations": alarms / max(1, len(truth) - sum(truth)),
-                "n": len(truth),
-            }
-        )
-    return pl.DataFrame(out)
+    """Agreement with the human majority for the readings of ``heldout_jailbreak.py`` and the
+    references."""
+    said = heldout_jailbreak.readings(judged["label"].to_list(), judged["text"].to_list())
+    said.update({f"reference: {name}": judged[name].to_list() for name, _ in REFERENCES})
+    return heldout_jailbreak.agreement(judged["violation"].to_list(), said)
 
 
 def reasons(judged: pl.DataFrame) -> pl.DataFrame:
@@ -189,9 +141,6 @@ def stacked(judged: pl.DataFrame) -> float:
     """Grouped-CV agreement of a logistic regression over the judge's own reading of each answer
     (its label, P(harmful) of the answer and of its worst sentence, P(complied), steps, length,
     similarity to the behaviour): how far a better rule over the same readings could go."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import cross_val_predict
-
     from safecons.judges._posture import default_posture
 
     similarity = default_posture().similarity
@@ -208,13 +157,15 @@ def stacked(judged: pl.DataFrame) -> float:
             [similarity(b, t) for b, t in zip(judged["behaviour"], judged["text"], strict=True)],
         ),
     ).to_numpy()
+    return grouped_agreement(LogisticRegression(max_iter=1_000), features, judged)
+
+
+def grouped_agreement(model: Any, features: np.ndarray, judged: pl.DataFrame) -> float:
+    """Agreement with the human labels of ``model`` over ``features`` (a row per answer of
+    ``judged``), each answer predicted by a fit without its fold (this script's folds)."""
     y = judged["violation"].to_numpy().astype(int)
     pred = cross_val_predict(
-        LogisticRegression(max_iter=1_000),
-        features,
-        y,
-        groups=judged["group"].to_numpy(),
-        cv=GroupKFold(n_splits=FOLDS),
+        model, features, y, groups=judged["group"].to_numpy(), cv=GroupKFold(n_splits=FOLDS)
     )
     return float((pred == y).mean())
 

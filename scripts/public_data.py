@@ -339,7 +339,12 @@ def _openai_moderation(mirror: Path | str) -> Iterable[dict[str, Any]]:
         }
 
 
-def _harmbench_val(mirror: Path | str) -> Iterable[dict[str, Any]]:
+def harmbench_answers(mirror: Path | str) -> Iterable[dict[str, Any]]:
+    """HarmBench's classifier validation answers that carry three human labels, each with its
+    behaviour (``behaviour_id``, ``behaviour``: its text, ``category``), the attack's
+    ``test_case``, the ``generation``, ``label`` (1 when two or three annotators say it is an
+    instance of the behaviour) and the file's ``item`` as it is (it also holds other
+    classifiers' verdicts)."""
     behaviours = csv.DictReader(
         io.StringIO(
             _show(
@@ -347,18 +352,37 @@ def _harmbench_val(mirror: Path | str) -> Iterable[dict[str, Any]]:
             ).decode("utf-8")
         )
     )
-    category = {row["BehaviorID"]: row["SemanticCategory"] for row in behaviours}
+    by_id = {row["BehaviorID"]: row for row in behaviours}
     body = _show(mirror, "harmbench_val", "data/classifier_val_sets/text_behaviors_val_set.json")
     for behaviour, answers in json.loads(body).items():
+        meta = by_id.get(behaviour, {})
         for item in answers:
             votes = [item[k] for k in ("human_0", "human_1", "human_2") if item.get(k) is not None]
             if len(votes) != 3 or not item.get("generation"):
                 continue
             yield {
-                "text": item["generation"].strip(),
+                "behaviour_id": behaviour,
+                "behaviour": meta.get("Behavior", behaviour),
+                "category": meta.get("SemanticCategory", "unknown"),
+                "test_case": item.get("test_case") or meta.get("Behavior", behaviour),
+                "generation": item["generation"].strip(),
                 "label": int(sum(votes) >= 2),
-                "group": f"harmbench:{category.get(behaviour, 'unknown')}:{behaviour}",
+                "item": item,
             }
+
+
+def harmbench_group(answer: dict[str, Any]) -> str:
+    """The group a HarmBench answer is cross-validated in: its category and behaviour."""
+    return f"harmbench:{answer['category']}:{answer['behaviour_id']}"
+
+
+def _harmbench_val(mirror: Path | str) -> Iterable[dict[str, Any]]:
+    for answer in harmbench_answers(mirror):
+        yield {
+            "text": answer["generation"],
+            "label": answer["label"],
+            "group": harmbench_group(answer),
+        }
 
 
 _LOADERS: dict[str, Callable[[Path | str], Iterable[dict[str, Any]]]] = {

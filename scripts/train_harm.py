@@ -172,14 +172,21 @@ def cross_validate(data: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def fit_and_write(data: pl.DataFrame, path: Path):  # -> (vectorizer, model), fitted
+    """The harm head fitted on ``data`` and written to ``path`` as the arrays
+    :class:`safecons.judges.HarmClassifier` reads."""
+    vec = vectorizer()
+    clf = model().fit(vec.fit_transform(data["text"].to_list()), data["label"].to_numpy())
+    train_posture.write_model(vec, clf, path, refusal_feature=False)
+    return vec, clf
+
+
 def export(data: pl.DataFrame, path: Path = OUT) -> None:
     from safecons.judges import HarmClassifier
     from safecons.judges._posture import bounded
 
     texts = data["text"].to_list()
-    vec = vectorizer()
-    clf = model().fit(vec.fit_transform(texts), data["label"].to_numpy())
-    train_posture.write_model(vec, clf, path, refusal_feature=False)
+    vec, clf = fit_and_write(data, path)
     ours = HarmClassifier(path).predict_proba(texts)
     # The classifier reads an answer as the judge does, cut to READ_CHARS (a few GPTFuzz
     # answers are longer): scikit-learn is given the same cut texts.
