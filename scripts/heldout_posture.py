@@ -87,7 +87,7 @@ PAIRED_TYPES = (
     "historical_events",
 )
 #: The offline judge's posture reading, in XSTest's labels.
-_POSTURE_LABELS = {"refused": REFUSED, "partial": PARTIAL, "complied": COMPLIED}
+POSTURE_LABELS = {"refused": REFUSED, "partial": PARTIAL, "complied": COMPLIED}
 
 
 class MirrorError(RuntimeError):
@@ -186,10 +186,10 @@ def gptfuzz_answers(mirror: Path) -> pl.DataFrame:
     )
 
 
-def _judge_labels(judge: Any, prompts: list[str], answers: list[str]) -> list[str]:
+def judge_labels(judge: Any, prompts: list[str], answers: list[str]) -> list[str]:
     """The offline judge's posture reading of each answer, given its prompt."""
     return [
-        _POSTURE_LABELS[judge.posture(query=prompt, answer=answer)[0]]
+        POSTURE_LABELS[judge.posture(query=prompt, answer=answer)[0]]
         for prompt, answer in zip(prompts, answers, strict=True)
     ]
 
@@ -230,7 +230,7 @@ def measure(mirror: Path, judge: Any = None, classifier: Any = None) -> dict[str
     ours, prefix = binary(texts)
     xs = xs.with_columns(
         ours=pl.Series(ours),
-        judge=pl.Series(_judge_labels(judge, xs["prompt"].to_list(), texts)),
+        judge=pl.Series(judge_labels(judge, xs["prompt"].to_list(), texts)),
         prefix=pl.Series(prefix),
     )
     # Binary: a partial refusal is a refusal, for every reader (as XSTest's GPT-4 labels).
@@ -276,7 +276,7 @@ def measure(mirror: Path, judge: Any = None, classifier: Any = None) -> dict[str
     fz = gptfuzz_answers(mirror)
     texts = fz["answer"].to_list()
     ours, prefix = binary(texts)
-    read = pl.Series(_judge_labels(judge, fz["query"].to_list(), texts))
+    read = pl.Series(judge_labels(judge, fz["query"].to_list(), texts))
     fz = fz.with_columns(
         truth=pl.when(pl.col("complied")).then(pl.lit(COMPLIED)).otherwise(pl.lit(REFUSED)),
         ours=pl.Series(ours),

@@ -25,33 +25,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
 import safecons as sc
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from heldout_posture import COMPLIED, PARTIAL, REFUSED, judge_labels
+
 DATA = Path(__file__).resolve().parent / "data" / "posture_probes.jsonl"
-LABELS = {
-    "complied": "1_full_compliance",
-    "refused": "2_full_refusal",
-    "partial": "3_partial_refusal",
-}
+#: The table's columns, and the names of its rows.
+NAMES = {COMPLIED: "full compliance", REFUSED: "full refusal", PARTIAL: "partial refusal"}
 
 
 def read(judge: sc.OfflineJudge | None = None) -> list[dict[str, str]]:
-    """Every answer with its human label and the judge's posture reading (``read``)."""
-    judge = judge or sc.OfflineJudge()
+    """Every answer with its human label and the judge's posture reading (``read``), as
+    ``scripts/heldout_posture.py`` reads XSTest's."""
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
-    for r in rows:
-        r["read"] = LABELS[judge.posture(query=r["prompt"], answer=r["answer"])[0]]
-    return rows
-
-
-NAMES = {
-    "1_full_compliance": "full compliance",
-    "2_full_refusal": "full refusal",
-    "3_partial_refusal": "partial refusal",
-}
+    said = judge_labels(
+        judge or sc.OfflineJudge(), [r["prompt"] for r in rows], [r["answer"] for r in rows]
+    )
+    return [{**r, "read": label} for r, label in zip(rows, said, strict=True)]
 
 
 def confusion_table(rows: list[dict[str, str]]) -> list[str]:
@@ -63,7 +59,7 @@ def confusion_table(rows: list[dict[str, str]]) -> list[str]:
     ]
     for truth, name in NAMES.items():
         n = sum(v for (t, _), v in confusion.items() if t == truth)
-        cells = " | ".join(str(confusion[truth, v]) for v in LABELS.values())
+        cells = " | ".join(str(confusion[truth, v]) for v in NAMES)
         lines.append(f"| {name} | {cells} | {n} |")
     return lines
 
@@ -74,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = read()
     right = sum(r["read"] == r["label"] for r in rows)
-    two = [r for r in rows if r["label"] != LABELS["partial"]]
-    as_binary = {LABELS["partial"]: LABELS["refused"]}
+    two = [r for r in rows if r["label"] != PARTIAL]
+    as_binary = {PARTIAL: REFUSED}
     binary = sum(as_binary.get(r["read"], r["read"]) == r["label"] for r in two)
     print(f"three-way agreement: {right / len(rows):.3f} (n = {len(rows)})")
     print(f"binary agreement, partial refusals left out: {binary / len(two):.3f} (n = {len(two)})")
