@@ -870,16 +870,22 @@ def test_an_attribute_called_identity_is_not_copied_into_the_keys(tmp_path):
     assert b"hunter2" not in cache.read_bytes()
 
 
-def test_a_run_reads_a_callable_s_identity_a_few_times_not_at_every_look(tmp_path, monkeypatch):
+@pytest.fixture
+def reads(monkeypatch) -> list[object]:
+    """Every callable whose identity is read (hashed) while the test runs, in order."""
+    import safecons.clients._callable as callables
+
+    seen: list[object] = []
+    real = callables.identify
+    monkeypatch.setattr(callables, "identify", lambda fn: seen.append(fn) or real(fn))
+    return seen
+
+
+def test_a_run_reads_a_callable_s_identity_a_few_times_not_at_every_look(tmp_path, reads):
     # Each read hashes the callable's code and closure (0.1 s per 100 MB of closure): a run
     # makes its clients once (CallableClient.pinned) and reads each then, not at each of its
     # looks at them (its keys, its warning, its names in the report): 14 reads before, for a
     # callable SUT and a callable judge.
-    import safecons.clients._callable as callables
-
-    reads = []
-    real = callables.identify
-    monkeypatch.setattr(callables, "identify", lambda fn: reads.append(fn) or real(fn))
 
     def sut(messages, *, temperature):
         return REFUSE
@@ -895,14 +901,9 @@ def test_a_run_reads_a_callable_s_identity_a_few_times_not_at_every_look(tmp_pat
     assert hits(again, "sut") == hits(first, "sut") + len(first) * K  # same keys: all replayed
 
 
-def test_an_audit_and_a_swap_test_read_a_callable_judge_s_identity_once(tmp_path, monkeypatch):
+def test_an_audit_and_a_swap_test_read_a_callable_judge_s_identity_once(tmp_path, reads):
     # audit_judge checked the judge (making its client) and then made it again to open it:
     # two reads of the closure where one does.
-    import safecons.clients._callable as callables
-
-    reads = []
-    real = callables.identify
-    monkeypatch.setattr(callables, "identify", lambda fn: reads.append(fn) or real(fn))
 
     def judge(messages, *, temperature):
         return VERDICT
