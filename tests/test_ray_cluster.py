@@ -71,11 +71,26 @@ HOST = "127.0.0.2"
 # Processes
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
+def _free_ports(n: int, taken: set[int]) -> list[int]:
+    """``n`` ports free now, distinct from each other and from ``taken`` (which they join).
+    Each is held open until all are found: one socket at a time, the OS handed the same port
+    twice, and ``ray start`` refused it ("a port number ... that is used by other
+    components")."""
+    held: list[socket.socket] = []
+    try:
+        while len(held) < n:
+            s = socket.socket()
+            s.bind((HOST, 0))
+            if s.getsockname()[1] in taken:
+                s.close()
+                continue
+            held.append(s)
+        ports = [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+    taken.update(ports)
+    return ports
 
 
 def _sessions() -> dict[int, list[tuple[int, str]]]:
@@ -119,20 +134,24 @@ class Cluster:
             # A dead node is noticed after 5 missed health checks: 5 s rather than 15.
             "RAY_health_check_period_ms": "1000",
         }
-        self.gcs_port = _free_port()
+        # Every port given to a node of this cluster: one not yet bound (a node still
+        # starting) must not be given again.
+        self.given: set[int] = set()
+        (self.gcs_port,) = _free_ports(1, self.given)
         self.address = f"{HOST}:{self.gcs_port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, *args: str) -> int:
         """Start a node; return its session id once ``ray start`` reports it running."""
-        ports = {
-            "--node-manager-port": _free_port(),
-            "--object-manager-port": _free_port(),
-            "--dashboard-agent-listen-port": _free_port(),
-            "--dashboard-agent-grpc-port": _free_port(),
-            "--runtime-env-agent-port": _free_port(),
-            "--metrics-export-port": _free_port(),
-        }
+        flags = (
+            "--node-manager-port",
+            "--object-manager-port",
+            "--dashboard-agent-listen-port",
+            "--dashboard-agent-grpc-port",
+            "--runtime-env-agent-port",
+            "--metrics-export-port",
+        )
+        ports = dict(zip(flags, _free_ports(len(flags), self.given), strict=True))
         command = [
             sys.executable,
             "-m",
@@ -171,7 +190,7 @@ class Cluster:
             "head",
             "--head",
             f"--port={self.gcs_port}",
-            f"--dashboard-port={_free_port()}",
+            f"--dashboard-port={_free_ports(1, self.given)[0]}",
             "--include-dashboard=false",
             "--num-cpus=1",
         )
