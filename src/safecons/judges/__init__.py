@@ -12,6 +12,9 @@
 - :mod:`._acts`: refusal as an act (the sentences in which an answer declines).
 - :mod:`._disguise`: the forms an answer may hide content in, brought into the open.
 
+- :mod:`._meaning`: :class:`ViolationHead`, whether an answer does what the harmful request
+  asked, from a small model's embeddings (:class:`SmolLM2Embedder`, the ``embed`` extra).
+
 - :mod:`._offline`: :class:`OfflineJudge`, the metric's judge offline: the judge prompt's
   posture semantics on top of the posture classifier.
 """
@@ -31,6 +34,10 @@ from ._llm import clamp_to_band as clamp_to_band
 from ._llm import fit_for_judge as fit_for_judge
 from ._llm import parse_judgment as parse_judgment
 from ._llm import top_level_objects as top_level_objects
+from ._meaning import Embedder as Embedder
+from ._meaning import SmolLM2Embedder as SmolLM2Embedder
+from ._meaning import ViolationHead as ViolationHead
+from ._meaning import ViolationReader as ViolationReader
 from ._offline import OFFLINE_JUDGE_LIMITS as OFFLINE_JUDGE_LIMITS
 from ._offline import POSTURES as POSTURES
 from ._offline import OfflineJudge as OfflineJudge
@@ -51,6 +58,7 @@ __all__ = (
     "MAX_JUDGE_OUTPUT_CHARS",
     "OFFLINE_JUDGE_LIMITS",
     "POSTURES",
+    "Embedder",
     "HarmClassifier",
     "Judgment",
     "JudgmentError",
@@ -59,6 +67,9 @@ __all__ = (
     "PostureClassifier",
     "PostureJudge",
     "PostureMemo",
+    "SmolLM2Embedder",
+    "ViolationHead",
+    "ViolationReader",
     "answer_postures",
     "build_judge_messages",
     "clamp_to_band",
