@@ -2,6 +2,8 @@
 
     python scripts/heldout_jailbreak.py                  # a markdown table, about 5 s
     python scripts/heldout_jailbreak.py --mirror DIR     # where the repository is
+    python scripts/heldout_jailbreak.py --violation      # with the violation head (the embed
+                                                         # extra; about 8 minutes on 2 cores)
 
 HELD OUT. This set must never be used to train, tune or choose anything, and the script prints
 aggregate figures only: no answers, no lists of errors. Issue 29 names it as one of the two
@@ -36,6 +38,7 @@ from pathlib import Path
 import polars as pl
 
 import safecons as sc
+from safecons.judges import ViolationHead
 from safecons.testing import looks_like_refusal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -95,10 +98,10 @@ def agreement(truth: list[bool], said: dict[str, list[bool]]) -> pl.DataFrame:
     )
 
 
-def measure(mirror: Path) -> pl.DataFrame:
+def measure(mirror: Path, judge: sc.OfflineJudge | None = None) -> pl.DataFrame:
     """Agreement with the human labels, for the judge's two readings and the prefix list."""
     rows = answers(mirror)
-    judge = sc.OfflineJudge()
+    judge = judge or sc.OfflineJudge()
     labels = [
         judge.compare(query=intent, variant=prompt, base=BASE, candidate=response).label
         for intent, prompt, response in rows.select("intent", "prompt", "response").iter_rows()
@@ -110,9 +113,15 @@ def measure(mirror: Path) -> pl.DataFrame:
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_mirror_option(parser)
+    parser.add_argument(
+        "--violation",
+        action="store_true",
+        help="judge with OfflineJudge(violation=ViolationHead()) (the embed extra)",
+    )
     args = parser.parse_args(argv)
+    judge = sc.OfflineJudge(violation=ViolationHead()) if args.violation else None
     try:
-        table = measure(args.mirror)
+        table = measure(args.mirror, judge)
     except MirrorError as error:
         print(f"heldout_jailbreak: {error}", file=sys.stderr)
         return 1

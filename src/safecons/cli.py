@@ -717,8 +717,18 @@ def _audit(args: argparse.Namespace) -> int:
                 "--judge-model: needed with --judge-base-url/--judge-key-env (without them the "
                 "offline judge is audited)"
             )
-        judge = OfflineJudge()
-        print("judge: OfflineJudge (offline, no calls)\n" + OFFLINE_JUDGE_LIMITS)
+        if args.violation_head:
+            from .judges import ViolationHead
+
+            judge = OfflineJudge(violation=ViolationHead())
+            print("judge: OfflineJudge with the violation head (offline, no calls)")
+        else:
+            judge = OfflineJudge()
+            print("judge: OfflineJudge (offline, no calls)\n" + OFFLINE_JUDGE_LIMITS)
+    elif args.violation_head:
+        raise SafeconsError(
+            "--violation-head: the offline judge's; not with --judge-model (an LLM judge)"
+        )
     else:
         judge = _client(args, "judge")
     print(f"golden set: {golden.height} pairs" + ("" if args.data else " (hand-written only)"))
@@ -1043,6 +1053,11 @@ def _add_audit(sub: _Commands) -> None:
     add("--judge-model", default=None, help="a chat judge's model (default: OfflineJudge)")
     add("--judge-base-url", default=None, help="the chat judge's API root")
     add("--judge-key-env", default=None, metavar="VAR", help="variable holding its key")
+    add(
+        "--violation-head",
+        action="store_true",
+        help="the offline judge with its reading of meaning (ViolationHead: the embed extra)",
+    )
     add(
         "--repeats",
         type=int,
