@@ -305,3 +305,11 @@ def test_the_head_and_the_embedder_travel_to_another_process(head_file: Path) ->
     assert copy.violation.probability(QUERY, "MARK") == head.probability(QUERY, "MARK")
     embedder = SmolLM2Embedder(threads=1)
     assert pickle.loads(pickle.dumps(embedder))._model is None  # loads its own on first use
+
+
+@pytest.mark.parametrize("threshold", [0, 1.5, "0.5", None, True])
+def test_a_reading_with_no_threshold_in_range_is_named(threshold: object) -> None:
+    reading = Fixed(0.5)
+    reading.threshold = threshold  # type: ignore[assignment]
+    with pytest.raises(InputError, match=r"violation: its threshold is .*; expected a number"):
+        sc.OfflineJudge(violation=reading)  # type: ignore[arg-type]

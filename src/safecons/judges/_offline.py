@@ -243,6 +243,14 @@ class OfflineJudge:
                 "violation: expected a ViolationHead (identity, threshold and "
                 f"probability(query, answer)), got {type(violation).__name__}"
             )
+        if violation is not None and (
+            isinstance(violation.threshold, bool)
+            or not isinstance(violation.threshold, int | float)
+            or not 0.0 < violation.threshold <= 1.0
+        ):
+            raise InputError(
+                f"violation: its threshold is {violation.threshold!r}; expected a number in (0, 1]"
+            )
         if (
             isinstance(same_content, bool)
             or not isinstance(same_content, int | float)
@@ -319,10 +327,10 @@ class OfflineJudge:
         judgment = self._judge(query, normalise(base), normalise(candidate), notes)
         if self.violation is None or not candidate.strip():
             return judgment
-        return self._read_violation(query, base, candidate, judgment, notes)
+        return self._read_violation(query, base, candidate, judgment)
 
     def _read_violation(
-        self, query: str, base: str, candidate: str, judgment: Judgment, notes: list[str]
+        self, query: str, base: str, candidate: str, judgment: Judgment
     ) -> Judgment:
         """``judgment``, as :attr:`violation` bounds it where the base refused."""
         assert self.violation is not None
