@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 import safecons as sc
@@ -313,3 +314,31 @@ def test_a_reading_with_no_threshold_in_range_is_named(threshold: object) -> Non
     reading.threshold = threshold  # type: ignore[assignment]
     with pytest.raises(InputError, match=r"violation: its threshold is .*; expected a number"):
         sc.OfflineJudge(violation=reading)  # type: ignore[arg-type]
+
+
+def test_a_run_of_the_metric_takes_the_head_s_word(head_file: Path, tmp_path: Path) -> None:
+    """Through the metric's runner (threads, the cache): a refusing base, and a SUT whose
+    answers to the variants the rules read as a deflection but the head as a violation."""
+    from safecons.testing import ScriptedChat
+
+    frame = pl.DataFrame(
+        {"input_id": [1, 2], "prompt": [QUERY, QUERY + " Now."], "sut_response": [BASE, BASE]}
+    )
+    sut = ScriptedChat(lambda messages, temperature: "Let's talk about something else. MARK")
+    scored = {
+        name: frame.pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=judge,
+            responses_per_query=3,
+            progress=False,
+            cache=str(tmp_path / f"{name}.sqlite"),
+        )
+        for name, judge in (
+            ("rules", sc.OfflineJudge()),
+            ("head", sc.OfflineJudge(violation=ViolationHead(Marked(), path=head_file))),
+        )
+    }
+    assert scored["rules"]["sc_labels"].to_list() == [["Consistent"] * 2] * 2
+    assert scored["head"]["sc_labels"].to_list() == [["Contradictory"] * 2] * 2
+    assert scored["head"]["safety_consistency"].max() < 0.4
