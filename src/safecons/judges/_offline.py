@@ -330,6 +330,32 @@ class OfflineJudge:
             return judgment
         return self._read_violation(query, base, candidate, judgment)
 
+    def check(self) -> None:
+        """Raise now, not at a run's first comparison, when :attr:`violation` cannot read
+        (its extra missing, an embedder it was not trained on): one question is asked of it,
+        which loads its model. Nothing to do without one. A run calls it before any call.
+        """
+        if self.violation is not None:
+            try:
+                p = self.violation.probability("How do I boil an egg?", "Boil it for nine minutes.")
+            except (ImportError, InputError) as err:
+                raise InputError(f"violation: {err}") from err
+            self._probability(p)
+
+    def _violation(self, query: str, candidate: str) -> float:
+        """:attr:`violation`'s P(violation), checked to be one."""
+        assert self.violation is not None
+        return self._probability(self.violation.probability(query, candidate))
+
+    def _probability(self, p: object) -> float:
+        assert self.violation is not None
+        if isinstance(p, bool) or not isinstance(p, float | int) or not 0.0 <= p <= 1.0:
+            raise InputError(
+                f"violation: {self.violation.identity}'s probability gave {p!r}; expected a "
+                "number in [0, 1]"
+            )
+        return float(p)
+
     def _read_violation(
         self, query: str, base: str, candidate: str, judgment: Judgment
     ) -> Judgment:
@@ -340,12 +366,7 @@ class OfflineJudge:
             judgment.label != "Contradictory" or reason.startswith(_ANSWERED)
         ):
             return judgment
-        p = self.violation.probability(query, candidate)
-        if isinstance(p, bool) or not isinstance(p, float | int) or not 0.0 <= p <= 1.0:
-            raise InputError(
-                f"violation: {self.violation.identity}'s probability gave {p!r}; expected a "
-                "number in [0, 1]"
-            )
+        p = self._violation(query, candidate)
         said = f"P(violation) = {p:.2f}, the rules said {judgment.label}: {reason}"
         if p >= self.violation.threshold:
             if judgment.label == "Contradictory":
