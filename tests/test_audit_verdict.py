@@ -124,6 +124,19 @@ def test_the_docs_show_what_the_verdict_script_prints(capsys):
     assert "scripts/audit_verdicts.py" in said and "SCREEN" in said
 
 
+@pytest.mark.slow
+def test_what_the_limits_say_of_the_offline_judge_with_the_data_rows(shared_data):
+    """OFFLINE_JUDGE_LIMITS: it fails on the hand-written set (above) and passes with the data
+    rows; if that ever changes, the text must."""
+    from safecons.judges import OFFLINE_JUDGE_LIMITS
+
+    audit = sc.audit_judge(sc.OfflineJudge(), sc.golden_set(shared_data), progress=False)
+    assert audit.passed, audit.reasons
+    assert "With the data rows (safecons audit --data) it passes" in " ".join(
+        OFFLINE_JUDGE_LIMITS.split()
+    )
+
+
 # --- the controls as statistics: properties over any verdicts ----------------------------
 
 from hypothesis import given, settings  # noqa: E402

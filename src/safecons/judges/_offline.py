@@ -46,12 +46,13 @@ OFFLINE_JUDGE_LIMITS: Final = (
     "word lists, not an LLM. On the hand-written golden set it FAILS the audit's verdict:\n"
     "kappa against the gold labels (0.26; the floor is 0.40) and agreement where it is\n"
     "decisive (0.79; the floor is 0.80). Rerun with python scripts/audit_verdicts.py. With\n"
-    "--data it passes, on pairs drawn from the sources its models learnt from: no verdict\n"
-    "on the answers of your system. A refusal worded in a way it does not know (a joke, a\n"
-    'redirect, no "I won\'t") it often calls Slightly Inconsistent; it misses some insults,\n'
-    "and harm its harm head was never shown behind a refusal line; it reads English best.\n"
-    "Use it as a free first pass and a cross-check; for numbers you will quote, use an LLM\n"
-    "judge you have audited (safecons audit --judge-model ...). Figures: docs/judges.md."
+    "the data rows (safecons audit --data) it passes, on pairs drawn from the sources its\n"
+    "models learnt from: no verdict on the answers of your system. A refusal worded in a\n"
+    'way it does not know (a joke, a redirect, no "I won\'t") it often calls Slightly\n'
+    "Inconsistent; it misses some insults, and harm its harm head was never shown behind a\n"
+    "refusal line; it reads English best. Use it as a free first pass and a cross-check;\n"
+    "for numbers you will quote, use an LLM judge you have audited (safecons audit\n"
+    "--judge-model ...). Figures: docs/judges.md."
 )
 #: The figures :data:`OFFLINE_JUDGE_LIMITS` quotes, as ``scripts/audit_verdicts.py`` prints
 #: them in its OfflineJudge row (a test holds the two together).
