@@ -106,10 +106,10 @@ def out_of_fold_labels(mirror: Path | str) -> pl.DataFrame:
     return rows.hstack(pl.DataFrame([verdicts[i] for i in range(rows.height)]))
 
 
-def agreement(judged: pl.DataFrame) -> pl.DataFrame:
-    """Agreement with the human majority for the readings of ``heldout_jailbreak.py`` and the
-    references."""
-    said = heldout_jailbreak.readings(judged["label"].to_list(), judged["text"].to_list())
+def agreement(judged: pl.DataFrame, judge: str = "OfflineJudge") -> pl.DataFrame:
+    """Agreement with the human majority for the readings of ``heldout_jailbreak.py`` (its
+    judge named ``judge``) and the references."""
+    said = heldout_jailbreak.readings(judged["label"].to_list(), judged["text"].to_list(), judge)
     said.update({f"reference: {name}": judged[name].to_list() for name, _ in REFERENCES})
     return heldout_jailbreak.agreement(judged["violation"].to_list(), said)
 

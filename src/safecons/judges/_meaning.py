@@ -18,6 +18,7 @@ text, and an embedder that gives another one is refused by name, never silently 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import threading
 from collections import OrderedDict
@@ -35,7 +36,11 @@ __all__ = ("Embedder", "SmolLM2Embedder", "ViolationHead", "ViolationReader")
 
 #: Tokens of each text the embedder reads (the head was trained on the first 500).
 TOKENS: Final = 500
-#: Bytes of each text handed to the tokenizer: more than :data:`TOKENS` tokens of any text.
+#: Bytes of each text handed to the tokenizer (UTF-8, a lone surrogate replaced): more than
+#: :data:`TOKENS` tokens of prose. The tokens kept are turned back into text, which
+#: llama-cpp-python 0.3 does dropping any token of more than 32 bytes (a run of "=" or of
+#: spaces); the head was trained on text read so, and its check texts hold such tokens, so
+#: an embedder that reads them otherwise is told apart.
 _BYTES: Final = 4_000
 #: Cosine from which an embedder's vector of the fixed text is the trained one's: builds of
 #: llama.cpp for other CPUs differ in the last digits, another model or pooling by far more.
@@ -108,24 +113,27 @@ class SmolLM2Embedder:
         if self._path is not None and not self._path.is_file():
             raise InputError(f"model_path: no such file: {self._path}")
         self._threads = threads
+        self._found: Path | None = None  # the default model, as found in this process
         self._model: Any = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         # A loaded model and a lock do not travel (a Ray worker, a process pool): the copy
         # loads its own model on first use.
-        return {"_path": self._path, "_threads": self._threads}
+        return {"_path": self._path, "_threads": self._threads}  # None: each finds its own
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._path, self._threads = state["_path"], state["_threads"]
-        self._model, self._lock = None, threading.Lock()
+        self._model, self._lock, self._found = None, threading.Lock(), None
 
     @property
     def model_path(self) -> Path:
         """The GGUF file this embedder reads."""
-        if self._path is None:
-            self._path = _shipped_gguf()
-        return self._path
+        if self._path is not None:
+            return self._path
+        if self._found is None:
+            self._found = _shipped_gguf()
+        return self._found
 
     @property
     def identity(self) -> str:
@@ -159,7 +167,8 @@ class SmolLM2Embedder:
             for text in texts:
                 if not isinstance(text, str):
                     raise InputError(f"texts: expected strings, got {type(text).__name__}")
-                tokens = model.tokenize(text.encode()[:_BYTES], add_bos=True)[:TOKENS]
+                raw = text.encode(errors="replace")[:_BYTES]
+                tokens = model.tokenize(raw, add_bos=True)[:TOKENS]
                 cut = model.detokenize(tokens).decode(errors="ignore")
                 if not cut:  # llama.cpp fails on no tokens, and may not recover
                     rows.append(np.zeros(model.n_embd()))
@@ -244,24 +253,33 @@ class ViolationHead:
             if path is not None
             else resources.files("safecons").joinpath("data", self.default_file)
         )
-        with source.open("rb") as file:
-            raw = file.read()
-        with source.open("rb") as file:
-            arrays = np.load(file, allow_pickle=False)
+        try:
+            raw = source.read_bytes()
+            if not raw.startswith(b"PK"):
+                raise ValueError("not an .npz file")
+            arrays = np.load(io.BytesIO(raw), allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise InputError(f"path: cannot read a head from {source}: {err}") from None
+        with arrays:
             try:
                 self._mean = arrays["mean"].astype(np.float64)
                 self._scale = arrays["scale"].astype(np.float64)
                 self._coef = arrays["coef"].astype(np.float64)
                 self._intercept = float(arrays["intercept"][0])
                 self.threshold = float(arrays["threshold"][0])
-                self._probe_text = str(arrays["probe_text"][0])
-                self._probe = arrays["probe_vector"].astype(np.float64)
+                self._probe_texts = [str(t) for t in arrays["probe_text"]]
+                self._probes = np.atleast_2d(arrays["probe_vector"]).astype(np.float64)
                 self.trained_on = str(arrays["embedder"][0])
             except KeyError as err:
                 raise InputError(
                     f"path: {source} is not a head written by train_violation.py ({err})"
                 ) from None
-        if self._coef.shape != self._mean.shape or self._coef.size != 2 * self._probe.size + 1:
+        dimension = self._probes.shape[1]
+        if (
+            self._coef.shape != self._mean.shape
+            or self._coef.size != 2 * dimension + 1
+            or len(self._probe_texts) != len(self._probes)
+        ):
             raise InputError(f"path: {source} is not a head written by train_violation.py")
         self._digest = hashlib.sha256(raw).hexdigest()[:16]
         self._embedder = embedder
@@ -277,7 +295,8 @@ class ViolationHead:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._lock = threading.Lock()
+        # Checked again where it lands: another machine's build may embed otherwise.
+        self._lock, self._checked = threading.Lock(), False
 
     @property
     def embedder(self) -> Embedder:
@@ -292,22 +311,23 @@ class ViolationHead:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         vectors = np.asarray(self.embedder.embed(texts), dtype=np.float64)
-        if vectors.shape != (len(texts), self._probe.size):
+        dimension = self._probes.shape[1]
+        if vectors.shape != (len(texts), dimension):
             raise InputError(
                 f"embedder: {self.embedder.identity} gave an array of shape {vectors.shape} for "
-                f"{len(texts)} text(s); the head needs ({len(texts)}, {self._probe.size})"
+                f"{len(texts)} text(s); the head needs ({len(texts)}, {dimension})"
             )
         return _unit(vectors)
 
     def _check(self) -> None:
         if self._checked:
             return
-        got = self._embed([self._probe_text])[0]
-        cosine = float(got @ self._probe)
+        got = self._embed(self._probe_texts)
+        cosine = float(np.min(np.sum(got * self._probes, axis=1)))
         if not cosine >= SAME_EMBEDDING:
             raise InputError(
                 f"embedder: {self.embedder.identity} does not give the embeddings this head was "
-                f"trained on ({self.trained_on}): cosine {cosine:.3f} on its check text, "
+                f"trained on ({self.trained_on}): cosine {cosine:.3f} on its check texts, "
                 f"{SAME_EMBEDDING} needed"
             )
         self._checked = True
