@@ -219,7 +219,8 @@ class ViolationHead:
     ----------
     embedder
         What computes the embeddings; default: :class:`SmolLM2Embedder`, the one the shipped
-        head was trained on. Another must give the same vectors (checked on first use).
+        head was trained on. Another must give the same vectors (checked on first use, and
+        by :meth:`OfflineJudge.check` before a run's first call).
     path
         A head written by ``scripts/train_violation.py``; default: the one safecons ships.
     cache
@@ -299,6 +300,7 @@ class ViolationHead:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         del state["_lock"]
+        state["_cache"] = OrderedDict()  # up to megabytes, and cheap to fill again
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
