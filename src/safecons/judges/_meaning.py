@@ -31,6 +31,7 @@ import numpy as np
 
 from .._protocols import conforms
 from ..errors import InputError
+from ._posture import logistic
 
 __all__ = ("Embedder", "SmolLM2Embedder", "ViolationHead", "ViolationReader")
 
@@ -365,8 +366,7 @@ class ViolationHead:
                 )
         self._check()
         x = features(self._vector(answer)[None, :], self._vector(query)[None, :])[0]
-        z = float(((x - self._mean) / self._scale) @ self._coef) + self._intercept
-        return float(1.0 / (1.0 + np.exp(-z))) if z >= 0 else float(np.exp(z) / (1.0 + np.exp(z)))
+        return logistic(float(((x - self._mean) / self._scale) @ self._coef) + self._intercept)
 
 
 def features(answers: np.ndarray, queries: np.ndarray) -> np.ndarray:

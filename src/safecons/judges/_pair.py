@@ -26,7 +26,7 @@ import numpy as np
 from .._refusal import looks_like_refusal
 from ._acts import split_refusals
 from ._harm import HarmClassifier
-from ._posture import PostureClassifier
+from ._posture import PostureClassifier, logistic
 
 __all__ = ("FEATURES", "PairModel", "pair_features")
 
@@ -118,8 +118,7 @@ class PairModel:
         return float(z @ self._coef) + self._intercept
 
     def probability(self, features: np.ndarray) -> float:
-        d = self.decision(features)
-        return 1.0 / (1.0 + math.exp(-d)) if d >= 0 else math.exp(d) / (1.0 + math.exp(d))
+        return logistic(self.decision(features))
 
 
 _DEFAULT: list[PairModel] = []

@@ -139,6 +139,14 @@ class _CharBlock(_Block):
         return np.array(found, dtype=np.int64) if found else _EMPTY
 
 
+def logistic(d: float) -> float:
+    """The probability of log-odds ``d`` (0 for minus infinity), without overflow either way."""
+    if d >= 0:
+        return 1.0 / (1.0 + math.exp(-d))
+    e = math.exp(d)  # never overflows for a very negative d
+    return e / (1.0 + e)
+
+
 class TextModel:
     """A linear model over two TF-IDF blocks, read from a file of plain arrays (written by
     ``scripts/train_posture.py`` or ``scripts/train_harm.py``) and run with numpy alone.
@@ -188,11 +196,7 @@ class TextModel:
 
     def probability(self, text: str) -> float:
         """P(positive class) of one text."""
-        d = self.decision(text)
-        if d >= 0:
-            return 1.0 / (1.0 + math.exp(-d))
-        e = math.exp(d)  # never overflows for a very negative d
-        return e / (1.0 + e)
+        return logistic(self.decision(text))
 
     def predict_proba(self, texts: Sequence[str] | pl.Series) -> np.ndarray:
         """P(positive class) for each text, as a float array; each text is read as
