@@ -17,11 +17,11 @@ check texts, and an embedder that gives others is refused by name, never silentl
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -294,20 +294,19 @@ class ViolationHead:
         self._digest = hashlib.sha256(raw).hexdigest()[:16]
         self._embedder = embedder
         self._checked = False
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache
-        self._lock = threading.Lock()
+        self._vector = functools.lru_cache(maxsize=cache)(self._embed_one)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        del state["_lock"]
-        state["_cache"] = OrderedDict()  # up to megabytes, and cheap to fill again
+        del state["_vector"]  # the cache: up to megabytes, and cheap to fill again
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._vector = functools.lru_cache(maxsize=self._cache_size)(self._embed_one)
         # Checked again where it lands: another machine's build may embed otherwise.
-        self._lock, self._checked = threading.Lock(), False
+        self._checked = False
 
     @property
     def embedder(self) -> Embedder:
@@ -343,18 +342,8 @@ class ViolationHead:
             )
         self._checked = True
 
-    def _vector(self, text: str) -> np.ndarray:
-        with self._lock:
-            found = self._cache.get(text)
-            if found is not None:
-                self._cache.move_to_end(text)
-                return found
+    def _embed_one(self, text: str) -> np.ndarray:
         vector: np.ndarray = self._embed([text])[0]
-        if self._cache_size:
-            with self._lock:
-                self._cache[text] = vector
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
         return vector
 
     def probability(self, query: str, answer: str) -> float:
