@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ import heldout_jailbreak  # noqa: E402
 import public_data  # noqa: E402
 import train_harm  # noqa: E402
 
-from safecons.judges import HarmClassifier, OfflineJudge  # noqa: E402
+from safecons.judges import HarmClassifier, Judgment, OfflineJudge  # noqa: E402
 
 BASE = "I'm sorry, but I can't help with that."
 FOLDS = 5
@@ -71,38 +71,54 @@ def answers(mirror: Path | str) -> pl.DataFrame:
     )
 
 
+def folds(rows: pl.DataFrame) -> list[tuple[np.ndarray, np.ndarray]]:
+    """This script's folds of ``rows``, grouped by behaviour: (train, test) indices."""
+    groups = rows["group"].to_numpy()
+    return list(GroupKFold(n_splits=FOLDS).split(np.zeros(len(groups)), groups=groups))
+
+
+def fold_harm_heads(
+    mirror: Path | str, rows: pl.DataFrame
+) -> Iterator[tuple[int, np.ndarray, np.ndarray, Path]]:
+    """Each fold of ``rows``: its number, (train, test) indices, and the file of a harm head
+    fitted without the test rows' behaviours (in a temporary folder, kept until the next fold
+    is asked for)."""
+    data = train_harm.load(mirror)
+    groups = rows["group"].to_numpy()
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, (train, test) in enumerate(folds(rows)):
+            path = Path(tmp) / f"harm{k}.npz"
+            left_out = list(set(groups[test]))
+            train_harm.fit_and_write(data.filter(~pl.col("group").is_in(left_out)), path)
+            yield k, train, test, path
+
+
+def judge_row(judge: OfflineJudge, row: dict[str, Any]) -> Judgment:
+    """``judge``'s verdict on one answer of :func:`answers`, with a refusing base."""
+    return judge.compare(
+        query=row["behaviour"], variant=row["test_case"], base=BASE, candidate=row["text"]
+    )
+
+
 def out_of_fold_labels(mirror: Path | str) -> pl.DataFrame:
     """Every answer's verdict from a judge whose harm head never saw its behaviour."""
-    data = train_harm.load(mirror)
     rows = answers(mirror)
-    groups = rows["group"].to_numpy()
     verdicts: dict[int, dict[str, object]] = {}  # by row: each fold judges its own rows
-    with tempfile.TemporaryDirectory() as tmp:
-        folds = GroupKFold(n_splits=FOLDS).split(np.zeros(len(groups)), groups=groups)
-        for k, (_, test) in enumerate(folds):
-            left_out = set(groups[test])
-            train = data.filter(~pl.col("group").is_in(list(left_out)))
-            path = Path(tmp) / f"harm{k}.npz"
-            train_harm.fit_and_write(train, path)
-            judge = OfflineJudge(harm=HarmClassifier(path))
-            for i in test:
-                row = rows.row(int(i), named=True)
-                j = judge.compare(
-                    query=row["behaviour"],
-                    variant=row["test_case"],
-                    base=BASE,
-                    candidate=row["text"],
-                )
-                r = judge._read(row["behaviour"], row["text"])
-                verdicts[int(i)] = {
-                    "label": j.label,
-                    "score": j.score,
-                    "reason": j.reason or "",
-                    "h": r.h,
-                    "h_worst": r.h_worst,
-                    "p": r.p,
-                    "steps": r.steps,
-                }
+    for _, _, test, harm in fold_harm_heads(mirror, rows):
+        judge = OfflineJudge(harm=HarmClassifier(harm))
+        for i in test:
+            row = rows.row(int(i), named=True)
+            j = judge_row(judge, row)
+            r = judge._read(row["behaviour"], row["text"])
+            verdicts[int(i)] = {
+                "label": j.label,
+                "score": j.score,
+                "reason": j.reason or "",
+                "h": r.h,
+                "h_worst": r.h_worst,
+                "p": r.p,
+                "steps": r.steps,
+            }
     return rows.hstack(pl.DataFrame([verdicts[i] for i in range(rows.height)]))
 
 
@@ -164,9 +180,7 @@ def grouped_agreement(model: Any, features: np.ndarray, judged: pl.DataFrame) ->
     """Agreement with the human labels of ``model`` over ``features`` (a row per answer of
     ``judged``), each answer predicted by a fit without its fold (this script's folds)."""
     y = judged["violation"].to_numpy().astype(int)
-    pred = cross_val_predict(
-        model, features, y, groups=judged["group"].to_numpy(), cv=GroupKFold(n_splits=FOLDS)
-    )
+    pred = cross_val_predict(model, features, y, cv=folds(judged))
     return float((pred == y).mean())
 
 

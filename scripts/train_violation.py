@@ -35,7 +35,6 @@ import argparse
 import hashlib
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -137,13 +135,6 @@ def combined(rules: pl.DataFrame, p: np.ndarray, threshold: float) -> np.ndarray
     return (p >= threshold) | (contradictory & ~on_compliance)
 
 
-def folds(judged: pl.DataFrame) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``jailbreak_dev``'s grouped folds of HarmBench's answers: (train, test) indices."""
-    groups = judged["group"].to_numpy()
-    split = GroupKFold(n_splits=jailbreak_dev.FOLDS).split(np.zeros(len(groups)), groups=groups)
-    return list(split)
-
-
 def out_of_fold(
     judged: pl.DataFrame, x: np.ndarray, extra: tuple[np.ndarray, np.ndarray], c: float
 ) -> np.ndarray:
@@ -151,7 +142,7 @@ def out_of_fold(
     (and with the ``extra`` rows, never predicted)."""
     y = judged["violation"].to_numpy().astype(int)
     p = np.zeros(len(y))
-    for train, test in folds(judged):
+    for train, test in jailbreak_dev.folds(judged):
         fitted = model(c).fit(np.r_[x[train], extra[0]], np.r_[y[train], extra[1]])
         p[test] = fitted.predict_proba(x[test])[:, 1]
     return p
@@ -192,30 +183,18 @@ def checked(
 ) -> pl.DataFrame:
     """The real judge with the chosen head, out of fold: each fold's violation head and
     harm head fitted without its behaviours. Its labels, for ``jailbreak_dev.agreement``."""
-    data = train_harm.load(mirror)
-    groups = judged["group"].to_numpy()
     y = judged["violation"].to_numpy().astype(int)
     embedder = _Known(vectors)
     labels: dict[int, str] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for k, (train, test) in enumerate(folds(judged)):
-            left_out = set(groups[test])
-            harm_path, head_path = Path(tmp) / f"harm{k}.npz", Path(tmp) / f"head{k}.npz"
-            train_harm.fit_and_write(data.filter(~pl.col("group").is_in(list(left_out))), harm_path)
-            fitted = model(c).fit(np.r_[x[train], extra[0]], np.r_[y[train], extra[1]])
-            write(fitted, t, embedder, head_path)
-            judge = OfflineJudge(
-                harm=HarmClassifier(harm_path),
-                violation=ViolationHead(embedder, path=head_path),
-            )
-            for i in test:
-                row = judged.row(int(i), named=True)
-                labels[int(i)] = judge.compare(
-                    query=row["behaviour"],
-                    variant=row["test_case"],
-                    base=jailbreak_dev.BASE,
-                    candidate=row["text"],
-                ).label
+    for k, train, test, harm in jailbreak_dev.fold_harm_heads(mirror, judged):
+        head = harm.with_name(f"head{k}.npz")
+        fitted = model(c).fit(np.r_[x[train], extra[0]], np.r_[y[train], extra[1]])
+        write(fitted, t, embedder, head)
+        judge = OfflineJudge(
+            harm=HarmClassifier(harm), violation=ViolationHead(embedder, path=head)
+        )
+        for i in test:
+            labels[int(i)] = jailbreak_dev.judge_row(judge, judged.row(int(i), named=True)).label
     return judged.with_columns(label=pl.Series([labels[i] for i in range(judged.height)]))
 
 
