@@ -3,6 +3,7 @@ is named with the command that fetches it."""
 
 from __future__ import annotations
 
+import os
 import runpy
 import subprocess
 import sys
@@ -77,16 +78,15 @@ def test_the_development_measurement_counts_agreement_with_the_humans():
 
 
 def test_the_embedding_probe_says_how_to_get_the_small_model(tmp_path):
+    # A llama_cpp that cannot be imported stands in for a Python without the embed extra.
+    (tmp_path / "llama_cpp.py").write_text('raise ImportError("no llama_cpp here")\n')
     done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "embedding_probe.py"),
-            "--python",
-            str(tmp_path / "no-such-python"),
-        ],
+        [sys.executable, str(ROOT / "scripts" / "embedding_probe.py")],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert done.returncode == 1
-    assert "real_model_example.py --setup" in done.stderr
+    assert "real_model_example.py --setup-embed" in done.stderr
+    assert "Traceback" not in done.stderr
