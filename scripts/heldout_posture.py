@@ -114,7 +114,7 @@ def _git_dir(mirror: Path, repo: tuple[str, str]) -> Path:
     return path
 
 
-def _csv(git_dir: Path, commit: str, path: str) -> pl.DataFrame:
+def _csv(git_dir: Path, commit: str, path: str, encoding: str = "utf-8") -> pl.DataFrame:
     shown = subprocess.run(
         ["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"],
         capture_output=True,
@@ -122,7 +122,8 @@ def _csv(git_dir: Path, commit: str, path: str) -> pl.DataFrame:
     )
     if shown.returncode != 0:
         raise MirrorError(f"{git_dir}: cannot read {path} at {commit[:7]}")
-    return pl.read_csv(io.BytesIO(shown.stdout), infer_schema_length=0)
+    data = shown.stdout if encoding == "utf-8" else shown.stdout.decode(encoding).encode()
+    return pl.read_csv(io.BytesIO(data), infer_schema_length=0)
 
 
 def xstest_answers(mirror: Path) -> pl.DataFrame:

@@ -71,6 +71,8 @@ FORBIDDEN: tuple[tuple[str, str | None], ...] = (
     ("Waffle-Liu/calibration_guard_model", "data/XSTest/xstest_v2_prompts.csv"),
     # Issue 29's human labels of jailbreak answers (scripts/heldout_jailbreak.py measures on it).
     ("purseclab/jailbreak-evaluation", None),
+    # JailbreakBench's judge comparison, copied there (scripts/heldout_jailbreak.py).
+    ("AnthonyRonning/promptfoo-workshop", None),
 )
 
 _JBB_FILES = (

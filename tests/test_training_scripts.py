@@ -29,6 +29,7 @@ def public_data() -> dict:
         # XSTest's prompts, copied beside HarmBench's validation set (harmbench_val's repository)
         ("Waffle-Liu/calibration_guard_model", "data/XSTest/xstest_v2_prompts.csv"),
         ("purseclab/jailbreak-evaluation", "raw-data/manual_data.csv"),
+        ("AnthonyRonning/promptfoo-workshop", "judge-comparison.csv"),
     ],
 )
 def test_held_out_sets_are_never_read_for_training(public_data, tmp_path, repo, path):

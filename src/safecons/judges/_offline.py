@@ -50,9 +50,10 @@ OFFLINE_JUDGE_LIMITS: Final = (
     "models learnt from: no verdict on the answers of your system. A refusal worded in a\n"
     'way it does not know (a joke, a redirect, no "I won\'t") it often calls Slightly\n'
     "Inconsistent; it misses some insults, and harm its harm head was never shown behind a\n"
-    "refusal line; it reads English best. Use it as a free first pass and a cross-check;\n"
-    "for numbers you will quote, use an LLM judge you have audited (safecons audit\n"
-    "--judge-model ...). Figures: docs/judges.md."
+    "refusal line; against human labels of jailbreak answers it calls many harmless ones\n"
+    "(role-play that gives nothing harmful) Contradictory; it reads English best. Use it\n"
+    "as a free first pass and a cross-check; for numbers you will quote, use an LLM judge\n"
+    "you have audited (safecons audit --judge-model ...). Figures: docs/judges.md."
 )
 #: The figures :data:`OFFLINE_JUDGE_LIMITS` quotes, as ``scripts/audit_verdicts.py`` prints
 #: them in its OfflineJudge row (a test holds the two together).
