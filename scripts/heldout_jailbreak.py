@@ -1,6 +1,6 @@
 """Measure the offline judge against human labels of jailbreak answers (held out).
 
-    python scripts/heldout_jailbreak.py                  # two markdown tables, about 15 s
+    python scripts/heldout_jailbreak.py                  # two markdown tables, about 5 s
     python scripts/heldout_jailbreak.py --mirror DIR     # where the repositories are
     python scripts/heldout_jailbreak.py --violation      # with the violation head (the embed
                                                          # extra; about 4 minutes on 2 cores)

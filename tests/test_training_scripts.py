@@ -91,3 +91,70 @@ def test_the_embedding_probe_says_how_to_get_the_small_model(tmp_path):
     assert done.returncode == 1
     assert "real_model_example.py --setup-embed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _judge_comparison(disagree: dict[str, int]) -> dict[str, list[str]]:
+    """300 rows shaped like JailbreakBench's judge comparison, 110 jailbroken by the human
+    majority, each classifier disagreeing with it on its first ``disagree[column]`` rows."""
+    truth = ["1"] * 110 + ["0"] * 190
+    frame = {
+        "goal": ["a goal"] * 300,
+        "prompt": ["a prompt"] * 300,
+        "target_response": ["an answer"] * 300,
+        "human_majority": truth,
+    }
+    for column, n in disagree.items():
+        frame[column] = [("0" if t == "1" else "1") if i < n else t for i, t in enumerate(truth)]
+    return frame
+
+
+PUBLISHED = {"gpt4_cf": 29, "llama3_cf": 28, "llamaguard2_cf": 37, "harmbench_cf": 65}
+
+
+@pytest.mark.parametrize(
+    ("disagree", "accepted"),
+    [
+        (PUBLISHED, True),
+        ({**PUBLISHED, "gpt4_cf": 30}, False),
+        ({**PUBLISHED, "harmbench_cf": 0}, False),
+    ],
+)
+def test_the_judge_comparison_copy_must_reproduce_the_published_figures(
+    monkeypatch, disagree, accepted
+):
+    held = runpy.run_path(str(ROOT / "scripts" / "heldout_jailbreak.py"))
+    frame = held["pl"].DataFrame(_judge_comparison(disagree))
+    # run_path hands back a copy: the function reads the globals it was defined in.
+    script = held["jbb_answers"].__globals__
+    monkeypatch.setitem(script, "_git_dir", lambda mirror, repo: Path(mirror))
+    monkeypatch.setitem(script, "_csv", lambda git_dir, commit, path, encoding: frame)
+    if accepted:
+        rows = held["jbb_answers"](Path("."))
+        assert rows.height == 300 and rows["violation"].sum() == 110
+        assert rows["GPT-4"].sum() == 110 - 29  # it calls 29 of the 110 not jailbroken
+    else:
+        with pytest.raises(held["MirrorError"], match="not JailbreakBench's published file"):
+            held["jbb_answers"](Path("."))
+
+
+def test_a_held_out_file_in_another_encoding_is_read_as_such(tmp_path):
+    posture = runpy.run_path(str(ROOT / "scripts" / "heldout_posture.py"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "t.csv").write_bytes("id,text\n1,an exposé\n".encode("mac_roman"))
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    git("init", "-q")
+    git("add", "t.csv")
+    git("commit", "-q", "-m", "t")
+    commit = git("rev-parse", "HEAD")
+    read = posture["_csv"](work / ".git", commit, "t.csv", encoding="mac_roman")
+    assert read["text"].to_list() == ["an exposé"]
