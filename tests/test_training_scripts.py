@@ -43,7 +43,7 @@ def test_a_missing_mirror_names_the_clone_command(public_data, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "script", ["heldout_posture.py", "heldout_jailbreak.py", "jailbreak_dev.py"]
+    "script", ["heldout_posture.py", "heldout_jailbreak.py", "jailbreak_dev.py", "wildguard_dev.py"]
 )
 def test_a_measurement_says_how_to_get_its_data(tmp_path, script):
     done = subprocess.run(
