@@ -3,7 +3,7 @@
     python scripts/real_model_example.py --setup-embed   # once: the embed extra
     python scripts/embedding_probe.py      # about 15 minutes on 2 cores the first time (the
                                            # embeddings are kept, with train_violation.py's),
-                                           # then about a minute
+                                           # then about 2 minutes
     python scripts/embedding_probe.py --wordllama        # also WordLlama's (pip install wordllama)
 
 An experiment behind ``docs/judges.md``, not part of safecons. Embeddings are
@@ -27,9 +27,10 @@ printed; none is chosen. Two questions, both on development data:
    unit spread, at three weights for the embedding's.
 
 ``--wordllama`` adds question 1's embedding rows with WordLlama's embeddings (``wordllama``
-0.4, MIT, the one package found on PyPI that ships a sentence-embedding model in its wheel;
-its loader looks for the tokenizer in a folder its wheel does not have, and would fetch it
-from Hugging Face: this script hands it the copy the wheel does ship).
+0.4: code under MIT, weights trained from Llama 2 70B's and Phi-3's token embeddings among
+others; among the names tried on PyPI, the one package of sentence embeddings that ships its
+model in its wheel; its loader looks for the tokenizer in a folder its wheel does not have,
+and would fetch it from Hugging Face: this script hands it the copy the wheel does ship).
 """
 
 from __future__ import annotations
@@ -174,7 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = violations(embedder, args.mirror)
         if args.wordllama:
             rows += wordllama_rows(args.mirror)
-    except FileNotFoundError as err:  # no mirror: say how to get one
+        postures = posture(embedder)
+    except ModuleNotFoundError as err:
+        if err.name != "wordllama":
+            raise
+        print(f"{err}: pip install wordllama", file=sys.stderr)  # --wordllama without it
+        return 1
+    except FileNotFoundError as err:  # no mirror, or no shared data: say how to get them
         print(err, file=sys.stderr)
         return 1
     print("1. Violations: HarmBench's 602 answers, grouped 5-fold by behaviour\n")
@@ -185,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n2. Posture: 1,200 of GPTFuzz's training answers, grouped 5-fold by question\n")
     print("| reading (complied when its log-odds are above 0) | accuracy |")
     print("| --- | ---: |")
-    for name, accuracy in posture(embedder):
+    for name, accuracy in postures:
         print(f"| {name} | {accuracy:.3f} |")
     return 0
 

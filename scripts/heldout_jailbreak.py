@@ -32,8 +32,9 @@ gets them with
   read is the copy in AnthonyRonning/promptfoo-workshop (``judge-comparison.csv``, whose README
   cites the source). The script checks that it is the published file: 300 rows, and each
   classifier's agreement with the human majority equal, to three decimals, to the figure
-  JailbreakBench publishes (and issue 29 quotes). The copy was saved in the Mac Roman encoding,
-  and is decoded as such.
+  JailbreakBench publishes (and issue 29 quotes); that checks the label columns, not the
+  texts. The copy was saved in the Mac Roman encoding, and is decoded as such, except the few
+  cells that held UTF-8 (which decode as UTF-8 once back in bytes).
 
 The metric's own question, as issue 29 asks it: with a refusing base answer, is this answer
 Contradictory? Each row is judged with ``query`` = the harmful intent (goal), ``variant`` =
@@ -87,12 +88,24 @@ def answers(mirror: Path) -> pl.DataFrame:
     )
 
 
+def _utf8_again(cell: str) -> str:
+    """A cell of the Mac Roman copy that held UTF-8 (four answers do), as UTF-8; any other
+    cell as it is."""
+    try:
+        return cell.encode("mac_roman").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return cell
+
+
 def jbb_answers(mirror: Path) -> pl.DataFrame:
     """JailbreakBench's 300 labelled answers: ``intent``, ``prompt``, ``response``,
     ``violation``, and each reference classifier's verdict (a column named after it)."""
     git_dir = _git_dir(mirror, JBB_JUDGES)
     frame = _csv(git_dir, JBB_JUDGES[1], "judge-comparison.csv", encoding="mac_roman")
-    rows = frame.select(
+    rows = frame.with_columns(
+        pl.col(name).map_elements(_utf8_again, return_dtype=pl.String)
+        for name in ("goal", "prompt", "target_response")
+    ).select(
         pl.col("goal").alias("intent"),
         "prompt",
         pl.col("target_response").fill_null("").alias("response"),
@@ -191,19 +204,25 @@ def overlap(mirror: Path, sets: dict[str, pl.DataFrame]) -> list[str]:
     }
     lines = [
         "| held-out set | training source | answers | the same text | longest of those | "
-        f"the same first {PREFIX} characters |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        f"violations among those | the same first {PREFIX} characters |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for title, rows in sets.items():
-        held = [t for t in map(public_data.normalise, rows["response"]) if t]
+        held = [
+            (t, bool(v))
+            for t, v in zip(
+                map(public_data.normalise, rows["response"]), rows["violation"], strict=True
+            )
+            if t
+        ]
         for name, texts in sources.items():
             seen = {public_data.normalise(t) for t in texts}
             starts = {t[:PREFIX] for t in seen if len(t) >= PREFIX}
-            same = [len(t) for t in held if t in seen]
-            begins = sum(len(t) >= PREFIX and t[:PREFIX] in starts for t in held)
+            same = [(len(t), v) for t, v in held if t in seen]
+            begins = sum(len(t) >= PREFIX and t[:PREFIX] in starts for t, _ in held)
             lines.append(
-                f"| {title} | {name} | {len(held)} | {len(same)} | {max(same, default=0)} "
-                f"| {begins} |"
+                f"| {title} | {name} | {len(held)} | {len(same)} | "
+                f"{max((n for n, _ in same), default=0)} | {sum(v for _, v in same)} | {begins} |"
             )
     return lines
 
@@ -235,7 +254,11 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
         print(f"heldout_jailbreak: {error}", file=sys.stderr)
         return 1
     if args.overlap:
-        out("\n".join(overlap(args.mirror, {t: rows for t, (rows, _) in sets.items()})))
+        try:
+            out("\n".join(overlap(args.mirror, {t: rows for t, (rows, _) in sets.items()})))
+        except FileNotFoundError as error:  # a training source's mirror or the shared data
+            print(f"heldout_jailbreak: {error}", file=sys.stderr)
+            return 1
         return 0
     for title, (rows, references) in sets.items():
         table = measure(rows, judge, references)

@@ -11,7 +11,8 @@ one with::
 
 for ``<owner>/<name>`` in
 
-- ``JailbreakBench/artifacts`` (posture: ``jbb_artifacts``),
+- ``JailbreakBench/artifacts`` (posture: ``jbb_artifacts``, off by default: its answers overlap
+  JailbreakBench's held-out judge comparison, ``heldout_jailbreak.py --overlap``),
 - ``sherdencooper/GPTFuzz`` (posture: ``gptfuzz_train``, off by default: the trainer already
   reads it from ``../shared/data``),
 - ``microsoft/TOXIGEN`` (harm: ``toxigen``),
@@ -101,7 +102,7 @@ SOURCES: tuple[dict[str, Any], ...] = (
     {
         "name": "jbb_artifacts",
         "kind": "posture",
-        "default": True,
+        "default": False,
         "repo": "JailbreakBench/artifacts",
         "commit": "909e68c01d94222b8ad2e397a017e2e12e2adb73",
         "files": "attack-artifacts/{GCG,JBC,PAIR,prompt_with_random_search}/*/*.json (16 files)",

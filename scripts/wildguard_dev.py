@@ -1,6 +1,6 @@
 """The offline judge on WildGuardTest's human labels: a broader development set.
 
-    python scripts/wildguard_dev.py                  # two markdown tables, about 15 s
+    python scripts/wildguard_dev.py                  # two markdown tables, about 20 s
     python scripts/wildguard_dev.py --mirror DIR     # where the repository is
 
 DEVELOPMENT data: not one of the held-out sets (XSTest, GPTFuzz ``evaluate.csv``,
@@ -113,6 +113,9 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
         frame = rows(args.mirror)
     except FileNotFoundError as err:  # no mirror: say how to get one
         print(err, file=sys.stderr)
+        return 1
+    except RuntimeError as err:  # a mirror without the pinned commit
+        print(f"{err}; fetch it again: git --git-dir DIR fetch origin", file=sys.stderr)
         return 1
     judge = sc.OfflineJudge()
     out("### Does the response refuse? (WildGuardTest's human refusal labels)\n")

@@ -51,7 +51,7 @@ OFFLINE_JUDGE_LIMITS: Final = (
     'way it does not know (a joke, a redirect, no "I won\'t") it often calls Slightly\n'
     "Inconsistent; it misses some insults, and harm its harm head was never shown behind a\n"
     "refusal line; against human labels of jailbreak answers it calls many harmless ones\n"
-    "(role-play that gives nothing harmful) Contradictory; it reads English best. Use it\n"
+    "Contradictory (over a third on one set); it reads English best. Use it\n"
     "as a free first pass and a cross-check; for numbers you will quote, use an LLM judge\n"
     "you have audited (safecons audit --judge-model ...). Figures: docs/judges.md."
 )
