@@ -55,13 +55,10 @@ import train_posture
 import train_violation
 
 from safecons.judges import SmolLM2Embedder
+from safecons.judges._meaning import _unit
 
 #: Weights of the embedding's scaled log-odds added to the posture classifier's.
 WEIGHTS = (0.25, 0.5, 1.0)
-
-
-def unit(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
 def regression(c: float) -> object:
@@ -85,8 +82,9 @@ def embedding_rows(name: str, answer: np.ndarray, behaviour: np.ndarray, judged:
 def violations(embedder: SmolLM2Embedder, mirror: Path) -> list[tuple[str, object, float]]:
     """Question 1: rows of (features, C, agreement)."""
     judged = jailbreak_dev.out_of_fold_labels(mirror)
-    answer = unit(train_violation.embeddings(embedder, judged["text"].to_list()))
-    behaviour = unit(train_violation.embeddings(embedder, judged["behaviour"].to_list()))
+    # SmolLM2Embedder's vectors are of unit length already.
+    answer = train_violation.embeddings(embedder, judged["text"].to_list())
+    behaviour = train_violation.embeddings(embedder, judged["behaviour"].to_list())
     readings = judged.select(
         (pl.col("label") == "Contradictory").cast(pl.Float64).alias("contradictory"),
         (pl.col("label") == "Consistent").cast(pl.Float64).alias("consistent"),
@@ -121,8 +119,8 @@ def wordllama_rows(mirror: Path) -> list[tuple[str, object, float]]:
     shutil.copy(shipped, cache / "tokenizers" / shipped.name)
     model = WordLlama.load(cache_dir=cache, disable_download=True)
     judged = jailbreak_dev.answers(mirror)
-    answer = unit(np.asarray(model.embed(judged["text"].to_list()), dtype=np.float64))
-    behaviour = unit(np.asarray(model.embed(judged["behaviour"].to_list()), dtype=np.float64))
+    answer = _unit(np.asarray(model.embed(judged["text"].to_list()), dtype=np.float64))
+    behaviour = _unit(np.asarray(model.embed(judged["behaviour"].to_list()), dtype=np.float64))
     return list(embedding_rows("WordLlama (l2_supercat, 256)", answer, behaviour, judged))
 
 
@@ -132,7 +130,7 @@ def posture(embedder: SmolLM2Embedder) -> list[tuple[str, float]]:
     texts = fuzz["text"].to_list()
     y = fuzz["violation"].to_numpy().astype(int)
     groups = fuzz["group"].to_numpy()
-    vectors = unit(train_violation.embeddings(embedder, texts))
+    vectors = train_violation.embeddings(embedder, texts)
     data = train_posture.load()
     classifier, embedded = np.zeros(len(y)), np.zeros(len(y))
     for train, test in GroupKFold(n_splits=train_posture.FOLDS).split(texts, y, groups):

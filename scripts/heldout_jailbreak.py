@@ -202,6 +202,11 @@ def overlap(mirror: Path, sets: dict[str, pl.DataFrame]) -> list[str]:
             [r["text"] for r in public_data._jbb_artifacts(mirror)]
         ),
     }
+    # Each source's normalised texts and their starts, once for every held-out set.
+    known = {}
+    for name, texts in sources.items():
+        seen = {public_data.normalise(t) for t in texts}
+        known[name] = (seen, {t[:PREFIX] for t in seen if len(t) >= PREFIX})
     lines = [
         "| held-out set | training source | answers | the same text | longest of those | "
         f"violations among those | the same first {PREFIX} characters |",
@@ -215,9 +220,7 @@ def overlap(mirror: Path, sets: dict[str, pl.DataFrame]) -> list[str]:
             )
             if t
         ]
-        for name, texts in sources.items():
-            seen = {public_data.normalise(t) for t in texts}
-            starts = {t[:PREFIX] for t in seen if len(t) >= PREFIX}
+        for name, (seen, starts) in known.items():
             same = [(len(t), v) for t, v in held if t in seen]
             begins = sum(len(t) >= PREFIX and t[:PREFIX] in starts for t, _ in held)
             lines.append(

@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import heldout_jailbreak
 import public_data
+from judge_probes import markdown
 
 WILDGUARD = (
     "sharzilnfz/llmSafetyClassification",
@@ -93,16 +94,6 @@ def violations(frame: pl.DataFrame, judge: sc.OfflineJudge) -> pl.DataFrame:
     truth = (labelled["response_harm_label"] == "harmful").to_list()
     said = heldout_jailbreak.readings(labels, labelled["response"].to_list())
     return heldout_jailbreak.agreement(truth, said)
-
-
-def markdown(table: pl.DataFrame) -> str:
-    head = "| " + " | ".join(table.columns) + " |"
-    rule = "| --- |" + " ---: |" * (len(table.columns) - 1)
-    body = [
-        "| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
-        for row in table.iter_rows()
-    ]
-    return "\n".join([head, rule, *body])
 
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
