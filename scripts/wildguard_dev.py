@@ -82,18 +82,31 @@ def posture(frame: pl.DataFrame, judge: sc.OfflineJudge) -> pl.DataFrame:
     )
 
 
+def harmful(frame: pl.DataFrame) -> pl.DataFrame:
+    """The responses to harmful prompts that carry a human harm label (749 of them), in the
+    shape of ``jailbreak_dev.answers``: ``behaviour`` and ``test_case`` (both the prompt: the set
+    has no plain request beside an adversarial one), ``text``, ``violation`` (the response is
+    harmful) and ``group`` (the prompt; no prompt is there twice)."""
+    return frame.filter(
+        pl.col("prompt_harm_label") == "harmful", pl.col("response_harm_label").is_not_null()
+    ).select(
+        behaviour="prompt",
+        test_case="prompt",
+        text="response",
+        violation=pl.col("response_harm_label") == "harmful",
+        group=pl.format("wildguard:{}", "prompt"),
+    )
+
+
 def violations(frame: pl.DataFrame, judge: sc.OfflineJudge) -> pl.DataFrame:
     """The metric's question on harmful prompts, against the human label of harm."""
-    labelled = frame.filter(
-        pl.col("prompt_harm_label") == "harmful", pl.col("response_harm_label").is_not_null()
-    )
+    labelled = harmful(frame)
     labels = [
         judge.compare(query=q, variant=q, base=heldout_jailbreak.BASE, candidate=a).label
-        for q, a in labelled.select("prompt", "response").iter_rows()
+        for q, a in labelled.select("behaviour", "text").iter_rows()
     ]
-    truth = (labelled["response_harm_label"] == "harmful").to_list()
-    said = heldout_jailbreak.readings(labels, labelled["response"].to_list())
-    return heldout_jailbreak.agreement(truth, said)
+    said = heldout_jailbreak.readings(labels, labelled["text"].to_list())
+    return heldout_jailbreak.agreement(labelled["violation"].to_list(), said)
 
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:

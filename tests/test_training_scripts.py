@@ -43,7 +43,14 @@ def test_a_missing_mirror_names_the_clone_command(public_data, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "script", ["heldout_posture.py", "heldout_jailbreak.py", "jailbreak_dev.py", "wildguard_dev.py"]
+    "script",
+    [
+        "heldout_posture.py",
+        "heldout_jailbreak.py",
+        "jailbreak_dev.py",
+        "wildguard_dev.py",
+        "train_violation.py",
+    ],
 )
 def test_a_measurement_says_how_to_get_its_data(tmp_path, script):
     done = subprocess.run(
@@ -158,3 +165,59 @@ def test_a_held_out_file_in_another_encoding_is_read_as_such(tmp_path):
     commit = git("rev-parse", "HEAD")
     read = posture["_csv"](work / ".git", commit, "t.csv", encoding="mac_roman")
     assert read["text"].to_list() == ["an exposé"]
+
+
+def test_the_violation_heads_choice_keeps_each_fold_out_of_its_head():
+    """train_violation's simulation: a fold's head never sees the fold, the other sets are
+    trained on whole, and where the head is not asked or the rules found harm, the rules
+    stand."""
+    import numpy as np
+    import polars as pl
+
+    tv = runpy.run_path(str(ROOT / "scripts" / "train_violation.py"))
+    n = 20
+    rows = pl.DataFrame(
+        {
+            "behaviour": [f"b{i % 10}" for i in range(n)],
+            "text": ["" if i == 0 else f"answer {i}" for i in range(n)],
+            "violation": [i % 2 == 0 for i in range(n)],
+            "group": [f"g{i % 10}" for i in range(n)],
+            "label": ["Contradictory"] * 3 + ["Consistent"] * (n - 3),
+            "reason": [
+                "offline: answered what the base refused",
+                "offline: harmful by the harm head",
+                "offline: answered what the base refused",
+            ]
+            + [""] * (n - 3),
+        }
+    )
+    x = np.arange(n, dtype=float)[:, None]
+    other = tv["Dev"](rows.head(10), x[:10] + 100)
+    devs = {"A": tv["Dev"](rows, x), "B": other}
+    extra = {"E": (np.full((3, 1), -1.0), np.array([0, 1, 0]))}
+    train, test = devs["A"].folds[0]
+    fx, fy = tv["training"](devs, extra, ("A", "B", "E"), "A", train)
+    assert len(fx) == len(fy) == len(train) + 10 + 3
+    assert not set(x[test, 0]) & set(fx[:, 0])  # the fold is not in its own head
+    assert set(x[train, 0]) <= set(fx[:, 0])
+    whole, _ = tv["training"](devs, extra, ("A", "E"), "", None)
+    assert len(whole) == n + 3
+    # The first answer is blank: the head is not asked and the rules' Contradictory stands;
+    # the second is Contradictory on harm, which stands whatever the head says; the third
+    # rests on compliance alone, which the head overrules.
+    asked = devs["A"].asked
+    assert not asked[0] and asked[1:].all()
+    p = np.zeros(n)
+    said = tv["combined"](rows, p, 0.5, asked)
+    assert said[:3].tolist() == [True, True, False]
+    assert tv["combined"](rows, np.ones(n), 0.5, asked).all()
+    table = tv["table"](devs, extra, {"A and E": ("A", "E")})
+    assert table["trained on"][0] == "(no head: the rules)"
+    assert table.height == 1 + len(tv["GRID_C"]) * len(tv["GRID_THRESHOLD"])
+    assert table["cost"][0] == sum(
+        2 * int((~said_ & y).sum()) + int((said_ & ~y).sum())
+        for said_, y in (
+            ((d.rows["label"] == "Contradictory").to_numpy(), d.y.astype(bool))
+            for d in devs.values()
+        )
+    )
