@@ -2,7 +2,7 @@
 
     python scripts/real_model_example.py --setup-embed   # once: the embed extra
     python scripts/train_violation.py             # about 35 minutes on 2 cores the first time
-                                                  # (the embeddings are kept), then 5 minutes
+                                                  # (the embeddings are kept), then 3 minutes
     python scripts/train_violation.py --dry-run   # the tables only, nothing written
 
 :class:`safecons.judges.ViolationHead` reads whether an answer is an instance of the harmful
@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -159,20 +160,21 @@ def model(c: float) -> Any:
 class Dev:
     """A development set: its rows (``behaviour``, ``test_case``, ``text``, ``violation``,
     ``group``, and the rules' ``label`` and ``reason`` with a refusing base), the head's
-    features of each row and the folds each row is predicted in."""
+    features of each row and the folds each row is predicted in. What is derived from the rows
+    is computed once: the grid asks for it at every setting."""
 
     rows: pl.DataFrame
     x: np.ndarray
 
-    @property
+    @cached_property
     def y(self) -> np.ndarray:
         return self.rows["violation"].to_numpy().astype(int)
 
-    @property
+    @cached_property
     def folds(self) -> list[tuple[np.ndarray, np.ndarray]]:
         return jailbreak_dev.folds(self.rows)
 
-    @property
+    @cached_property
     def asked(self) -> np.ndarray:
         """Whether the judge asks the head at all: not of an answer that says nothing to the
         user (blank once normalised, or only lines to the evaluator)."""
