@@ -45,6 +45,7 @@ from .errors import SafeconsError as SafeconsError
 from .errors import SafeconsWarning as SafeconsWarning
 from .errors import UnscoredRowsWarning as UnscoredRowsWarning
 from .errors import UsageWarning as UsageWarning
+from .flips import posture_flips as posture_flips
 from .golden import golden_set as golden_set
 from .judges import Judgment as Judgment
 from .judges import LLMJudge as LLMJudge
@@ -106,6 +107,7 @@ __all__ = (
     "manifest",
     "output_schema",
     "planned_calls",
+    "posture_flips",
     "report",
     "report_html",
     "respond",
