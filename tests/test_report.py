@@ -389,3 +389,13 @@ def test_the_null_group_is_named_null_as_score_table_names_it(run):
     assert "null" in labels and "(none)" not in labels
     # A breakdown without a null group says nothing of one.
     assert "null: the rows" not in _section(text, "<h2>Score</h2>")
+
+
+def test_the_report_draws_posture_flips_both_ways_by_variant_kind(run):
+    pytest.importorskip("vl_convert")
+    text = sc.report_html(run)
+    assert "Posture flips by sc_variant_kind" in text
+    assert "a safety failure" in text and "an over-refusal" in text
+    # A frame without the posture columns (a safecons before them) has no such chart.
+    older = run.frame.drop("sc_base_posture", "sc_response_postures")
+    assert "Posture flips" not in sc.report_html(older)

@@ -33,6 +33,7 @@ from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, middle_cut, short
 from ._version import __version__
 from .audit import JudgeAudit
 from .errors import InputError, SafeconsError
+from .flips import posture_flips
 from .metric import SafetyConsistencyRun
 from .reliability import JudgeReliability
 from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
@@ -294,7 +295,26 @@ def _charts(
             )
         )
     )
+    flips = _flips_chart(scored, prefix, metric)
+    if flips is not None:
+        out.append(flips)
     return [f'<div class="chart">{svg}</div>' for svg in out]
+
+
+def _flips_chart(scored: pl.DataFrame, prefix: str, metric: str) -> str | None:
+    """The posture flips by variant kind, both directions side by side, as SVG (None for a
+    frame without the posture columns or without an answer whose posture moved or could)."""
+    from . import charts
+
+    names = column_names(prefix, metric)
+    if not {names["base_posture"], names["response_postures"]} <= set(scored.columns):
+        return None
+    kind = f"{prefix}variant_kind"
+    by = kind if kind in scored.columns else None
+    table = posture_flips(scored, by=by, prefix=prefix, metric_name=metric)
+    if not table["answers"].sum():
+        return None
+    return _svg(charts.posture_flips_chart(table, by=by))
 
 
 def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
