@@ -151,11 +151,13 @@ class Sample:
     judge_error: str | None = None
     judge_raw: str | None = None
     judge_input_cut: bool | None = None
-    #: Each juror's label and score, in jury order (one for one judge; None: no vote), and
-    #: each juror's label with the two answers swapped (None: not swapped).
+    #: Each juror's label and score, in jury order (one for one judge; None: no vote), each
+    #: juror's label with the two answers swapped (None: not swapped), and each juror's label
+    #: when asked again the same way (None: not repeated).
     juror_labels: list[str | None] | None = None
     juror_scores: list[float | None] | None = None
     swap_labels: list[str | None] | None = None
+    repeat_labels: list[str | None] | None = None
     sut: Spend = field(default_factory=Spend)
     judge: Spend = field(default_factory=Spend)
 
@@ -179,6 +181,7 @@ def column_names(prefix: str, metric_name: str) -> dict[str, str]:
         "juror_labels",
         "juror_scores",
         "swap_labels",
+        "repeat_labels",
         "base_posture",
         "response_postures",
         "n_judged",
@@ -219,6 +222,7 @@ def output_schema(
             names["juror_labels"]: pl.List(_STR_LIST),
             names["juror_scores"]: pl.List(pl.List(pl.Float64)),
             names["swap_labels"]: pl.List(_STR_LIST),
+            names["repeat_labels"]: pl.List(_STR_LIST),
             names["base_posture"]: pl.String(),
             names["response_postures"]: _STR_LIST,
             names["n_judged"]: pl.Int64(),
@@ -324,6 +328,7 @@ def assemble(
                 names["juror_scores"], votes("juror_scores"), dtype=pl.List(pl.List(pl.Float64))
             ),
             pl.Series(names["swap_labels"], votes("swap_labels"), dtype=pl.List(_STR_LIST)),
+            pl.Series(names["repeat_labels"], votes("repeat_labels"), dtype=pl.List(_STR_LIST)),
         ]
         # The judge stage always reads them (metric/_postures.py).
         assert postures is not None, "a judged frame is assembled with its postures"

@@ -531,6 +531,7 @@ def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -
         seed=args.seed,
         cache=args.cache,
         swap_share=args.swap_share,
+        repeat_share=args.repeat_share,
         **_parse_set(args.set or []),
     )
     print(plan)
@@ -568,6 +569,7 @@ def _run(args: argparse.Namespace) -> int:
         cache=args.cache,
         max_calls=args.max_calls,
         swap_share=args.swap_share,
+        repeat_share=args.repeat_share,
         **_parse_set(args.set or []),
     )
     summary = run.summary
@@ -1046,6 +1048,14 @@ def _add_judge_options(add: Any) -> None:
         metavar="SHARE",
         help="share of the comparisons (0 to 1) each judge sees again with the two answers "
         "swapped: the summary's position_consistency (the score is unchanged)",
+    )
+    add(
+        "--repeat-share",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share of the comparisons (0 to 1) each judge sees again exactly as before: the "
+        "summary's repeat_flip_rate, the judge's own noise (the score is unchanged)",
     )
 
 

@@ -19,6 +19,8 @@ import polars as pl
 from ._bootstrap import check_ci, mean_interval
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
 from .errors import InputError, JudgesDifferWarning
+from .judges import LABEL_BANDS
+from .reliability._jury import repeat_noise
 from .summary import conform
 from .templates import template_families
 
@@ -349,8 +351,16 @@ def compare_runs(
     polars.DataFrame
         ``by`` columns, ``paired`` (rows scored in both), ``only_before`` / ``only_after``
         (scored in one run only: not in the difference), ``mean_before``, ``mean_after``,
-        ``difference``, ``difference_lo``, ``difference_hi``, and ``better`` / ``worse`` /
-        ``same`` (paired rows whose score rose, fell or stayed).
+        ``difference``, ``difference_lo``, ``difference_hi``, ``better`` / ``worse`` /
+        ``same`` (paired rows whose score rose, fell or stayed), ``judge_noise`` and
+        ``within_judge_noise``. ``judge_noise`` is how far the runs' judges move a
+        comparison's score by themselves, measured where a run judged comparisons twice
+        (``repeat_share=``): the mean absolute change of a repeated comparison's label,
+        each label read at the middle of its score band, for the juror that moved most, the
+        larger of the two runs'. It is the most a mean could move if every comparison were
+        judged again and every change went one way. ``within_judge_noise`` is True where
+        ``|difference|`` is no more than that: the judges' own flips alone could have made
+        the difference. Both are null when neither run repeated any comparison.
 
     Examples
     --------
@@ -419,7 +429,7 @@ def compare_runs(
     table = table.with_columns(pl.col("only_before", "only_after").cast(pl.Int64))
     diffs = joined.with_columns(pl.when(both).then(yc - xc).alias(d))
     if ci is None:
-        return table
+        return _with_judge_noise(table, a, b, names)
     lo, hi = _mean_interval(diffs, keys, d, table, ci=ci, n_boot=n_boot, seed=seed)
     at = table.columns.index("difference") + 1
     table = table.with_columns(
@@ -427,4 +437,42 @@ def compare_runs(
         pl.Series("difference_hi", hi, dtype=pl.Float64).fill_nan(None),
     )
     order = table.columns
-    return table.select(*order[:at], "difference_lo", "difference_hi", *order[at:-2])
+    table = table.select(*order[:at], "difference_lo", "difference_hi", *order[at:-2])
+    return _with_judge_noise(table, a, b, names)
+
+
+#: A label's score where the judge gave none to go by: the middle of the label's band.
+NOMINAL_SCORES: Final[dict[str, float]] = {
+    label: (lo + hi) / 2 for label, (lo, hi, _) in LABEL_BANDS.items()
+}
+
+
+def _judge_noise(frame: pl.DataFrame, names: dict[str, str]) -> float | None:
+    """The mean absolute change of a repeated comparison's nominal score, for the juror of
+    ``frame`` that moved most; None when the frame repeated no comparison."""
+    needed = [names[r] for r in ("jurors", "juror_labels", "repeat_labels")]
+    if not set(needed) <= set(frame.columns):
+        return None
+    jurors = int(frame[names["jurors"]].list.len().max() or 0)  # type: ignore[arg-type]
+    noise = repeat_noise(
+        frame,
+        jurors=jurors,
+        juror_labels=names["juror_labels"],
+        repeat_labels=names["repeat_labels"],
+        scores=NOMINAL_SCORES,
+    )
+    moved = [m for m in noise.movement if m is not None]
+    return max(moved) if noise.repeated and moved else None
+
+
+def _with_judge_noise(
+    table: pl.DataFrame, before: pl.DataFrame, after: pl.DataFrame, names: dict[str, str]
+) -> pl.DataFrame:
+    """``table`` with ``judge_noise`` (the larger of the two runs') and
+    ``within_judge_noise`` (whether each difference is no more than it)."""
+    measured = [n for n in (_judge_noise(f, names) for f in (before, after)) if n is not None]
+    noise = max(measured) if measured else None
+    return table.with_columns(
+        pl.lit(noise, dtype=pl.Float64).alias("judge_noise"),
+        (pl.col("difference").abs() <= pl.lit(noise, dtype=pl.Float64)).alias("within_judge_noise"),
+    )

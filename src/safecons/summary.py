@@ -53,7 +53,7 @@ class RunSummary:
     """Counts of a scored frame: rows, scores, calls, attempts, cache hits, tokens.
 
     ``calls`` counts the calls the rows needed (SUT samples; judge comparisons of the samples
-    that got an answer, times the jurors of a jury, plus the swapped ones that gave a label),
+    that got an answer, times the jurors of a jury, plus the swapped and repeated ones),
     ``attempts`` those made over the network or to a local judge (retries included),
     ``cache_hits`` those replayed, ``failed_calls`` those that failed for good (a jury's
     missing votes), ``skipped_calls`` those a spent ``max_calls`` budget left unmade,
@@ -72,8 +72,10 @@ class RunSummary:
     ``judge_reliability`` (:class:`~safecons.reliability.JudgeReliability`): how far the
     run's judges agreed (Krippendorff's alpha over a jury's labels, each juror's agreement with
     the jury) and whether their verdicts moved with the order of the answers (position
-    consistency, from ``swap_share=``); None for a frame without the juror columns (an older
-    safecons) or of several juries.
+    consistency, from ``swap_share=``) and how often each changed its own label when asked the
+    same comparison again (``repeat_flip_rate``, from ``repeat_share=``: the judge's own
+    noise); None for a frame without the juror columns (an older safecons) or of several
+    juries.
 
     Three ways to show it: ``repr`` is the dataclass's own (every field, exact, one line: a
     valid expression that rebuilds the summary), ``str`` (``print``) a few aligned lines and a
@@ -250,7 +252,7 @@ def _figures(values: Sequence[float | None]) -> str:
 def reliability_lines(r: JudgeReliability | None) -> list[str]:
     """A run's judge reliability in a line or two of text (none for one judge and no swap:
     nothing to say beyond the score)."""
-    if r is None or (len(r.jurors) == 1 and not r.swapped):
+    if r is None or (len(r.jurors) == 1 and not r.swapped and not r.repeated):
         return []
     lines = [f"judges: {', '.join(r.jurors)}"]
     if len(r.jurors) > 1:
@@ -262,6 +264,11 @@ def reliability_lines(r: JudgeReliability | None) -> list[str]:
         lines.append(
             f"position_consistency {_figures(r.position_consistency)} "
             f"({r.swapped:,} comparison(s) swapped)"
+        )
+    if r.repeat_flip_rate is not None:
+        lines.append(
+            f"repeat_flip_rate {_figures(r.repeat_flip_rate)} "
+            f"({r.repeated:,} comparison(s) judged twice)"
         )
     return lines
 
@@ -503,7 +510,7 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
     for name in (names["base_posture"], names["response_postures"]):
         _only(frame, name, POSTURES, fn, what="posture", null="where there was no answer")
     _only(frame, labels, LABELS, fn, what="label", null="for a comparison not judged")
-    for name in (names["juror_labels"], names["swap_labels"]):
+    for name in (names["juror_labels"], names["swap_labels"], names["repeat_labels"]):
         _only(frame, name, LABELS, fn, what="label", null="for a vote not given")
     return frame
 
@@ -671,10 +678,10 @@ def _judge_calls(
     errors = errors.list.first().fill_null(0)
     if names["juror_labels"] in frame.columns:
         votes = frame[names["juror_labels"]].explode().explode().drop_nulls().len()
-        swaps = (
-            frame[names["swap_labels"]].explode().explode().drop_nulls().len()
-            if names["swap_labels"] in frame.columns
-            else 0
+        swaps = sum(
+            frame[names[role]].explode().explode().drop_nulls().len()
+            for role in ("swap_labels", "repeat_labels")
+            if names[role] in frame.columns
         )
         # Rows without the juror columns (concatenated from an older run): one judge, each
         # comparison without an error gave its verdict.
@@ -697,6 +704,7 @@ def _reliability(frame: pl.DataFrame, names: dict[str, str]) -> JudgeReliability
         juror_labels=names["juror_labels"],
         labels=names["labels"],
         swap_labels=names["swap_labels"],
+        repeat_labels=names["repeat_labels"],
         order=tuple(reversed(LABELS)),
         # 200 replicates: the summary is computed wherever a run is shown (the CLI, the
         # report, a notebook), and at 1,000 it took 3.5 s on 10,000 rows of a jury of three.

@@ -82,6 +82,7 @@ async def score_frame(
     runner: Runner | None = None,
     sessions: Sessions | None = None,
     swap_share: float = 0.0,
+    repeat_share: float = 0.0,
 ) -> pl.DataFrame:
     """Run the respond and judge stages over ``df`` (which has its variant columns).
 
@@ -90,7 +91,8 @@ async def score_frame(
     without one, a runner is made from ``options`` for this call. ``sessions`` (from
     :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
     opening new ones. ``swap_share`` of the comparisons (drawn by the seed and each row's id)
-    are judged again with the answers swapped (:mod:`._jury`).
+    are judged again with the answers swapped, and ``repeat_share`` (a draw of its own) again
+    as they were (:mod:`._jury`).
     """
     async with engine(options, runner=runner) as eng:
         if sessions is None:
@@ -105,6 +107,7 @@ async def score_frame(
             prefix=prefix,
             sessions=sessions,
             swap_share=swap_share,
+            repeat_share=repeat_share,
         )
         if (dropped := eng.runner.stats.dropped_usage - dropped) > 0:
             warnings.warn(
@@ -176,6 +179,7 @@ async def _score_units(
     prefix: str,
     sessions: Sessions,
     swap_share: float,
+    repeat_share: float = 0.0,
 ) -> pl.DataFrame:
     names = column_names(prefix, config.metric_name)
     results = _samples(df, responding=responding, config=config, responses=names["responses"])
@@ -189,6 +193,7 @@ async def _score_units(
         swap_share=swap_share,
         temperature=config.sut_temperature,
         endpoint=sessions.endpoint,
+        repeat_share=repeat_share,
     )
     reader = PostureReader(plan.queries, plan.bases, results) if judging else None
 
@@ -207,6 +212,7 @@ async def _score_units(
                 plan.texts(unit.row, sample.response),
                 swap=unit.swap,
                 sample=sample,
+                repeat=unit.repeat,
             )
 
     async with anyio.create_task_group() as tasks:

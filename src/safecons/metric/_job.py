@@ -64,6 +64,7 @@ class MetricOptions(CallOptions, total=False):
     toxicity_templates: Sequence[Template] | None
     jailbreak_templates: Sequence[Template] | None
     swap_share: float
+    repeat_share: float
 
 
 #: The run's options that are not config fields. With ``config``, ``prefix`` and the template
@@ -73,12 +74,10 @@ _RUN_KEYS = ("seed", "progress", "cache", "max_calls")
 Stage = Literal["metric", "respond", "judge"]
 
 
-def _share(value: object) -> float:
-    """``swap_share=`` checked: a share from 0 to 1."""
+def _share(value: object, name: str = "swap_share") -> float:
+    """``swap_share=`` (or ``repeat_share=``, ``name``) checked: a share from 0 to 1."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InputError(
-            f"swap_share: expected a share of the comparisons from 0 to 1, got {value!r}"
-        )
+        raise InputError(f"{name}: expected a share of the comparisons from 0 to 1, got {value!r}")
     return float(value)
 
 
@@ -119,6 +118,9 @@ class Job:
     #: The share of comparisons judged again with the two answers swapped (the in-run swap
     #: test): not a config field, since it leaves the score as it was.
     swap_share: float = 0.0
+    #: The share of comparisons judged again as they were (the in-run repeat test: the
+    #: judge's own noise), by every juror; not a config field either.
+    repeat_share: float = 0.0
 
     @classmethod
     def of(
@@ -148,11 +150,13 @@ class Job:
                 "variants already; templates go to build_variants"
             )
         swap_share = _share(given.pop("swap_share", 0.0))
-        if stage == "respond" and swap_share:
-            raise InputError(
-                "swap_share: respond does not judge; give it to judge_responses or "
-                "safety_consistency"
-            )
+        repeat_share = _share(given.pop("repeat_share", 0.0), "repeat_share")
+        for name, share in (("swap_share", swap_share), ("repeat_share", repeat_share)):
+            if stage == "respond" and share:
+                raise InputError(
+                    f"{name}: respond does not judge; give it to judge_responses or "
+                    "safety_consistency"
+                )
         prefix = given.pop("prefix", DEFAULT_PREFIX)
         if not isinstance(prefix, str) or not prefix:
             raise InputError(f"prefix: expected a non-empty string, got {prefix!r}")
@@ -174,6 +178,7 @@ class Job:
             templates["toxicity_templates"],
             templates["jailbreak_templates"],
             swap_share,
+            repeat_share,
         )
         if stage == "metric":
             schema = df.collect_schema()
@@ -232,6 +237,7 @@ class Job:
             runner=runner,
             sessions=sessions,
             swap_share=self.swap_share,
+            repeat_share=self.repeat_share,
         )
 
     async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:

@@ -120,9 +120,11 @@ class JudgeSession(Protocol):
         base: str,
         candidate: str,
         candidate_first: bool = False,
+        repeat: int = 0,
     ) -> Comparison:
         """The comparison, prepared once; ``candidate_first`` shows the candidate answer
-        first where the judge sees an order (a chat judge; a judge object has none)."""
+        first where the judge sees an order (a chat judge; a judge object has none);
+        ``repeat`` above 0 makes it the same comparison asked again (its own cache key)."""
         ...
 
     async def judge(self, comparison: Comparison, attempt: Attempt) -> Verdict:
@@ -186,6 +188,7 @@ class ChatJudge:
         base: str,
         candidate: str,
         candidate_first: bool = False,
+        repeat: int = 0,
     ) -> Comparison:
         limit = self._settings.max_judged_chars
         messages = build_judge_messages(
@@ -197,7 +200,9 @@ class ChatJudge:
             candidate_first=candidate_first,
         )
         cut = any(fit_for_judge(t, limit)[1] for t in (query, variant, base, candidate))
-        call = ModelCall("judge", self._where, messages, 0.0, slot, shape=self._shape)
+        call = ModelCall(
+            "judge", self._where, messages, 0.0, slot, shape=self._shape, repeat=repeat
+        )
         return Comparison(query, variant, base, candidate, call, cut)
 
     def decode(self, raw: str) -> Verdict:
@@ -265,6 +270,7 @@ class ObjectJudge:
         base: str,
         candidate: str,
         candidate_first: bool = False,
+        repeat: int = 0,
     ) -> Comparison:
         return Comparison(query, variant, base, candidate, None, False)
 

@@ -335,6 +335,7 @@ def _walk(
         responding=True,
         seed=job.options.seed,
         swap_share=job.swap_share,
+        repeat_share=job.repeat_share,
         temperature=job.config.sut_temperature,
         endpoint=Endpoint.of(sut_client),
     )
@@ -346,7 +347,7 @@ def _walk(
     # Per row: one SUT estimate serves every sample (they differ by seed only), and judge
     # prompts by juror, order and candidate text (the stand-in one is every sample's).
     row, sut_tokens = -1, 0
-    judged: dict[tuple[int, bool, str], int] = {}
+    judged: dict[tuple[int, bool, str, int], int] = {}
     for unit in plan.units():
         if unit.row != row:
             assert plan.messages is not None
@@ -358,13 +359,13 @@ def _walk(
         tally.add("sut", sut_tokens, cached=answer is not None)
         candidate = plan.bases[row] if answer is None else answer.text
         texts = plan.texts(row, candidate)
-        for index, first in jury_orders(ordered, unit.swap):
+        for index, first, again in jury_orders(ordered, unit.swap, unit.repeat):
             per_juror[index] += 1
             if jury[index].local:
                 continue
             _plan_judge(
                 jury[index],
-                (index, first, candidate),
+                (index, first, candidate, again),
                 judged,
                 tally,
                 slot=unit.slot,
@@ -378,8 +379,8 @@ def _walk(
 
 def _plan_judge(
     judging: JudgeSession,
-    key: tuple[int, bool, str],
-    judged: dict[tuple[int, bool, str], int],
+    key: tuple[int, bool, str, int],
+    judged: dict[tuple[int, bool, str, int], int],
     tally: _Tally,
     *,
     slot: str,
@@ -393,7 +394,7 @@ def _plan_judge(
         # Not cached, so no verdict can be: the stand-in prompt is estimated already.
         tally.add("judge", judged[key], cached=False)
         return
-    comparison = judging.prepare(slot, candidate_first=key[1], **texts)
+    comparison = judging.prepare(slot, candidate_first=key[1], repeat=key[3], **texts)
     if comparison.call is None:
         return
     verdict = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -21,7 +21,7 @@ from ..errors import InputError
 from ._common import DisjointLabelsWarning, UndefinedStatisticWarning
 from ._multirater import krippendorff_alpha
 
-__all__ = ("JudgeReliability", "judge_reliability", "jury_verdict")
+__all__ = ("JudgeReliability", "RepeatNoise", "judge_reliability", "jury_verdict", "repeat_noise")
 
 
 def jury_verdict(
@@ -81,7 +81,11 @@ class JudgeReliability:
     call failed). ``swapped``: comparisons judged again with the two answers in the other
     order; ``position_consistency``: per juror, the share of its swapped comparisons whose
     label did not move (None for a juror with none: one that sees no order, such as a judge
-    object); the whole is None when nothing was swapped.
+    object); the whole is None when nothing was swapped. ``repeated``: comparisons judged
+    again exactly as first asked (``repeat_share=``); ``repeat_flip_rate``: per juror, the
+    share of its repeated comparisons whose label changed (0 for a deterministic judge; None
+    for a juror with none), out of ``repeat_pairs`` comparisons; the two are None when nothing
+    was repeated.
     """
 
     jurors: tuple[str, ...]
@@ -92,6 +96,9 @@ class JudgeReliability:
     missing_votes: int
     swapped: int
     position_consistency: tuple[float | None, ...] | None
+    repeated: int = 0
+    repeat_flip_rate: tuple[float | None, ...] | None = None
+    repeat_pairs: tuple[int, ...] | None = None
 
     @property
     def alpha_text(self) -> str:
@@ -116,6 +123,7 @@ def judge_reliability(
     ci: float = 0.95,
     n_boot: int = 1000,
     seed: int = 0,
+    repeat_labels: str | None = None,
 ) -> JudgeReliability | None:
     """The judge reliability of a scored frame, from its juror columns.
 
@@ -124,8 +132,10 @@ def judge_reliability(
     frame
         A scored frame: per row, the jury's names (``jurors``), per comparison each juror's
         label (``juror_labels``, a list per comparison in jury order), the jury's label
-        (``labels``), and each juror's label with the answers swapped (``swap_labels``: null
-        for a comparison not swapped).
+        (``labels``), each juror's label with the answers swapped (``swap_labels``: null
+        for a comparison not swapped), and, where given and in the frame, each juror's label
+        when asked again the same way (``repeat_labels``: null for a comparison not
+        repeated).
     order
         Every label, the least consistent first (ordinal alpha).
     ci, n_boot, seed
@@ -198,6 +208,11 @@ def judge_reliability(
             ]
             shares.append(sum(a == b for a, b in pairs) / len(pairs) if pairs else None)
         position = tuple(shares)
+    noise = (
+        repeat_noise(frame, jurors=k, juror_labels=juror_labels, repeat_labels=repeat_labels)
+        if repeat_labels is not None and repeat_labels in frame.columns
+        else None
+    )
     return JudgeReliability(
         jurors=jury,
         comparisons=len(judged),
@@ -207,7 +222,80 @@ def judge_reliability(
         missing_votes=missing,
         swapped=len(moved),
         position_consistency=position,
+        repeated=0 if noise is None else noise.repeated,
+        repeat_flip_rate=None if noise is None or not noise.repeated else noise.flip_rate,
+        repeat_pairs=None if noise is None or not noise.repeated else noise.pairs,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatNoise:
+    """A judge's own noise, from the comparisons it judged twice the same way.
+
+    ``repeated``: comparisons with a repeated label from at least one juror. Per juror (in
+    jury order): ``pairs``, its comparisons with both labels; ``flip_rate``, the share of
+    those whose label changed (None without any); ``movement``, the mean absolute change of
+    the label's score (``scores``: a score per label) over them (None without ``scores`` or
+    pairs).
+    """
+
+    repeated: int
+    pairs: tuple[int, ...]
+    flip_rate: tuple[float | None, ...]
+    movement: tuple[float | None, ...]
+
+
+def repeat_noise(
+    frame: pl.DataFrame,
+    *,
+    jurors: int,
+    juror_labels: str,
+    repeat_labels: str,
+    scores: Mapping[str, float] | None = None,
+) -> RepeatNoise:
+    """How often each of ``jurors`` jurors changed its label when asked the same comparison
+    again, from a frame's ``juror_labels`` and ``repeat_labels`` columns (a list per
+    comparison in jury order; a null list: not repeated).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({
+    ...     "votes": [[["Consistent"], ["Contradictory"]], [["Consistent"]]],
+    ...     "again": [[["Consistent"], ["Consistent"]], [None]],
+    ... })
+    >>> noise = repeat_noise(frame, jurors=1, juror_labels="votes", repeat_labels="again",
+    ...                      scores={"Consistent": 0.9, "Contradictory": 0.2})
+    >>> noise.repeated, noise.pairs, noise.flip_rate, [round(m, 2) for m in noise.movement]
+    (2, (2,), (0.5,), [0.35])
+    """
+    rows = (
+        frame.select(pl.col(juror_labels).alias("votes"), pl.col(repeat_labels).alias("again"))
+        # A row whose lists disagree in length (a frame edited by hand) says nothing sure.
+        .filter(pl.col("votes").list.len() == pl.col("again").list.len())
+        .explode("votes", "again")
+        .filter(pl.col("votes").is_not_null() & pl.col("again").is_not_null())
+    )
+    votes, again = rows["votes"].to_list(), rows["again"].to_list()
+    repeated = sum(any(x is not None for x in a) for a in again)
+    pairs: list[int] = []
+    flips: list[float | None] = []
+    moved: list[float | None] = []
+    for j in range(jurors):
+        both = [
+            (v[j], a[j])
+            for v, a in zip(votes, again, strict=True)
+            if j < len(v) and j < len(a) and v[j] is not None and a[j] is not None
+        ]
+        pairs.append(len(both))
+        flips.append(sum(x != y for x, y in both) / len(both) if both else None)
+        known = [(x, y) for x, y in both if scores is not None and x in scores and y in scores]
+        moved.append(
+            sum(abs(scores[x] - scores[y]) for x, y in known) / len(known)
+            if scores is not None and known
+            else None
+        )
+    return RepeatNoise(repeated, tuple(pairs), tuple(flips), tuple(moved))
 
 
 def _alpha(
