@@ -200,3 +200,15 @@ def test_compare_runs_says_when_the_difference_is_within_the_judges_own_flips():
     plain = frame(8).pipe(sc.safety_consistency, judge=says("Consistent"), **RUN)
     row = sc.compare_runs(plain, plain).row(0, named=True)
     assert row["judge_noise"] is None and row["within_judge_noise"] is None
+
+
+def test_the_report_shows_each_judge_s_repeat_flip_rate():
+    from safecons.metric import safety_consistency_run
+
+    run = safety_consistency_run(
+        frame(3), sut=distinct(), judge=noisy(), repeat_share=1.0, progress=False
+    )
+    section = sc.report_html(run).split("Can this run's judges be trusted?")[1].split("<h2>")[0]
+    assert "repeat flip rate" in section and "<td>1.000</td></tr>" in section
+    assert "6 comparisons judged again exactly as before" in section
+    assert "nothing in this run measures its judge" not in section

@@ -590,7 +590,7 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
     if r is None:
         return []
     out = ["<h2>Can this run's judges be trusted?</h2>"]
-    if len(r.jurors) == 1 and r.position_consistency is None:
+    if len(r.jurors) == 1 and r.position_consistency is None and r.repeat_flip_rate is None:
         out.append(
             f"<p>One judge ({_esc(r.jurors[0])}) and no comparison judged again in the other "
             "order (no <code>swap_share=</code>, none drawn, a judge object, which sees no "
@@ -602,16 +602,22 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
         )
         return out
     rows = []
+    repeats = r.repeat_flip_rate
     for i, name in enumerate(r.jurors):
         agree = r.agreement[i]
         moved = None if r.position_consistency is None else r.position_consistency[i]
+        again = "" if repeats is None else f"<td>{_number(repeats[i])}</td>"
         rows.append(
             f'<tr><td class="text">{_esc(name)}</td><td>{_number(agree)}</td>'
-            f"<td>{_number(moved)}</td></tr>"
+            f"<td>{_number(moved)}</td>{again}</tr>"
         )
     out.append(
         "<table><thead><tr><th>judge</th><th>agreement with the jury</th>"
-        "<th>position consistency</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<th>position consistency</th>"
+        + ("" if repeats is None else "<th>repeat flip rate</th>")
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
     )
     said = [f"{r.comparisons:,} comparisons judged"]
     if len(r.jurors) > 1:
@@ -620,12 +626,21 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
         said.append(f"{r.missing_votes:,} juror verdicts missing (the others decided)")
     if r.swapped:
         said.append(f"{r.swapped:,} comparisons judged again with the answers swapped")
+    if r.repeated:
+        said.append(f"{r.repeated:,} comparisons judged again exactly as before")
     out.append(
         "<p>"
         + "; ".join(said)
         + ". Agreement with the jury: the share of its comparisons on which a judge gave the "
         "jury's label. Position consistency: the share of its swapped comparisons whose label "
-        "did not move (n/a: a judge that sees no order, or none swapped).</p>"
+        "did not move (n/a: a judge that sees no order, or none swapped)."
+        + (
+            ""
+            if repeats is None
+            else " Repeat flip rate: the share of its comparisons asked again the same way "
+            "whose label changed, the judge's own noise (0 for a deterministic judge)."
+        )
+        + "</p>"
     )
     warnings = []
     if r.alpha is not None and r.alpha < ALPHA_FLOOR:
