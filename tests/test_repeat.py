@@ -212,3 +212,82 @@ def test_the_report_shows_each_judge_s_repeat_flip_rate():
     assert "repeat flip rate" in section and "<td>1.000</td></tr>" in section
     assert "6 comparisons judged again exactly as before" in section
     assert "nothing in this run measures its judge" not in section
+
+
+LABELS = list(SCORES)
+vote = st.one_of(st.none(), st.sampled_from(LABELS))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 3).flatmap(
+        lambda k: st.tuples(
+            st.just(k),
+            st.lists(
+                st.lists(
+                    st.tuples(
+                        st.lists(vote, min_size=k, max_size=k),
+                        st.one_of(st.none(), st.lists(vote, min_size=k, max_size=k)),
+                    ),
+                    max_size=3,
+                ),
+                min_size=1,
+                max_size=8,
+            ),
+        )
+    )
+)
+def test_the_repeat_flip_rate_is_plain_counting(case):
+    from safecons.reliability import judge_reliability
+    from safecons.reliability._jury import repeat_noise
+
+    k, rows = case
+    jurors = [f"j{i}" for i in range(k)]
+    frame = pl.DataFrame(
+        {
+            "jurors": [jurors] * len(rows),
+            "votes": [[v for v, _ in row] for row in rows],
+            "labels": [[next((x for x in v if x), None) for v, _ in row] for row in rows],
+            "swapped": [[None for _ in row] for row in rows],
+            "again": [[a for _, a in row] for row in rows],
+        },
+        schema={
+            "jurors": pl.List(pl.String),
+            "votes": pl.List(pl.List(pl.String)),
+            "labels": pl.List(pl.String),
+            "swapped": pl.List(pl.List(pl.String)),
+            "again": pl.List(pl.List(pl.String)),
+        },
+    )
+    pairs = [[] for _ in range(k)]
+    for row in rows:
+        for v, a in row:
+            if a is None:
+                continue
+            for j in range(k):
+                if v[j] is not None and a[j] is not None:
+                    pairs[j].append((v[j], a[j]))
+    noise = repeat_noise(
+        frame, jurors=k, juror_labels="votes", repeat_labels="again", scores=SCORES
+    )
+    assert noise.pairs == tuple(len(p) for p in pairs)
+    for j in range(k):
+        if not pairs[j]:
+            assert noise.flip_rate[j] is None and noise.movement[j] is None
+            continue
+        flips = sum(x != y for x, y in pairs[j]) / len(pairs[j])
+        moved = sum(abs(SCORES[x] - SCORES[y]) for x, y in pairs[j]) / len(pairs[j])
+        assert noise.flip_rate[j] == pytest.approx(flips)
+        assert noise.movement[j] == pytest.approx(moved)
+    r = judge_reliability(
+        frame,
+        jurors="jurors",
+        juror_labels="votes",
+        labels="labels",
+        swap_labels="swapped",
+        repeat_labels="again",
+        order=["Contradictory", "Slightly Inconsistent", "Consistent"],
+        n_boot=200,
+    )
+    if r is not None and r.repeated:
+        assert r.repeat_flip_rate == noise.flip_rate and r.repeat_pairs == noise.pairs
