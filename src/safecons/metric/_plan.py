@@ -1,9 +1,9 @@
 """The dry run: the calls a run would make, how many the cache already holds, and their tokens.
 
 It walks the run's own plan (:class:`~._units.RunPlan`: every comparison, its SUT call, its
-swap draw, and :func:`~._units.jury_orders`, the judge calls of each) and builds each judge
-call with the judge's own ``prepare``, so its calls and keys are the run's by construction,
-and its token estimates are of the messages the run would send.
+swap and repeat draws, and :func:`~._units.jury_orders`, the judge calls of each) and builds
+each judge call with the judge's own ``prepare``, so its calls and keys are the run's by
+construction, and its token estimates are of the messages the run would send.
 
 The estimate of a judge prompt needs the SUT answer it judges, which a dry run does not have
 (unless the cache holds it). It stands the row's stored ``sut_response`` in for the unseen
@@ -80,7 +80,8 @@ class CallPlan:
     prices: Prices | None = None
     batched: frozenset[str] = frozenset()
     #: A jury's jurors, in order (one name for one judge), and the calls each needs, the
-    #: in-run swap test's included (a judge object's calls are local: in ``judge_local``).
+    #: in-run swap and repeat tests' included (a judge object's calls are local: in
+    #: ``judge_local``).
     jurors: tuple[str, ...] = ()
     judge_by_juror: dict[str, int] = field(default_factory=dict)
 
@@ -239,8 +240,8 @@ def _completion(calls: int, budget: int | None) -> int | None:
 
 def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> CallPlan:
     """Count the calls of ``job`` over ``frame`` (which has its variant columns), and
-    estimate their tokens: every juror's, and those of the comparisons the in-run swap test
-    judges again."""
+    estimate their tokens: every juror's, and those of the comparisons the in-run swap and
+    repeat tests judge again."""
     k = job.config.responses_per_query - 1
     n = frame.height
     jury = [planning_judge(juror) for juror in jurors_of(job.judge)]
