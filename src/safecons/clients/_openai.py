@@ -766,7 +766,9 @@ class OpenAICompatible:
             model=self.model,
             params=self.params,
             batch=self.batch,
-            secrets=self.secrets,
+            # Its own; a run adds the proxies' credentials once (secrets_of), not at each
+            # reading of the facts, which the dry run does for every call.
+            secrets=self._secrets,
         )
 
     @property

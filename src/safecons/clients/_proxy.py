@@ -81,13 +81,15 @@ def proxy_variables() -> dict[str, tuple[str, str]]:
     Any case of ``HTTPS_PROXY`` is read, and a lower-case one wins (an empty lower-case one
     unsets it), as :func:`urllib.request.getproxies_environment` reads them.
     """
+    # One pass over the environment (read whenever a client's secrets are), then urllib's two.
+    named = [(name, value) for name, value in os.environ.items() if name[-6:].lower() == "_proxy"]
     found: dict[str, tuple[str, str]] = {}
-    for name, value in os.environ.items():
-        if value and name.lower().endswith("_proxy"):
+    for name, value in named:
+        if value:
             found[name.lower()[:-6]] = (name, value)
     if "REQUEST_METHOD" in os.environ:  # a CGI script: urllib forgets HTTP_PROXY (httpoxy)
         found.pop("http", None)
-    for name, value in os.environ.items():
+    for name, value in named:
         if name.endswith("_proxy"):
             if value:
                 found[name.lower()[:-6]] = (name, value)
