@@ -273,6 +273,21 @@ def test_proxy_credentials_join_every_clients_secrets(clean_env):
     assert not leaks(secrets.scrub(said)), secrets.scrub(said)
 
 
+def test_a_runs_secrets_hold_the_proxies_credentials_whatever_its_clients(clean_env):
+    """A Python SUT whose own HTTP library reads the same proxy variables, and says the
+    proxy's URL in its error: the run scrubs it as it scrubs a key."""
+    url = f"http://{USER}:{QUOTED}@proxy.corp:3128"
+    clean_env.setenv("HTTPS_PROXY", url)
+
+    def sut(messages, *, temperature):
+        raise ConnectionError(f"407 from {url} (Proxy-Authorization: Basic {BASIC})")
+
+    out = frame().pipe(
+        sc.safety_consistency, sut=sut, judge=StandInJudge(), n_sut_retries=0, progress=False
+    )
+    assert "407 from" in out["sc_error"][0] and not leaks(out.write_ndjson()), out["sc_error"][0]
+
+
 # ------------------------------------------------------------------- keys over plain http
 
 
