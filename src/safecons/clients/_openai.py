@@ -542,9 +542,12 @@ class OpenAICompatible:
     Notes
     -----
     Every text that comes back from the server (answers, error bodies, exception messages)
-    is scrubbed of the key and of every credential-like header value (``Authorization``,
-    ``api-key``, ``x-api-key``, cookies, ...) before it is kept or cut to length. Values
-    shorter than 8 characters are not treated as secrets.
+    is scrubbed of the key, of every credential-like header value (``Authorization``,
+    ``api-key``, ``x-api-key``, cookies, ...) and of the credentials of the proxies the
+    environment names (``HTTPS_PROXY=http://user:pw@proxy``) before it is kept or cut to
+    length. Values shorter than 8 characters are not treated as secrets. A key is never sent
+    over plain ``http`` except to a loopback host (127.0.0.0/8, ``::1``, ``localhost``): a
+    client that would is refused where it is made.
 
     Examples
     --------
