@@ -11,17 +11,23 @@ test_lazy_frames.py assert the same outcomes; this script measures the figures t
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import io
 import json
 import os
+import socket
 import sqlite3
 import stat
 import sys
 import tempfile
 import threading
 import time
+import traceback
 import tracemalloc
+import urllib.parse
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -751,6 +757,185 @@ def p33() -> str:
     )
 
 
+# Proxy credentials (rows 37-40): a password with a '#', '@' and '/', written percent-encoded.
+PROXY_USER = "probe-user"
+PROXY_PASSWORD = "PROBE-pw#proxy@0123/x"
+_QUOTED = urllib.parse.quote(PROXY_PASSWORD, safe="")
+PROXY_FORMS = (
+    PROXY_PASSWORD,
+    _QUOTED,
+    base64.b64encode(f"{PROXY_USER}:{PROXY_PASSWORD}".encode()).decode(),
+)
+
+
+def proxy_leaked(text: str) -> bool:
+    return any(f[i : i + 8] in text for f in PROXY_FORMS for i in range(len(f) - 7))
+
+
+@contextlib.contextmanager
+def proxy_environment(**values: str) -> Iterator[None]:
+    """The proxy variables set to ``values`` (all others unset) for the block's length."""
+    names = [n for n in os.environ if n.lower().endswith("_proxy")]
+    saved = {n: os.environ.pop(n) for n in names}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name in values:
+            os.environ.pop(name, None)
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def refusing_proxy() -> Iterator[int]:
+    """A proxy on loopback answering every request, CONNECT included, with 407."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head and (chunk := conn.recv(65536)):
+                    head += chunk
+                conn.sendall(
+                    b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def _places(out: pl.DataFrame, folder: Path, cli_args: list[str]) -> dict[str, str]:
+    """The texts a run leaves: the frame, its Parquet file, its report, the cache and what
+    ``safecons run`` prints (and writes) for the same rows."""
+    from safecons.cli import main as cli
+
+    out.write_parquet(folder / "out.parquet", compression="uncompressed")
+    sc.report(out, folder / "report.html")
+    frame(1).write_parquet(folder / "rows.parquet")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        cli(["run", str(folder / "rows.parquet"), "--output", str(folder / "cli.jsonl"),
+             "--no-progress", "--set", "n_sut_retries=0", "--set", "n_judge_retries=0",
+             *cli_args])  # fmt: skip
+    places = {"row": out.write_ndjson(), "CLI": printed.getvalue()}
+    for path in folder.iterdir():
+        places[path.name] = path.read_bytes().decode("latin-1")
+    return places
+
+
+def _proxied(base_url: str, folder: Path, **client: object) -> pl.DataFrame:
+    sut = sc.OpenAICompatible(model="m", base_url=base_url, **({"api_key": KEY} | client))
+    return frame(1).pipe(
+        sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=folder / "c.sqlite",
+        responses_per_query=2, **FAST,
+    )  # fmt: skip
+
+
+def p37() -> str:
+    with tempfile.TemporaryDirectory() as tmp, refusing_proxy() as port:
+        folder = Path(tmp)
+        url = f"http://{PROXY_USER}:{_QUOTED}@127.0.0.1:{port}"
+        with proxy_environment(HTTPS_PROXY=url):
+            out = _proxied("https://model.invalid/v1", folder)
+            places = _places(
+                out, folder,
+                ["--sut-model", "m", "--sut-base-url", "https://model.invalid/v1",
+                 "--judge-model", "j", "--judge-base-url", "https://model.invalid/v1"],
+            )  # fmt: skip
+    bad = [name for name, text in places.items() if proxy_leaked(text)]
+    said = error_of(out).split("connection error ", 1)[-1].split(" (1 attempt)")[0]
+    return (
+        f"the password in {len(bad)} of {len(places)} places {bad or ''}(row, CLI, cache, "
+        f"Parquet, report, rows); row error `{said}`"
+    )
+
+
+def p38() -> str:
+    def echo(s: Seen) -> object:
+        sent = json.dumps(s.headers)
+        if s.model == "j":
+            return reply(json.dumps({"label": "Consistent", "score": 0.9, "reason": sent}))
+        return reply(f"{REFUSE} You sent {sent}")
+
+    with tempfile.TemporaryDirectory() as tmp, ScriptedServer(echo) as proxy:  # type: ignore[arg-type]
+        folder = Path(tmp)
+        url = f"http://{PROXY_USER}:{_QUOTED}@127.0.0.1:{proxy.port}"
+        with proxy_environment(HTTP_PROXY=url):
+            os.environ["PROBE_KEY"] = KEY
+            try:
+                out = _proxied("http://localhost:9/v1", folder)
+                places = _places(
+                    out, folder,
+                    ["--sut-model", "m", "--sut-base-url", "http://localhost:9/v1",
+                     "--sut-key-env", "PROBE_KEY", "--judge-model", "j", "--judge-base-url",
+                     "http://localhost:9/v1", "--judge-key-env", "PROBE_KEY"],
+                )  # fmt: skip
+            finally:
+                del os.environ["PROBE_KEY"]
+        sent = any(f"Basic {PROXY_FORMS[2]}" in r.headers.values() for r in proxy.requests)
+    bad = [name for name, text in places.items() if proxy_leaked(text) or leaked(text)]
+    return (
+        f"Proxy-Authorization sent: {sent}; it or the key in {len(bad)} of {len(places)} "
+        f"places {bad or ''}(answers, CLI and its output file, cache, Parquet, report)"
+    )
+
+
+def p39() -> str:
+    outcomes = []
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY"):
+        with proxy_environment(**{name: f"http://{PROXY_USER}:{PROXY_PASSWORD}@proxy:3128"}):
+            sut = sc.OpenAICompatible(model="m", base_url="https://model.invalid/v1", api_key="")
+            try:
+                frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+                outcomes.append(f"{name}: no error")
+            except Exception as exc:
+                shown = "".join(traceback.format_exception(exc))
+                quoted = "the password quoted" if proxy_leaked(shown) else "no password"
+                named = str(exc).startswith(f"{name}: ")
+                said = f"naming {name}, {quoted}" if named else f"{quoted}: {exc!s:.50}"
+                outcomes.append(f"{name}: {type(exc).__name__} {said}")
+    return "; ".join(outcomes)
+
+
+def p40() -> str:
+    outcomes = []
+    said = ""
+    before = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = KEY
+    try:
+        for url in ("http://api.openai.com/v1", "http://10.0.0.7:8000/v1"):
+            try:
+                sc.OpenAICompatible(model="m", base_url=url, api_key_env="OPENAI_API_KEY")
+                outcomes.append("made")
+            except ValueError as exc:
+                outcomes.append("refused" if "plain http" in str(exc) else f"{exc!s:.60}")
+                said = said or str(exc)[:60]
+        loopback = [
+            sc.OpenAICompatible(model="m", base_url=u, api_key=KEY).base_url
+            for u in ("http://127.0.0.1:8000/v1", "http://localhost:8000/v1", "http://[::1]:80/v1")
+        ]
+    finally:
+        if before is None:
+            del os.environ["OPENAI_API_KEY"]
+        else:
+            os.environ["OPENAI_API_KEY"] = before
+    return (
+        f"a key over plain http to OpenAI / a LAN host: {' / '.join(outcomes)} where the client "
+        f"is made (`{said}...`); to a loopback host: {len(loopback)} of 3 made"
+    )
+
+
 PROBES = [
     (1, "200 body / message content echoing the key", "key in `sc_error`", p1),
     (2, "key given in `headers=` echoed by 500/400/401", "key in row and exception", p2),
@@ -848,6 +1033,30 @@ PROBES = [
         "`posture_proba` of a 10 MB cell; an answer of 8,001 spaces",
         "9.7 s and 2.2 GB; read as answering what the base refused",
         p33,
+    ),
+    (
+        37,
+        "`HTTPS_PROXY=http://user:PW@proxy`, the proxy answering CONNECT with 407",
+        "the password in `sc_error`, Parquet, report and the CLI's row errors (aiohttp)",
+        p37,
+    ),
+    (
+        38,
+        "a proxy echoing the request's headers (`Proxy-Authorization`)",
+        "the proxy's credential stored in answers, cache, Parquet, report",
+        p38,
+    ),
+    (
+        39,
+        "a proxy password with an unescaped `#`",
+        "traceback quoting `InvalidURL: Invalid port: '<password>'`",
+        p39,
+    ),
+    (
+        40,
+        "`OPENAI_API_KEY` with `base_url='http://api.openai.com/v1'`",
+        "the key sent in clear",
+        p40,
     ),
 ]
 

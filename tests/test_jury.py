@@ -422,7 +422,7 @@ def test_a_judge_given_twice_is_refused():
     j = says("Consistent")
     with pytest.raises(sc.InputError, match=r"judge\[1\]: the same judge as judge\[0\]"):
         frame(1).pipe(sc.safety_consistency, judge=[j, j], **RUN)
-    same = [sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key="k")] * 2
+    same = [sc.OpenAICompatible(model="m", base_url="https://x.test/v1", api_key="k")] * 2
     with pytest.raises(sc.InputError, match="the same judge"):
         sc.planned_calls(frame(1), sut=StandInSUT(), judge=same)
     # Two offline judges are two objects (deterministic alike, but nothing is cached).
@@ -430,12 +430,12 @@ def test_a_judge_given_twice_is_refused():
 
 
 def test_a_jury_half_batched_is_priced_at_the_regular_rate():
-    live = sc.OpenAICompatible(model="a", base_url="http://x.test/v1", api_key="k")
-    batched = sc.OpenAICompatible(model="b", base_url="http://x.test/v1", api_key="k", batch=True)
+    live = sc.OpenAICompatible(model="a", base_url="https://x.test/v1", api_key="k")
+    batched = sc.OpenAICompatible(model="b", base_url="https://x.test/v1", api_key="k", batch=True)
     assert (
         "judge" not in sc.planned_calls(frame(2), sut=StandInSUT(), judge=[live, batched]).batched
     )
-    both = sc.OpenAICompatible(model="c", base_url="http://x.test/v1", api_key="k", batch=True)
+    both = sc.OpenAICompatible(model="c", base_url="https://x.test/v1", api_key="k", batch=True)
     assert "judge" in sc.planned_calls(frame(2), sut=StandInSUT(), judge=[both, batched]).batched
 
 

@@ -501,7 +501,7 @@ def _client(
         raise SafeconsError(f"{option}: {exc}") from None
     if key_env:
         key = f"key from {key_env}"
-    elif client.secrets:
+    elif client._api_key:
         key = "key from OPENAI_API_KEY"
     elif os.environ.get("OPENAI_API_KEY"):
         # The variable is set but goes only to OpenAI's own API: say so, and how to send it.
