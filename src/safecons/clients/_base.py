@@ -77,7 +77,12 @@ class Completion:
     dropped_usage: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "text", valid_unicode(self.text))
+        text = self.text
+        if type(text) is not str and isinstance(text, str):
+            # A str subclass of the user's may override the methods that read it: its exact
+            # copy is kept (and judged, stored, shown) instead.
+            text = str.__str__(text)
+        object.__setattr__(self, "text", valid_unicode(text))
         dropped = self.dropped_usage
         for name in ("prompt_tokens", "completion_tokens"):
             value = getattr(self, name)

@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from .._foreign import safe_repr
 from .._protocols import conforms
 from ..clients import (
     CallableClient,
@@ -282,9 +283,10 @@ class ObjectJudge:
         parsed = judgment_from(value)
         if isinstance(parsed, JudgmentError):
             raise RetryableCallError(
-                f"{self.endpoint}: unusable judgment: {parsed.message}", output=repr(value)
+                f"{self.endpoint}: unusable judgment: {parsed.message}",
+                output=safe_repr(value, None),  # cut where it is kept
             )
-        return Verdict(parsed, repr(value))
+        return Verdict(parsed, safe_repr(value, None))
 
 
 def as_llm_judge(judge: object) -> LLMJudge:
