@@ -159,3 +159,25 @@ def test_two_servers_are_two_jurors(a, b):
     ]
     plan = sc.planned_calls(frame(1), sut=StandInSUT(), judge=jury)
     assert len(plan.jurors) == 2
+
+
+def test_two_jurors_at_one_url_that_route_or_sample_otherwise_are_two_judges():
+    def at(**kwargs):
+        return sc.OpenAICompatible(model="m", base_url="http://gw.test/v1", api_key="k", **kwargs)
+
+    for a, b in (
+        (at(headers={"x-route": "r1"}), at(headers={"x-route": "r2"})),
+        (at(params={"reasoning_effort": "low"}), at(params={"reasoning_effort": "high"})),
+    ):
+        plan = sc.planned_calls(frame(1), sut=StandInSUT(), judge=[a, b])
+        assert len(plan.jurors) == 2
+    # A key is no part of what a judge is: two keys for one endpoint are one judge.
+    with pytest.raises(sc.InputError, match="the same judge"):
+        sc.planned_calls(
+            frame(1),
+            sut=StandInSUT(),
+            judge=[
+                at(headers={"Authorization": "Bearer a"}),
+                at(headers={"Authorization": "Bearer b"}),
+            ],
+        )
