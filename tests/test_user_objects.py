@@ -272,3 +272,59 @@ def test_a_sut_answering_a_str_subclass_whose_methods_raise_is_judged_as_its_tex
     assert out["sc_error"].to_list() == [None]
     assert out["sc_responses"][0].to_list() == [REFUSE, REFUSE]
     assert type(Completion(text=EvilStr("x")).text) is str
+
+
+class NoTruth:
+    """A value whose truth cannot be read."""
+
+    def __bool__(self) -> bool:
+        raise Unprintable()
+
+
+def answers(completion_of):
+    def sut(messages, temperature):
+        return completion_of()
+
+    return sut
+
+
+def test_a_completion_of_yours_with_fields_that_cannot_be_read_fails_its_attempt(tmp_path):
+    verdict = json.dumps({"label": "Contradictory", "score": 0.1})
+    hostile = answers(lambda: Completion(text=verdict, refused=NoTruth()))  # type: ignore[arg-type]
+    out = frame(1).pipe(
+        sc.safety_consistency,
+        sut=StandInSUT(),
+        judge=[says("Contradictory", 0.1, "a"), hostile],
+        **FAST,
+    )
+    assert out["sc_error"].to_list() == [None]
+    error = json.loads(out["sc_judge_raw"][0][0])[1]["error"]
+    assert "Unprintable" in error, error
+    # A SUT's answer, stored in a cache.
+    out = frame(1).pipe(
+        sc.safety_consistency,
+        sut=answers(lambda: Completion(text=REFUSE, filtered=NoTruth())),  # type: ignore[arg-type]
+        judge=sc.OfflineJudge(),
+        cache=tmp_path / "c.sqlite",
+        **FAST,
+    )
+    assert out["sc_error"][0].startswith("SUT call failed"), out["sc_error"][0]
+
+
+def test_a_completion_of_yours_with_nonsense_rate_limits_is_an_answer_with_none_said():
+    from safecons.clients import RateLimits
+
+    for limits in (
+        "soon",
+        RateLimits(limit_requests="many", remaining_requests=object(), reset_requests=[1]),  # type: ignore[arg-type]
+        RateLimits(retry_after="later"),  # type: ignore[arg-type]
+    ):
+        out = frame(1).pipe(
+            sc.safety_consistency,
+            sut=answers(lambda limits=limits: Completion(text=REFUSE, rate_limits=limits)),  # type: ignore[arg-type]
+            judge=sc.OfflineJudge(),
+            **FAST,
+        )
+        assert out["sc_error"].to_list() == [None], out["sc_error"][0]
+    assert RateLimits(limit_requests="many").limit_requests is None  # type: ignore[arg-type]
+    assert RateLimits(limit_requests=60, reset_requests=1.5) == RateLimits(60, None, 1.5)
