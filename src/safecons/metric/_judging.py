@@ -456,8 +456,9 @@ def check_judge(judge: object) -> object:
         if same != i:
             raise InputError(
                 f"judge[{i}]: the same judge as judge[{same}] (the same endpoint and settings, "
-                "or the same object): its calls would share their cache keys and its votes "
-                "would be copies of the other's; a jury needs different judges"
+                "or the same object; URLs are compared as a server reads them, with localhost, "
+                "127.0.0.1 and ::1 one host): its votes would be copies of the other's; a "
+                "jury needs different judges"
             )
     return type(judge)(made) if isinstance(judge, list | tuple) else made[0]
 
