@@ -181,3 +181,40 @@ def test_two_jurors_at_one_url_that_route_or_sample_otherwise_are_two_judges():
                 at(headers={"Authorization": "Bearer b"}),
             ],
         )
+
+
+_SEGMENT = st.text(alphabet="abcxyzV019-_.~", min_size=1, max_size=6).filter(
+    lambda s: s not in (".", "..")
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https"]),
+    host=st.sampled_from(["judge.test", "a.example.com", "10.0.0.7"]),
+    port=st.one_of(st.none(), st.integers(1, 65535)),
+    path=st.lists(_SEGMENT, max_size=4),
+    spelling=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.integers(1, 3)),
+)
+def test_every_spelling_of_one_url_compares_equal_and_no_other_url_does(
+    scheme, host, port, path, spelling
+):
+    from safecons.clients._urls import comparable_url
+
+    upper, default_port, trailing, slashes = spelling
+    plain = f"{scheme}://{host}{'' if port is None else f':{port}'}/" + "/".join(path)
+    shown_port = port
+    if port is None and default_port:
+        shown_port = {"http": 80, "https": 443}[scheme]
+    other = (
+        f"{scheme.upper() if upper else scheme}://{host.upper() if upper else host}"
+        f"{'' if shown_port is None else f':{shown_port}'}"
+        + "/" * slashes
+        + ("/" * slashes).join(path)
+        + ("/" if trailing else "")
+    )
+    assert comparable_url(plain) == comparable_url(other)
+    assert comparable_url(comparable_url(other)) == comparable_url(other)
+    # Another port, path or host is another URL.
+    assert comparable_url(plain) != comparable_url(plain.replace(host, f"x{host}", 1))
+    assert comparable_url(plain) != comparable_url(f"{plain.rstrip('/')}/more")
