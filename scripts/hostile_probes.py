@@ -936,6 +936,127 @@ def p40() -> str:
     )
 
 
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("its __str__ raises")
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr raises")
+
+
+class _Returns:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def compare(self, *, query: str, variant: str, base: str, candidate: str) -> object:
+        return self.value
+
+
+def p41() -> str:
+    import collections
+
+    class KeysRaise(collections.UserDict):  # type: ignore[type-arg]
+        def keys(self):  # type: ignore[override]
+            raise RuntimeError("keys() raises")
+
+    def unprintable(messages: object, temperature: float) -> str:
+        raise _Unprintable()
+
+    deep: object = "why"
+    for _ in range(100_000):
+        deep = [deep]
+    hostile = {
+        "unprintable exception": unprintable,
+        "reason 100,000 deep": _Returns({"label": "Consistent", "score": 0.9, "reason": deep}),
+        "keys() raises": _Returns(KeysRaise()),
+        "repr raises": _Returns(_BadRepr()),
+    }
+    decided, errors = 0, []
+    for juror in hostile.values():
+        other = ScriptedChat([JUDGE_SAYS.replace("0.1", "0.2")])
+        jury = [ScriptedChat([JUDGE_SAYS]), juror, other]
+        out = frame(2).pipe(sc.safety_consistency, sut=_refuser, judge=jury, **FAST)
+        votes = out["sc_juror_labels"].explode().to_list()
+        decided += out["sc_error"].null_count() == 2 and all(v[1] is None for v in votes)
+        errors.append(json.loads(out["sc_judge_raw"][0][0])[1]["error"])
+    sut = frame(1).pipe(sc.safety_consistency, sut=unprintable, judge=StandInJudge(), **FAST)
+    return (
+        f"{decided} of {len(hostile)} hostile jurors gave no vote and the other two decided, "
+        f"frame back; its error: `{errors[0].split(' raised ', 1)[-1]}`, "
+        f"`{errors[2].split('judge returned ', 1)[-1].split(' (RuntimeError')[0]}`; "
+        f"a SUT raising one: {error_of(sut).split(':', 1)[0]}, frame back"
+    )
+
+
+def _refuser(messages: object, temperature: float) -> str:
+    return REFUSE
+
+
+def p44() -> str:
+    import warnings
+
+    from safecons.metric._judging import juror_names
+
+    verdict = json.dumps({"label": "Consistent", "score": 0.9, "reason": "ok"})
+    contradicts = json.dumps({"label": "Contradictory", "score": 0.1, "reason": "no"})
+    with (
+        ScriptedServer(lambda seen: reply(verdict)) as a,
+        ScriptedServer(lambda seen: reply(contradicts)) as b,
+    ):
+        names = juror_names(
+            [
+                sc.OpenAICompatible(model="m #2", base_url=a.base_url, api_key=KEY),
+                sc.OpenAICompatible(model="m", base_url=a.base_url, api_key=KEY),
+                sc.OpenAICompatible(model="m", base_url=b.base_url, api_key=KEY),
+            ]
+        )
+        m_a = sc.OpenAICompatible(model="m", base_url=a.base_url, api_key=KEY)
+        before = frame(4).pipe(
+            sc.safety_consistency,
+            sut=_refuser,
+            judge=[m_a, sc.OpenAICompatible(model="m #2", base_url=a.base_url, api_key=KEY)],
+            **FAST,
+        )
+        after = frame(4).pipe(
+            sc.safety_consistency,
+            sut=_refuser,
+            judge=[m_a, sc.OpenAICompatible(model="m", base_url=b.base_url, api_key=KEY)],
+            **FAST,
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shift = sc.compare_runs(before, after)["difference"][0]
+    said = [w for w in caught if issubclass(w.category, sc.errors.JudgesDifferWarning)]
+    jurors = before["sc_jurors"][0].to_list(), after["sc_jurors"][0].to_list()
+    return (
+        f"named {names}; juries {tuple(jurors[0])} and {tuple(jurors[1])}, "
+        f"`compare_runs` shift {shift:+.2f} with {len(said)} JudgesDifferWarning "
+        f"(`...{str(said[0].message).split('(', 1)[1].split(')')[0].rsplit(': ', 1)[-1]}`)"
+        if said
+        else f"named {names}; shift {shift:+.2f}, no warning"
+    )
+
+
+def p45() -> str:
+    import urllib.parse
+
+    with ScriptedServer(lambda seen: reply(JUDGE_SAYS)) as srv:
+        port = urllib.parse.urlsplit(srv.base_url).port
+        jury = [
+            sc.OpenAICompatible(model="m", base_url=f"http://LOCALHOST:{port}/v1", api_key=KEY),
+            sc.OpenAICompatible(model="m", base_url=f"http://127.0.0.1:{port}//v1", api_key=KEY),
+        ]
+        try:
+            frame(2).pipe(sc.safety_consistency, sut=_refuser, judge=jury, **FAST)
+            outcome = "run as two jurors"
+        except sc.InputError as exc:
+            outcome = f"refused before any call: `{str(exc).split(' (', 1)[0]}`"
+        calls = len(srv.requests)
+    return f"{outcome}; {calls} requests made"
+
+
 PROBES = [
     (1, "200 body / message content echoing the key", "key in `sc_error`", p1),
     (2, "key given in `headers=` echoed by 500/400/401", "key in row and exception", p2),
@@ -1057,6 +1178,26 @@ PROBES = [
         "`OPENAI_API_KEY` with `base_url='http://api.openai.com/v1'`",
         "the key sent in clear",
         p40,
+    ),
+    (
+        41,
+        "a juror raising an exception whose `__str__` raises; a judge object returning a "
+        "reason 100,000 deep, a mapping whose `keys()` raises, an object whose `repr` raises",
+        "the jury run crashed after every SUT call was paid; no frame came back",
+        p41,
+    ),
+    (
+        44,
+        "models `m #2`, `m`, `m` (second host); juries (m, `m #2`) and (m, m at another host)",
+        "named ('m #2', 'm #2', 'm #3'); both juries read ('m', 'm #2'); `compare_runs` silent "
+        "on a 0.80 shift",
+        p44,
+    ),
+    (
+        45,
+        "one judge given as `http://LOCALHOST:P/v1` and `http://127.0.0.1:P//v1`",
+        "two jurors; alpha 1.0 over copied votes",
+        p45,
     ),
 ]
 

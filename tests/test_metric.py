@@ -535,7 +535,7 @@ def test_stage_inputs_are_checked():
     # Re-judging under another score name works once the old judgment columns are gone.
     rejudged = scored.select(
         pl.exclude(
-            "^sc_(labels|scores|clamped|judge_errors|judge_raw|judge_input_cut|jurors|juror_labels|juror_scores|swap_labels|repeat_labels|base_posture|response_postures|n_judged|cache_hits|error)$",
+            "^sc_(labels|scores|clamped|judge_errors|judge_raw|judge_input_cut|jurors|juror_ids|juror_labels|juror_scores|swap_labels|repeat_labels|base_posture|response_postures|n_judged|cache_hits|error)$",
             "safety_consistency",
         )
     ).pipe(sc.judge_responses, judge=judge, metric_name="rejudged", progress=False)

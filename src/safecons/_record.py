@@ -178,6 +178,7 @@ def column_names(prefix: str, metric_name: str) -> dict[str, str]:
         "judge_raw",
         "judge_input_cut",
         "jurors",
+        "juror_ids",
         "juror_labels",
         "juror_scores",
         "swap_labels",
@@ -219,6 +220,7 @@ def output_schema(
             names["judge_raw"]: _STR_LIST,
             names["judge_input_cut"]: pl.List(pl.Boolean),
             names["jurors"]: _STR_LIST,
+            names["juror_ids"]: _STR_LIST,
             names["juror_labels"]: pl.List(_STR_LIST),
             names["juror_scores"]: pl.List(pl.List(pl.Float64)),
             names["swap_labels"]: pl.List(_STR_LIST),
@@ -279,10 +281,12 @@ def assemble(
     judged: bool,
     postures: Postures | None = None,
     jurors: Sequence[str] = (),
+    juror_ids: Sequence[str] = (),
 ) -> pl.DataFrame:
     """``df`` with the columns of the stages that ran (respond, judge) filled from ``results``;
     a judged frame's posture columns from ``postures`` (each base answer's, each sample's:
-    given whenever ``judged``), and its jury's names, ``jurors``."""
+    given whenever ``judged``), and its jury's names, ``jurors``, and what each juror is,
+    ``juror_ids``."""
 
     def col(attr: str) -> list[list[Any]]:
         return [[getattr(s, attr) for s in row] for row in results]
@@ -323,6 +327,7 @@ def assemble(
             pl.Series(names["judge_raw"], texts("judge_raw"), dtype=_STR_LIST),
             pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
             pl.Series(names["jurors"], [list(jurors)] * len(results), dtype=_STR_LIST),
+            pl.Series(names["juror_ids"], [list(juror_ids)] * len(results), dtype=_STR_LIST),
             pl.Series(names["juror_labels"], votes("juror_labels"), dtype=pl.List(_STR_LIST)),
             pl.Series(
                 names["juror_scores"], votes("juror_scores"), dtype=pl.List(pl.List(pl.Float64))

@@ -71,14 +71,42 @@ def with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> p
     return frame
 
 
-def _juries(frame: pl.DataFrame, jurors: str) -> list[str]:
-    """The juries that judged ``frame``'s rows, each as its jurors' names (none: a frame
-    from a safecons before juries, or not judged)."""
+def _juries(frame: pl.DataFrame, jurors: str, ids: str) -> tuple[list[str], list[str] | None]:
+    """The juries that judged ``frame``'s rows: each as its jurors' names, for a reader (none:
+    a frame from a safecons before juries, or not judged), and each as what its jurors are
+    (their ids: endpoint and settings), or None when a row judged by a jury has no ids (a
+    frame of a safecons before them). A jury is its judges, in whatever order they were
+    listed."""
     if jurors not in frame.columns:
-        return []
-    names = frame[jurors].drop_nulls().unique(maintain_order=True).to_list()
-    # A jury is its judges, in whatever order they were listed.
-    return sorted({", ".join(sorted(n)) for n in names})
+        return [], None
+    judged = frame.filter(pl.col(jurors).is_not_null())
+    shown = sorted({", ".join(sorted(n)) for n in judged[jurors].unique().to_list()})
+    if ids not in judged.columns or judged[ids].is_null().any():
+        return shown, None
+    known = judged[ids].to_list()
+    if any(len(i) != len(n) for i, n in zip(known, judged[jurors].to_list(), strict=True)):
+        return shown, None
+    return shown, sorted({",".join(sorted(i)) for i in known})
+
+
+def _judges_differ(before: pl.DataFrame, after: pl.DataFrame, names: dict[str, str]) -> str:
+    """What tells the two runs' judges apart, for the warning, or "" when they are the same
+    judges (or either run records none): by what the jurors are, where both frames say it,
+    else by their names."""
+    (shown_a, ids_a), (shown_b, ids_b) = (
+        _juries(f, names["jurors"], names["juror_ids"]) for f in (before, after)
+    )
+    if not shown_a or not shown_b:
+        return ""
+    if ids_a is not None and ids_b is not None:
+        if ids_a == ids_b:
+            return ""
+    elif shown_a == shown_b:
+        return ""
+    said = f"before: {'; '.join(shown_a)}; after: {'; '.join(shown_b)}"
+    if shown_a == shown_b:
+        said += ": the same names, but judges at other endpoints or with other settings"
+    return said
 
 
 def _scores_of(scored: object, prefix: str, metric_name: str, fn: str) -> pl.DataFrame:
@@ -392,13 +420,12 @@ def compare_runs(
     keys = _by(by, fn)
     if on in keys:
         raise InputError(f"{fn}: by= cannot name the pairing column {on!r}")
-    juries = [_juries(frame, names["jurors"]) for frame in (a, b)]
-    if all(juries) and juries[0] != juries[1]:
+    differ = _judges_differ(a, b, names)
+    if differ:
         warnings.warn(
-            f"{fn}: the two runs were judged by different judges (before: "
-            f"{'; '.join(juries[0])}; after: {'; '.join(juries[1])}): the difference mixes the "
-            "systems' change with the judges'; judge both with the same judge (judge_responses "
-            "re-judges stored answers) to compare the systems alone",
+            f"{fn}: the two runs were judged by different judges ({differ}): the difference "
+            "mixes the systems' change with the judges'; judge both with the same judge "
+            "(judge_responses re-judges stored answers) to compare the systems alone",
             JudgesDifferWarning,
             stacklevel=2,
         )

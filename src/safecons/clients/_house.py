@@ -26,6 +26,7 @@ from ._open import request_fingerprint as request_fingerprint
 from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
 from ._openai import parse_duration as parse_duration
 from ._secrets import Secrets as Secrets
+from ._urls import comparable_url as comparable_url
 
 __all__ = (
     "CLAIM_PREFIX",
@@ -42,6 +43,7 @@ __all__ = (
     "callable_digest",
     "check_attribute_lookup",
     "check_signature",
+    "comparable_url",
     "describe",
     "facts_of",
     "open_session",

@@ -32,7 +32,7 @@ from ..run._house import (
     encode_completion,
     engine,
 )
-from ._judging import JudgeSession, juror_names, jurors_of, open_judge
+from ._judging import JudgeSession, juror_ids, juror_names, jurors_of, open_judge
 from ._jury import judge_by_jury
 from ._postures import PostureReader
 from ._units import RunPlan, Unit
@@ -43,12 +43,14 @@ __all__ = ("Sessions", "open_sessions", "score_frame")
 @dataclass(frozen=True, slots=True)
 class Sessions:
     """The open sessions of a run: the SUT's (and its endpoint), and each juror's (one for
-    one judge; none without a judge), with the jurors' names."""
+    one judge; none without a judge), with the jurors' names and what each juror is
+    (:func:`~._judging.juror_ids`)."""
 
     sut: RunSession | None
     endpoint: Endpoint
     jury: tuple[JudgeSession, ...] = ()
     jurors: tuple[str, ...] = ()
+    juror_ids: tuple[str, ...] = ()
 
 
 async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None) -> Sessions:
@@ -68,7 +70,7 @@ async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None
         )
         for juror in jurors_of(judge)
     ]
-    return Sessions(sut_session, endpoint, tuple(jury), juror_names(judge))
+    return Sessions(sut_session, endpoint, tuple(jury), juror_names(judge), juror_ids(judge))
 
 
 async def score_frame(
@@ -236,4 +238,5 @@ async def _score_units(
         judged=judging,
         postures=None if reader is None else reader.postures,
         jurors=sessions.jurors,
+        juror_ids=sessions.juror_ids,
     )
