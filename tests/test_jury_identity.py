@@ -34,7 +34,7 @@ def frame(n: int) -> pl.DataFrame:
 
 def model(name: str, host: str = "a.test", port: int | None = None) -> sc.OpenAICompatible:
     where = host if port is None else f"{host}:{port}"
-    return sc.OpenAICompatible(model=name, base_url=f"http://{where}/v1", api_key="k")
+    return sc.OpenAICompatible(model=name, base_url=f"https://{where}/v1", api_key="k")
 
 
 def judge_named(qualname: str, label: str, score: float):
@@ -111,7 +111,7 @@ def test_the_juror_ids_are_the_endpoint_and_settings_and_hold_no_key():
     ids = juror_ids([model("m"), model("m", "b.test"), sc.LLMJudge(model("m", "c.test"))])
     assert len(set(ids)) == 3 and all(len(i) == 16 for i in ids)
     # The same endpoint with another key, spelled otherwise: the same judge.
-    other_key = sc.OpenAICompatible(model="m", base_url="http://A.test:80//v1/", api_key="k2")
+    other_key = sc.OpenAICompatible(model="m", base_url="https://A.test:443//v1/", api_key="k2")
     assert juror_ids(other_key) == juror_ids(model("m"))
     # Settings count: the same model read with structured output off is another judge.
     loose = sc.LLMJudge(model("m"), structured_output=False)
@@ -134,8 +134,9 @@ def test_the_juror_ids_are_the_endpoint_and_settings_and_hold_no_key():
 )
 def test_one_server_by_two_spellings_is_one_juror(a, b):
     jury = [
-        sc.OpenAICompatible(model="m", base_url=a, api_key="k"),
-        sc.OpenAICompatible(model="m", base_url=b, api_key="k"),
+        # No key: a key goes over plain http to loopback hosts only.
+        sc.OpenAICompatible(model="m", base_url=a, api_key=""),
+        sc.OpenAICompatible(model="m", base_url=b, api_key=""),
     ]
     with pytest.raises(sc.InputError, match=r"judge\[1\]: the same judge as judge\[0\]"):
         sc.planned_calls(frame(1), sut=StandInSUT(), judge=jury)
@@ -154,8 +155,9 @@ def test_one_server_by_two_spellings_is_one_juror(a, b):
 )
 def test_two_servers_are_two_jurors(a, b):
     jury = [
-        sc.OpenAICompatible(model="m", base_url=a, api_key="k"),
-        sc.OpenAICompatible(model="m", base_url=b, api_key="k"),
+        # No key: a key goes over plain http to loopback hosts only.
+        sc.OpenAICompatible(model="m", base_url=a, api_key=""),
+        sc.OpenAICompatible(model="m", base_url=b, api_key=""),
     ]
     plan = sc.planned_calls(frame(1), sut=StandInSUT(), judge=jury)
     assert len(plan.jurors) == 2
@@ -163,7 +165,7 @@ def test_two_servers_are_two_jurors(a, b):
 
 def test_two_jurors_at_one_url_that_route_or_sample_otherwise_are_two_judges():
     def at(**kwargs):
-        return sc.OpenAICompatible(model="m", base_url="http://gw.test/v1", api_key="k", **kwargs)
+        return sc.OpenAICompatible(model="m", base_url="https://gw.test/v1", api_key="k", **kwargs)
 
     for a, b in (
         (at(headers={"x-route": "r1"}), at(headers={"x-route": "r2"})),
