@@ -90,3 +90,31 @@ def test_the_fronts_type_what_they_take_as_a_sut_and_a_judge():
 
     source = Path(safecons.ray.__file__ or "").with_name("_scorer.py").read_text(encoding="utf-8")
     assert "    sut: SUT,\n    judge: Judge,\n" in source
+
+
+def _names_the_docs_call():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    texts = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    pattern = re.compile(r"(?<![\w.])sc((?:\.[A-Za-z_]\w*)+)")
+    found = set()
+    for path in texts:
+        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in pattern.finditer(line):
+                found.add((match.group(1).lstrip("."), f"{path.name}:{line_no}"))
+    return sorted(found)
+
+
+def test_every_sc_name_in_the_readme_and_docs_resolves():
+    missing = []
+    for dotted, where in _names_the_docs_call():
+        obj: object = safecons
+        for part in dotted.split("."):
+            if not hasattr(obj, part):
+                missing.append(f"sc.{dotted} ({where})")
+                break
+            obj = getattr(obj, part)
+    assert len(_names_the_docs_call()) > 50  # the scan found the docs' calls
+    assert missing == []

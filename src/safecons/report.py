@@ -457,7 +457,7 @@ def _measured(run: object) -> str:
         return (
             '<p class="measured">What was measured: <b>not recorded</b>. A scored frame does '
             "not say which system and judge produced it: pass the run itself "
-            "(<code>sc.safety_consistency_run</code>) to name them here.</p>"
+            "(<code>safecons.metric.safety_consistency_run</code>) to name them here.</p>"
         )
     said = []
     if run.sut is not None:
