@@ -14,6 +14,7 @@ __all__ = (
     "ConfigError",
     "InputError",
     "JudgesDifferWarning",
+    "NoVerdictWarning",
     "PacingWarning",
     "SafeconsError",
     "SafeconsWarning",
@@ -82,6 +83,12 @@ class UsageWarning(SafeconsWarning):
 class JudgesDifferWarning(SafeconsWarning):
     """:func:`~safecons.compare_runs` was given two runs judged by different judges (or
     juries): the difference of their scores mixes the systems' change with the judges'."""
+
+
+class NoVerdictWarning(SafeconsWarning):
+    """:func:`~safecons.swap_test` got no usable pair: in every pair, one order or both gave
+    no verdict (the call failed, or the reply held no ``[[A]]``/``[[B]]``/``[[C]]``). The
+    statistics of such a frame are NaN; the message says how many calls failed and why."""
 
 
 class UnscoredRowsWarning(SafeconsWarning):
