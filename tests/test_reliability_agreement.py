@@ -636,3 +636,13 @@ def test_position_bias_warns_when_no_pair_was_usable() -> None:
     with pytest.warns(UndefinedStatisticWarning, match="no usable pair"):
         row = position_bias(df).row(0, named=True)
     assert (row["n_pairs"], row["n_error"]) == (0, 2)
+
+
+def test_length_bias_on_texts_names_the_fix() -> None:
+    df = pl.DataFrame({"gold": ["x"], "verdict": ["x"], "x": ["a long answer"], "y": ["short"]})
+    with pytest.raises(InputError, match=r"x_len=pl\.col\('x'\)\.str\.len_chars\(\)"):
+        length_bias(df, gold="gold", x_len="x", y_len="y")
+    out = length_bias(
+        df, gold="gold", x_len=pl.col("x").str.len_chars(), y_len=pl.col("y").str.len_chars()
+    )
+    assert out.height == 1
