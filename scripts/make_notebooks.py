@@ -147,6 +147,13 @@ VALIDATION = [
         "sc.charts.agreement_chart(agree)"
     ),
     new_markdown_cell(
+        "## The authors' own figures\n\nLLMBar publishes a `statistics.json` per run; "
+        "`llmbar_statistics` computes its figures the authors' way (their `equal` counts a pair "
+        "with no verdict in either order as equal; their kappa binarises the winners), so "
+        "they can be set beside the published ones: all 16 runs match."
+    ),
+    new_code_cell("sc.reliability.llmbar_statistics(pairs)"),
+    new_markdown_cell(
         "## Do flips bunch where the answers are alike?\n\nThe gap here is an outside "
         "measure of how different the two answers are: the absolute difference of their "
         "lengths, in equal-count bins."
