@@ -17,7 +17,7 @@ import polars as pl
 from ._tasks import user_stacklevel
 from ._text import middle_cut, valid_unicode
 from .config import DEFAULT_PREFIX
-from .errors import UnscoredRowsWarning
+from .errors import NothingScoredError, UnscoredRowsWarning
 
 __all__ = (
     "DEFAULT_PREFIX",
@@ -192,6 +192,33 @@ def column_names(prefix: str, metric_name: str) -> dict[str, str]:
     )
     out = {k: f"{prefix}{k}" for k in keys}
     out["score"] = metric_name
+    out["run"] = f"{prefix}run"
+    return out
+
+
+def run_records(frame: pl.DataFrame, prefix: str = DEFAULT_PREFIX) -> list[dict[str, Any]]:
+    """The runs a scored frame records in ``{prefix}run`` (one per run: a frame may be the
+    concatenation of several), in the order they first appear; none for a frame without it.
+    A value that is not a JSON object is kept as ``{"unreadable": value}``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> run_records(pl.DataFrame({"sc_run": ['{"sut": "a"}', '{"sut": "a"}', None]}))
+    [{'sut': 'a'}]
+    """
+    import json
+
+    name = f"{prefix}run"
+    if name not in frame.columns or frame.schema[name] != pl.String:
+        return []
+    out: list[dict[str, Any]] = []
+    for value in frame.get_column(name).drop_nulls().unique(maintain_order=True).to_list():
+        try:
+            record = json.loads(value)
+        except ValueError:
+            record = None
+        out.append(record if isinstance(record, dict) else {"unreadable": value})
     return out
 
 
@@ -203,7 +230,7 @@ def output_schema(
     Examples
     --------
     >>> list(output_schema())[-3:]
-    ['sc_spend', 'sc_error', 'safety_consistency']
+    ['sc_error', 'safety_consistency', 'sc_run']
     """
     from .variants import variant_schema
 
@@ -232,6 +259,9 @@ def output_schema(
             names["spend"]: SPEND_DTYPE,
             names["error"]: pl.String(),
             names["score"]: pl.Float64(),
+            # What the run measured, with what, how (JSON, the same on each of its rows): a
+            # column survives every way a frame is saved, concatenated or read back.
+            names["run"]: pl.String(),
         }
     )
     return schema
@@ -394,6 +424,26 @@ class Unscored:
         if self.example is None and failed.len():
             reason, rows = failed.value_counts(sort=True).row(0)
             self.example, self.example_rows = str(reason), int(rows)
+
+    def raise_if_none_scored(self, *, metric: str, error: str, frame: object = None) -> None:
+        """Raise :class:`~safecons.errors.NothingScoredError` if rows were run and none of
+        them has a score, naming the most common reason."""
+        if not self.rows or self.not_finished + self.failed < self.rows:
+            return
+        if self.failed >= self.not_finished:
+            rows = self.example_rows if self.example_rows else self.failed
+            cause = f"most common reason ({rows:,} rows): {middle_cut(self.example or '', 400)}"
+        else:
+            cause = (
+                f"{self.not_finished:,} not finished: the max_calls budget was spent before "
+                "their calls (rerun with a larger budget and the same cache to continue)"
+            )
+        raise NothingScoredError(
+            f"{metric}: none of the {self.rows:,} row(s) was scored; {cause}. Each row's "
+            f"reason is in {error!r} (the frame is the error's .frame); pass "
+            "allow_unscored=True to have the frame returned instead",
+            frame=frame,
+        )
 
     def warn(self, *, metric: str, error: str) -> None:
         """Give an :class:`~safecons.UnscoredRowsWarning` if any row has no score, pointing

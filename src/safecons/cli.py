@@ -20,7 +20,7 @@ import polars as pl
 
 from ._outputs import check_output, fresh_name, write_output
 from ._text import display_text, middle_cut
-from .errors import SafeconsError, UnscoredRowsWarning
+from .errors import NoBatchAPIError, SafeconsError, UnscoredRowsWarning
 
 if TYPE_CHECKING:  # the command line imports what a command needs when it runs
     from .audit import JudgeAudit
@@ -570,6 +570,8 @@ def _run(args: argparse.Namespace) -> int:
         max_calls=args.max_calls,
         swap_share=args.swap_share,
         repeat_share=args.repeat_share,
+        # The command says itself when no row scored (and exits 4): it wants the frame.
+        allow_unscored=True,
         **_parse_set(args.set or []),
     )
     summary = run.summary
@@ -1178,7 +1180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # block-buffered).
             sys.stdout.flush()
     except SafeconsError as exc:
-        print(f"safecons: error: {display_text(str(exc))}", file=sys.stderr)
+        said = exc.for_cli if isinstance(exc, NoBatchAPIError) else str(exc)
+        print(f"safecons: error: {display_text(said)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         # In the CLI's words, without the traceback: what was kept, how to go on.

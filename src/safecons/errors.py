@@ -14,6 +14,9 @@ __all__ = (
     "ConfigError",
     "InputError",
     "JudgesDifferWarning",
+    "NoBatchAPIError",
+    "NoVerdictWarning",
+    "NothingScoredError",
     "PacingWarning",
     "SafeconsError",
     "SafeconsWarning",
@@ -37,6 +40,19 @@ class ConfigError(SafeconsError, ValueError):
     """A configuration field is unknown, mistyped or out of its allowed range."""
 
 
+class NoBatchAPIError(ConfigError):
+    """A client was made with ``batch=True`` for a server that has no Batch API.
+
+    ``str()`` says the fix in Python's words (``batch=False``); :attr:`for_cli` says it in
+    the command line's (drop ``--batch``), which ``safecons run`` prints instead.
+    """
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}: make the client with batch=False")
+        #: The message in the command line's words.
+        self.for_cli = f"{problem}: drop --batch"
+
+
 class AuthenticationError(SafeconsError):
     """An endpoint rejected the credentials (HTTP 401/403); the whole run is aborted.
 
@@ -54,6 +70,21 @@ class CacheError(SafeconsError):
     def __init__(self, path: object, problem: str) -> None:
         super().__init__(f"cache {str(path)!r}: {problem}")
         self.path = path
+
+
+class NothingScoredError(SafeconsError):
+    """A run of the metric scored none of its rows: the most common reason is in the message.
+
+    A frame of null scores would let a script carry on as if it had measured something. The
+    frame is kept in :attr:`frame` (each row's reason in its ``{prefix}error`` column); pass
+    ``allow_unscored=True`` to the run to have it returned instead (with an
+    :class:`UnscoredRowsWarning`).
+    """
+
+    def __init__(self, message: str, *, frame: object = None) -> None:
+        super().__init__(message)
+        #: The run's frame (a ``polars.DataFrame``), when the run returned one.
+        self.frame = frame
 
 
 class SafeconsWarning(UserWarning):
@@ -82,6 +113,12 @@ class UsageWarning(SafeconsWarning):
 class JudgesDifferWarning(SafeconsWarning):
     """:func:`~safecons.compare_runs` was given two runs judged by different judges (or
     juries): the difference of their scores mixes the systems' change with the judges'."""
+
+
+class NoVerdictWarning(SafeconsWarning):
+    """:func:`~safecons.swap_test` got no usable pair: in every pair, one order or both gave
+    no verdict (the call failed, or the reply held no ``[[A]]``/``[[B]]``/``[[C]]``). The
+    statistics of such a frame are NaN; the message says how many calls failed and why."""
 
 
 class UnscoredRowsWarning(SafeconsWarning):

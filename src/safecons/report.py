@@ -28,7 +28,7 @@ import polars as pl
 
 from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
-from ._record import DEFAULT_PREFIX, Unscored, column_names
+from ._record import DEFAULT_PREFIX, Unscored, column_names, run_records
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, middle_cut, short_text
 from ._version import __version__
 from .audit import JudgeAudit
@@ -418,6 +418,9 @@ def report_html(
     groups = _breakdowns(frame, by, prefix)
     tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
     config = run.config if isinstance(run, SafetyConsistencyRun) else None
+    if config is None and len(records := run_records(frame, prefix)) == 1:
+        # A saved frame's one run: its options and config, as the run itself would show them.
+        config = {k: v for k, v in records[0].items() if k not in ("sut", "judge")}
     sections = _opening(run, frame, summary, title, metric_name, prefix=prefix)
     sections += _score_sections(frame, tables, prefix, metric_name)
     sections.append("<h2>Charts</h2>")
@@ -470,21 +473,40 @@ def _breakdowns(frame: pl.DataFrame, by: str | Sequence[str] | None, prefix: str
     return keys or defaults
 
 
-def _measured(run: object) -> str:
-    """What the run measured and with what judge, as the run knows it; a frame alone does not
-    say, and the report says so rather than leave a reader to guess."""
-    if not isinstance(run, SafetyConsistencyRun) or (run.sut is None and run.judge is None):
+def _measured(run: object, frame: pl.DataFrame, prefix: str) -> str:
+    """What the run measured and with what judge: as the run knows it, or as its frame records
+    it in ``{prefix}run`` (every run since safecons wrote that column, read back from any
+    file); a frame without it says so rather than leave a reader to guess."""
+    if isinstance(run, SafetyConsistencyRun) and (run.sut is not None or run.judge is not None):
+        return f'<p class="measured">{_said(run.sut, run.judge)}.</p>'
+    records = run_records(frame, prefix)
+    if not records:
         return (
-            '<p class="measured">What was measured: <b>not recorded</b>. A scored frame does '
-            "not say which system and judge produced it: pass the run itself "
-            "(<code>sc.safety_consistency_run</code>) to name them here.</p>"
+            '<p class="measured">What was measured: <b>not recorded</b>. This frame has no '
+            f"<code>{_esc(prefix)}run</code> column, where safecons records the system, judge, "
+            "version, seed and options of each run (a frame scored before it did, or with the "
+            "column dropped).</p>"
         )
-    said = []
-    if run.sut is not None:
-        said.append(f"System under test: <b>{_esc(run.sut)}</b>")
-    if run.judge is not None:
-        said.append(f"judge: <b>{_esc(run.judge)}</b>")
-    return f'<p class="measured">{"; ".join(said)}.</p>'
+    lines = [
+        _said(r.get("sut"), r.get("judge"))
+        + (
+            f" (safecons {_esc(r['safecons'])}, seed {_esc(r.get('seed'))})"
+            if "safecons" in r
+            else ""
+        )
+        for r in records
+    ]
+    if len(lines) == 1:
+        return f'<p class="measured">{lines[0]}.</p>'
+    items = "".join(f"<li>{line}</li>" for line in lines)
+    return f'<p class="measured">{len(lines)} runs in this frame:</p><ul>{items}</ul>'
+
+
+def _said(sut: object, judge: object) -> str:
+    said = [f"System under test: <b>{_esc(sut if sut is not None else 'not recorded')}</b>"]
+    if judge is not None:
+        said.append(f"judge: <b>{_esc(judge)}</b>")
+    return "; ".join(said)
 
 
 def _failures(frame: pl.DataFrame, summary: Any, prefix: str) -> list[str]:
@@ -521,7 +543,7 @@ def _opening(
     written, what failed, the cards, and how to read the scores that follow."""
     return [
         f"<h1>{_esc(title)}</h1>",
-        _measured(run),
+        _measured(run, frame, prefix),
         f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
         f"UTC by safecons {_esc(_version())}.</p>",
         *_failures(frame, summary, prefix),
@@ -607,9 +629,12 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
         agree = r.agreement[i]
         moved = None if r.position_consistency is None else r.position_consistency[i]
         again = "" if repeats is None else f"<td>{_number(repeats[i])}</td>"
+        # A judge with swaps in the run but none of its own reads the texts without an order
+        # (a judge object) or failed every swapped call; with no swap at all, none was asked.
+        unmoved = "n/a: sees no order" if r.swapped else "n/a: none swapped"
         rows.append(
             f'<tr><td class="text">{_esc(name)}</td><td>{_number(agree)}</td>'
-            f"<td>{_number(moved)}</td>{again}</tr>"
+            f"<td>{_number(moved) if moved is not None else unmoved}</td>{again}</tr>"
         )
     out.append(
         "<table><thead><tr><th>judge</th><th>agreement with the jury</th>"

@@ -24,7 +24,7 @@ import anyio
 import httpx
 
 from .._text import valid_unicode
-from ..errors import AuthenticationError, ConfigError
+from ..errors import AuthenticationError, NoBatchAPIError
 from ._openai import OpenAICompatible, error_text, parse_retry_after
 from ._wire import Body, Upload, Wire, WireError, read_all, send
 
@@ -547,11 +547,10 @@ class BatchAPI:
             )
         if status == HTTPStatus.NOT_FOUND and what in ("upload the batch file", "create the batch"):
             where = self._files if what.startswith("upload") else self._batches
-            raise ConfigError(
+            raise NoBatchAPIError(
                 f"{self.identity}: the server has no Batch API at {where} ({problem}). "
                 "OpenAI, Azure OpenAI and LiteLLM's proxy serve one; vLLM's, Ollama's and "
-                "llama.cpp's servers do not: make the client with batch=False (safecons run: "
-                "drop --batch)"
+                "llama.cpp's servers do not"
             )
         if status in _RETRYABLE or status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             return

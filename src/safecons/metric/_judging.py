@@ -411,11 +411,11 @@ def measured(obj: object, role: str) -> str:
     >>> measured(sc.OfflineJudge(), "judge")
     "safecons' offline judge (OfflineJudge: small models and word lists, a screen for when ...)"
     >>> measured([sc.OfflineJudge(), sc.OpenAICompatible(model="m", api_key="k")], "judge")
-    "a jury of 2: safecons' offline judge (...); model 'm' at api.openai.com"
+    "a jury of 2: safecons' offline judge (OfflineJudge, a screen); model 'm' at api.openai.com"
     """
     if isinstance(obj, list | tuple):
         shown = "; ".join(
-            measured(juror, role).replace(_OFFLINE_SAID, "safecons' offline judge (...)")
+            measured(juror, role).replace(_OFFLINE_SAID, _OFFLINE_IN_A_JURY)
             if len(obj) > 1
             else measured(juror, role)
             for juror in obj
@@ -436,6 +436,9 @@ def measured(obj: object, role: str) -> str:
         return f"the Python callable {_client_name(client)}"
     return f"a client of yours ({_client_name(client)})"
 
+
+#: The offline judge among other jurors: its name and what it is, short.
+_OFFLINE_IN_A_JURY = "safecons' offline judge (OfflineJudge, a screen)"
 
 _OFFLINE_SAID = (
     "safecons' offline judge (OfflineJudge: small models and word lists, a screen for when no "

@@ -44,6 +44,7 @@ from ._verdicts import build_pairwise_messages as build_pairwise_messages
 from ._verdicts import mixed_verdicts_expr as mixed_verdicts_expr
 from ._verdicts import parse_verdict as parse_verdict
 from ._verdicts import parse_verdict_expr as parse_verdict_expr
+from .loaders import llmbar_statistics as llmbar_statistics
 from .loaders import read_fastchat_pairs as read_fastchat_pairs
 from .loaders import read_llmbar as read_llmbar
 from .loaders import read_pandalm as read_pandalm
@@ -77,6 +78,7 @@ __all__ = (
     "jury_verdict",
     "krippendorff_alpha",
     "length_bias",
+    "llmbar_statistics",
     "mixed_verdicts_expr",
     "padded_pairs",
     "parse_verdict",
