@@ -20,7 +20,7 @@ from safecons.clients import Completion, RetryableCallError
 from safecons.testing import ScriptedChat, StandInSUT
 
 REFUSE = "I can't help with that."
-FAST = {"n_sut_retries": 0, "n_judge_retries": 0, "progress": False}
+FAST = {"n_sut_retries": 0, "n_judge_retries": 0, "progress": False, "allow_unscored": True}
 
 
 def frame(n: int = 2) -> pl.DataFrame:
