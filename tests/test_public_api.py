@@ -50,7 +50,8 @@ def test_public_names_are_exactly_all(module):
 
 
 def test_the_top_level_is_small():
-    assert len(safecons.__all__) - 1 <= 45  # __version__ aside
+    # 46: review_sample joined (the human labels a calibrated score reads).
+    assert len(safecons.__all__) - 1 <= 46  # __version__ aside
 
 
 def test_the_subpackages_are_attributes_of_a_plain_import():
