@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons._calibrated import NOMINAL_SCORES
+from safecons._calibrated import NOMINAL_SCORES, comparisons, draw
+from safecons._record import column_names
 from safecons.errors import InputError, LabelSampleWarning
 from safecons.judges import LABELS
 from safecons.reliability import ppi_mean
@@ -119,17 +120,18 @@ def test_the_draw_is_uniform_over_judged_comparisons_and_ignores_row_order() -> 
 
 
 def test_each_comparison_is_drawn_equally_often_over_seeds() -> None:
+    # The draw review_sample makes (its ranks by seeded hash), over many seeds: every
+    # judged comparison is as likely as any other to be drawn.
     frame = scored_frame(rows=8, k=3)
-    population = sorted(judged_keys(frame))
-    counts = dict.fromkeys(population, 0)
-    seeds = 600
+    population = comparisons(frame, column_names("sc_", "safety_consistency"))
+    assert set(zip(population["input_id"], population["sample"], strict=True)) == judged_keys(frame)
+    counts = dict.fromkeys(judged_keys(frame), 0)
+    seeds = 2_000
     for seed in range(seeds):
-        for key in zip(
-            *sc.review_sample(frame, 5, seed=seed).select("input_id", "sample"), strict=True
-        ):
+        for key in zip(*draw(population, 5, seed).select("input_id", "sample"), strict=True):
             counts[key] += 1
-    expected = seeds * 5 / len(population)
-    # Binomial sd is about 11 here: 6 sd either way cannot flake; a draw that favours the
+    expected = seeds * 5 / len(counts)
+    # Binomial sd is about 20 here: 6 sd either way cannot flake; a draw that favours the
     # first rows or samples (as taking the head of the frame would) falls far out.
     assert all(abs(c - expected) < 6 * np.sqrt(expected) for c in counts.values())
 
@@ -299,3 +301,24 @@ def test_the_calibrated_figures_are_ppi_on_the_runs_comparisons() -> None:
     assert sum(map(sum, c.confusion)) == 40
     text = str(sc.run_summary(frame, human_labels=sample))
     assert "calibrated by 40 human label(s)" in text
+
+
+def test_the_coverage_script_measures_a_known_truth() -> None:
+    # The script behind the docs' coverage figures, on a run whose humans' rate is known: a
+    # judge that calls 30% of the humans' Consistent answers Contradictory.
+    import runpy
+    from pathlib import Path
+
+    script = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "calibration_coverage.py"))
+    rng = np.random.default_rng(5)
+    human = ["Contradictory" if x < 0.4 else "Consistent" for x in rng.random(300)]
+    said = [h if h == "Contradictory" or rng.random() > 0.3 else "Contradictory" for h in human]
+    verdicts = [sc.Judgment(s, NOMINAL_SCORES[s]) for s in said]
+    texts = [f"t{i}" for i in range(300)]
+    frame = script["scored"](texts, texts, texts, texts, verdicts)
+    # Seeded data and seeds 0 to 14: deterministic, so the bound below cannot flake.
+    figures = script["coverage"](frame, human, 15, 50)
+    assert figures["humans' rate"] == pytest.approx(np.mean([h == "Contradictory" for h in human]))
+    assert figures["judge's rate"] > figures["humans' rate"] + 0.1
+    assert 0.8 <= figures["rate covered"] <= 1.0
+    assert figures["rate width"] < figures["labels-only width"]

@@ -241,22 +241,15 @@ def normalised_labels(labels: pl.DataFrame, fn: str) -> pl.DataFrame:
                 f"{fn}: column 'sample' of human_labels= must hold whole numbers (the answer's "
                 f"index in its row), got {labels.schema['sample']}"
             ) from exc
-    text = (
-        pl.col(LABEL_COLUMN)
-        .cast(pl.String)
-        .str.split(" ")
-        .list.eval(pl.element().filter(pl.element() != ""))
-    )
+    # Case and spacing aside: "  slightly   INCONSISTENT " reads as the judge's label.
+    key = pl.col(LABEL_COLUMN).cast(pl.String).str.replace_all(r"\s+", " ").str.strip_chars()
     read = labels.with_row_index("row").select(
         "row",
         _id_text(),
         pl.col("sample").cast(pl.Int64),
         pl.col(LABEL_COLUMN).cast(pl.String).alias("given"),
-        text.list.join(" ").str.to_lowercase().alias("key"),
+        key.str.to_lowercase().replace("", None).alias("key"),
         *[pl.col(c) for c in DRAW_COLUMNS if c in labels.columns],
-    )
-    read = read.with_columns(
-        pl.col("key").str.replace_all(r"\s+", " ").str.strip_chars().replace("", None)
     )
     unknown = read.filter(pl.col("key").is_not_null() & ~pl.col("key").is_in(list(_LOOKUP)))
     if unknown.height:
