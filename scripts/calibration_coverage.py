@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 import safecons as sc
-from safecons._calibrated import NOMINAL_SCORES
+from safecons.judges import NOMINAL_SCORES
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons._calibrated import NOMINAL_SCORES, comparisons, draw
+from safecons._calibrated import comparisons, draw
 from safecons._record import column_names
 from safecons.errors import InputError, LabelSampleWarning
-from safecons.judges import LABELS
+from safecons.judges import LABELS, NOMINAL_SCORES
 from safecons.reliability import ppi_mean
 
 ppi_py = pytest.importorskip("ppi_py")

@@ -566,9 +566,9 @@ def _trust_note(summary: Any) -> list[str]:
     else:
         if any(name.split(" #")[0] == "OfflineJudge" for name in r.jurors):
             said.append(
-                "the offline judge, a small classifier, judged it: on held-out jailbreak "
-                "answers labelled by humans its share of Contradictory verdicts is off by ten "
-                "points or more either way (docs: Calibrated scores)"
+                "the offline judge, a small classifier, judged it: on answers humans labelled, "
+                "its share of Contradictory verdicts ran several points from theirs (the "
+                "metric's docs, Calibrated scores)"
             )
         if len(r.jurors) == 1 and r.position_consistency is None:
             said.append("one judge, never asked again with the answers swapped")

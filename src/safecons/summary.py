@@ -14,7 +14,7 @@ from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
-from .judges import LABELS, POSTURES
+from .judges import LABELS, NOMINAL_SCORES, POSTURES
 from .reliability import JudgeReliability, judge_reliability
 
 __all__ = ("SCORE_RANGE", "CalibratedScore", "RunSummary", "conform", "run_summary", "token_frame")
@@ -630,7 +630,8 @@ def run_summary(
     calibrated = None
     if human_labels is not None:
         population = comparisons(frame, names)
-        calibrated = calibrate(population, matched(human_labels, population, "run_summary"))
+        used = matched(human_labels, population, NOMINAL_SCORES, "run_summary")
+        calibrated = calibrate(population, used, NOMINAL_SCORES)
     judge_calls, verdicts = _judge_calls(frame, names, spend)
     return RunSummary(
         n_rows=frame.height,
