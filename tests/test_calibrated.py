@@ -322,3 +322,12 @@ def test_the_coverage_script_measures_a_known_truth() -> None:
     assert figures["judge's rate"] > figures["humans' rate"] + 0.1
     assert 0.8 <= figures["rate covered"] <= 1.0
     assert figures["rate width"] < figures["labels-only width"]
+
+
+def test_ids_a_csv_read_as_numbers_get_a_hint() -> None:
+    frame = scored_frame().with_columns(input_id=pl.format("00{}", pl.int_range(pl.len())))
+    sample = labelled(sc.review_sample(frame, 10), frame)
+    numbers = sample.with_columns(pl.col("input_id").cast(pl.Int64))
+    with pytest.raises(InputError, match=r"schema_overrides=\{'input_id': pl.String\}"):
+        sc.run_summary(frame, human_labels=numbers)
+    assert sc.run_summary(frame, human_labels=sample.lazy()).calibrated is not None

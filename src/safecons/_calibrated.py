@@ -213,11 +213,15 @@ def draw(population: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
     return population[order]
 
 
-def normalised_labels(labels: pl.DataFrame, scale: Mapping[str, float], fn: str) -> pl.DataFrame:
+def normalised_labels(
+    labels: pl.DataFrame | pl.LazyFrame, scale: Mapping[str, float], fn: str
+) -> pl.DataFrame:
     """``labels`` checked (the key columns and ``human_label``), ids as text, each label
     spelled as the judge spells it (one of ``scale``'s; case and spaces do not matter),
     blanks as null."""
     lookup = {label.lower(): label for label in scale}
+    if isinstance(labels, pl.LazyFrame):
+        labels = labels.collect()
     if not isinstance(labels, pl.DataFrame):
         raise InputError(
             f"{fn}: human_labels= must be a polars DataFrame (a review sample with its "
@@ -286,12 +290,17 @@ def _warn(message: str) -> None:
 
 
 def matched(
-    labels: pl.DataFrame, population: pl.DataFrame, scale: Mapping[str, float], fn: str
+    labels: pl.DataFrame | pl.LazyFrame,
+    population: pl.DataFrame,
+    scale: Mapping[str, float],
+    fn: str,
 ) -> pl.DataFrame:
     """The labelled comparisons of ``population`` (its columns and ``human_label``), after
     every check: an error for a label that cannot be read or names no judged comparison, a
     :class:`~safecons.errors.LabelSampleWarning` for a sample that is not the uniform draw
     labelled in full."""
+    if isinstance(labels, pl.LazyFrame):
+        labels = labels.collect()
     read = normalised_labels(labels, scale, fn)
     joined = read.join(population, on=list(KEY), how="left")
     stray = joined.filter(pl.col("judge_label").is_null())
@@ -301,6 +310,14 @@ def matched(
             f"{fn}: human_labels= row {first['row']} (input_id {first['input_id']}, sample "
             f"{first['sample']}) names no judged comparison of this run ({stray.height} row(s) "
             "do): label a sample drawn by review_sample from this run"
+            + (
+                # "007" read back from a CSV as the number 7 names another row.
+                "; a CSV read back may have typed input_id as a number: read it with "
+                "schema_overrides={'input_id': pl.String}"
+                if labels.schema["input_id"].is_numeric()
+                and not population["input_id"].str.contains(r"^(0|-?[1-9][0-9]*)$").all()
+                else ""
+            )
         )
     _check_draw(read, population)
     used = joined.filter(pl.col("human_label").is_not_null())

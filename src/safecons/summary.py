@@ -542,7 +542,7 @@ def run_summary(
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
     prices: Prices | dict[str, float | None] | None = None,
-    human_labels: pl.DataFrame | None = None,
+    human_labels: pl.DataFrame | pl.LazyFrame | None = None,
 ) -> RunSummary:
     """Summarise a frame that :func:`~safecons.safety_consistency` scored.
 
