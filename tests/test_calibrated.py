@@ -331,3 +331,14 @@ def test_ids_a_csv_read_as_numbers_get_a_hint() -> None:
     with pytest.raises(InputError, match=r"schema_overrides=\{'input_id': pl.String\}"):
         sc.run_summary(frame, human_labels=numbers)
     assert sc.run_summary(frame, human_labels=sample.lazy()).calibrated is not None
+
+
+def test_a_conversation_is_shown_as_role_lines() -> None:
+    frame = scored_frame(rows=6).with_columns(
+        prompt=pl.concat_list(
+            pl.struct(role=pl.lit("system"), content=pl.lit("Be brief.")),
+            pl.struct(role=pl.lit("user"), content=pl.format("query {}", pl.col("input_id"))),
+        )
+    )
+    row = sc.review_sample(frame, 1).row(0, named=True)
+    assert row["query"] == f"system: Be brief.\nuser: query {row['input_id']}"
