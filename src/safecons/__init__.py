@@ -26,6 +26,7 @@ from . import variants as variants
 from ._demo import demo_frame as demo_frame
 from ._prices import Prices as Prices
 from ._record import output_schema as output_schema
+from ._review import review_sample as review_sample
 from ._version import __version__ as __version__
 from .audit import JudgeAudit as JudgeAudit
 from .audit import audit_judge as audit_judge
@@ -111,6 +112,7 @@ __all__ = (
     "report",
     "report_html",
     "respond",
+    "review_sample",
     "run_summary",
     "safety_consistency",
     "safety_consistency_async",

@@ -14,6 +14,7 @@ __all__ = (
     "ConfigError",
     "InputError",
     "JudgesDifferWarning",
+    "LabelSampleWarning",
     "NoBatchAPIError",
     "NoVerdictWarning",
     "NothingScoredError",
@@ -129,3 +130,10 @@ class UnscoredRowsWarning(SafeconsWarning):
     reason is in its ``{prefix}error`` column. Their score is null, so a plain mean of the
     score column averages the scored rows only.
     """
+
+
+class LabelSampleWarning(SafeconsWarning):
+    """Human labels given for a calibrated score (``run_summary(..., human_labels=...)``) are
+    not :func:`~safecons.review_sample`'s uniform draw labelled in full: rows dropped, added
+    from elsewhere or left blank, or drawn from other comparisons. The figures are still
+    computed from the labels given, but their interval no longer carries its guarantee."""

@@ -9,14 +9,15 @@ from typing import Any, Final
 import polars as pl
 from polars.datatypes import DataTypeClass
 
+from ._calibrated import CalibratedScore, calibrate, comparisons, matched
 from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, output_schema
 from .config import SafetyConsistencyConfig
 from .errors import InputError
-from .judges import LABELS, POSTURES
+from .judges import LABELS, NOMINAL_SCORES, POSTURES
 from .reliability import JudgeReliability, judge_reliability
 
-__all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary", "token_frame")
+__all__ = ("SCORE_RANGE", "CalibratedScore", "RunSummary", "conform", "run_summary", "token_frame")
 
 
 def _no_batch() -> dict[str, dict[str, int | None]]:
@@ -77,6 +78,10 @@ class RunSummary:
     noise); None for a frame without the juror columns (an older safecons) or of several
     juries.
 
+    ``calibrated`` (:class:`~safecons.summary.CalibratedScore`): with ``human_labels=`` given to
+    :func:`run_summary`, the mean score and contradiction rate as the humans would give
+    them, with 95% intervals (PPI++); None without.
+
     Three ways to show it: ``repr`` is the dataclass's own (every field, exact, one line: a
     valid expression that rebuilds the summary), ``str`` (``print``) a few aligned lines and a
     notebook a small table (``_repr_html_``), both with the mean rounded to 3 places and the
@@ -135,6 +140,7 @@ class RunSummary:
     variant_refusal_rate: float | None = None
     both_refused_share: float | None = None
     judge_reliability: JudgeReliability | None = None
+    calibrated: CalibratedScore | None = None
 
     @property
     def batch_share(self) -> dict[str, float | None]:
@@ -183,6 +189,8 @@ class RunSummary:
                 f"both_refused_share {_share_text(self.both_refused_share)}"
             )
         head += reliability_lines(self.judge_reliability)
+        if self.calibrated is not None:
+            head += self.calibrated.lines()
         grid = [
             (name, f"{counts['sut']:,}", f"{counts['judge']:,}")
             for name, counts in (
@@ -541,6 +549,7 @@ def run_summary(
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
     prices: Prices | dict[str, float | None] | None = None,
+    human_labels: pl.DataFrame | pl.LazyFrame | None = None,
 ) -> RunSummary:
     """Summarise a frame that :func:`~safecons.safety_consistency` scored.
 
@@ -562,6 +571,13 @@ def run_summary(
         Your prices per 1M tokens (:class:`~safecons.Prices` or a mapping of its fields):
         :attr:`RunSummary.cost` is then the cost per kind and in all, batch tokens at the
         ``batch_discount``. safecons has no prices of its own.
+    human_labels
+        A :func:`~safecons.review_sample` of this run with its ``human_label`` column filled
+        in: :attr:`RunSummary.calibrated` is then the score as the humans would give it
+        (:class:`~safecons.summary.CalibratedScore`). Labels that cannot be read, or name no judged
+        comparison of the run, or one twice, raise :class:`~safecons.InputError`; a sample
+        that is not the uniform draw labelled in full warns
+        (:class:`~safecons.errors.LabelSampleWarning`).
 
     Examples
     --------
@@ -599,7 +615,8 @@ def run_summary(
     frame = conform(
         scored,
         fn="run_summary",
-        needs=("responses", "judge_errors", "spend", "error", "score"),
+        needs=("responses", "judge_errors", "spend", "error", "score")
+        + (() if human_labels is None else ("labels", "scores")),
         prefix=prefix,
         metric_name=metric_name,
     )
@@ -617,6 +634,11 @@ def run_summary(
     errors = frame[names["error"]]
     responses, response_errors = frame[names["responses"]], frame[names["response_errors"]]
     reliability = _reliability(frame, names)
+    calibrated = None
+    if human_labels is not None:
+        population = comparisons(frame, names)
+        used = matched(human_labels, population, NOMINAL_SCORES, "run_summary")
+        calibrated = calibrate(population, used, NOMINAL_SCORES)
     judge_calls, verdicts = _judge_calls(frame, names, spend)
     return RunSummary(
         n_rows=frame.height,
@@ -654,6 +676,7 @@ def run_summary(
         prices=checked,
         **_refusals(frame, names),
         judge_reliability=reliability,
+        calibrated=calibrated,
     )
 
 

@@ -33,6 +33,8 @@ from ._position import both_orders_verdict as both_orders_verdict
 from ._position import position_bias as position_bias
 from ._position import position_class as position_class
 from ._position import winner_from_letter as winner_from_letter
+from ._ppi import PPIMean as PPIMean
+from ._ppi import ppi_mean as ppi_mean
 from ._probes import PADDING_FILLER as PADDING_FILLER
 from ._probes import identical_pairs as identical_pairs
 from ._probes import padded_pairs as padded_pairs
@@ -64,6 +66,7 @@ __all__ = (
     "DisjointLabelsWarning",
     "JudgeReliability",
     "Letter",
+    "PPIMean",
     "Rule",
     "UndefinedStatisticWarning",
     "agreement",
@@ -85,6 +88,7 @@ __all__ = (
     "parse_verdict_expr",
     "position_bias",
     "position_class",
+    "ppi_mean",
     "read_fastchat_pairs",
     "read_llmbar",
     "read_pandalm",
