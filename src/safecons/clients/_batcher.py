@@ -48,7 +48,14 @@ from .._progress import progress_bar
 from .._tasks import user_stacklevel
 from .._text import valid_unicode
 from ..errors import AuthenticationError, BatchPickedUpWarning
-from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
+from ._base import (
+    AnsweredElsewhere,
+    Attempt,
+    CallFailed,
+    Completion,
+    Messages,
+    NonRetryableCallError,
+)
 from ._batch import (
     MAX_BATCH_LINES,
     POLL_GRACE_SECONDS,
@@ -106,6 +113,12 @@ class BatchClaims:
     #: Taken over from a stale claim (claim -> keys; they are in :attr:`ours` too): its
     #: maker may have made the batch before it died, tagged :func:`claim_tag`.
     stale: dict[str, list[str]] = field(default_factory=dict)
+    #: When each stale claim was made, by its maker's clock (claim -> seconds since the
+    #: epoch): the provider's listing is read back to then (with a day's slack for clocks).
+    made: dict[str, float] = field(default_factory=dict)
+    #: Answered and stored meanwhile by another run (the caller missed the cache before it
+    #: was stored): replayed from the cache, never bought again.
+    stored: list[str] = field(default_factory=list)
 
 
 class BatchLedger(Protocol):
@@ -179,6 +192,8 @@ def _failure(code: str, message: str) -> dict[str, Any]:
     return {"response": None, "error": {"code": code, "message": message}}
 
 
+#: The error code of a line whose call another run answered (and stored) meanwhile.
+STORED: Final = "answered_meanwhile"
 #: The error codes of a line the batch never ran (it ended first).
 NOT_RUN: Final = frozenset({"batch_expired", "batch_cancelled"})
 
@@ -378,25 +393,31 @@ class Batcher:
         has claimed (to wait for)."""
         claim = new_claim()
         claims = self._claim(api, claim, chunk)
+        for key in claims.stored:
+            # Another run answered it after this one missed the cache: the run replays it.
+            lines[key].answer(_failure(STORED, "answered meanwhile by another run"), "(cache)")
         for batch, keys in claims.held.items():  # recorded by another run since
             held.setdefault(batch, []).extend(keys)
             resumed.add(batch)
         ours = claims.ours
         # Shielded: a batch the provider made must be recorded (an interrupt waits for the
-        # answer), or it would run and be paid for with no one to pick it up.
+        # answer), or it would run and be paid for with no one to pick it up. The claim's
+        # heartbeat beats from its making to its record, so no other run takes it over while
+        # this one looks for a dead run's batch, uploads, or creates.
         with anyio.CancelScope(shield=True):
             try:
-                for old, keys in claims.stale.items():
-                    # Its maker died claiming them: it may have made the batch first.
-                    found = await api.made_for(claim_tag(old))
-                    if found is not None:
-                        self._record(api, found, keys, claim=None)
-                        held.setdefault(found, []).extend(keys)
-                        resumed.add(found)
-                        ours = [key for key in ours if key not in set(keys)]
-                if ours:
-                    data = b"".join(lines[k].data for k in ours)
-                    batch = await self._submitting(api, data, ours, claim)
+                async with self._beating(claim if ours else None):
+                    for old, keys in claims.stale.items():
+                        # Its maker died claiming them: it may have made the batch first.
+                        found = await api.made_for(claim_tag(old), since=claims.made.get(old))
+                        if found is not None:
+                            self._record(api, found, keys, claim=None)
+                            held.setdefault(found, []).extend(keys)
+                            resumed.add(found)
+                            ours = [key for key in ours if key not in set(keys)]
+                    if ours:
+                        data = b"".join(lines[k].data for k in ours)
+                        batch = await api.submit(data, name=_name(ours), tag=claim_tag(claim))
             except BatchError as exc:
                 self._release(claim)
                 for key in ours:
@@ -412,24 +433,27 @@ class Batcher:
                 self._release(claim)
         return [k for keys in claims.theirs.values() for k in keys]
 
-    async def _submitting(self, api: BatchAPI, data: bytes, keys: list[str], claim: str) -> str:
-        """``api.submit``, the claim kept fresh while the file uploads."""
+    @asynccontextmanager
+    async def _beating(self, claim: str | None) -> AsyncIterator[None]:
+        """Beat ``claim``'s heartbeat every :data:`CLAIM_REFRESH_SECONDS` for the block."""
+        if claim is None or self._cache is None:
+            yield
+            return
+        cache = self._cache
         async with anyio.create_task_group() as tg:
 
-            async def refresh() -> None:
+            async def beat() -> None:
                 while True:
                     await anyio.sleep(CLAIM_REFRESH_SECONDS)
-                    if self._cache is not None:
-                        # A claim that cannot be refreshed goes stale, and is taken over.
-                        with contextlib.suppress(Exception):
-                            self._cache.refresh_batch_claim(claim)
+                    # A claim that cannot be refreshed goes stale, and is taken over.
+                    with contextlib.suppress(Exception):
+                        cache.refresh_batch_claim(claim)
 
-            tg.start_soon(refresh)
+            tg.start_soon(beat)
             try:
-                batch = await api.submit(data, name=_name(keys), tag=claim_tag(claim))
+                yield
             finally:
                 tg.cancel_scope.cancel()
-        return batch
 
     def _claim(self, api: BatchAPI, claim: str, keys: list[str]) -> BatchClaims:
         """Claim ``keys`` in the cache; with no cache to claim in, they are all this run's."""
@@ -861,6 +885,10 @@ class BatchedSession:
             messages, temperature=temperature, seed=seed, response_format=response_format
         )
         record, batch = await self._batcher.park(custom_id, self._api.line(custom_id, body))
+        error = record.get("error")
+        if isinstance(error, Mapping) and error.get("code") == STORED:
+            attempt.started = False  # nothing was sent, nothing bought
+            raise AnsweredElsewhere(f"{self._api.identity}: answered meanwhile by another run")
         return self._read(record, batch)
 
     def _read(self, record: Mapping[str, Any], batch: str) -> Completion:

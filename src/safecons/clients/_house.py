@@ -5,6 +5,7 @@ identity of a callable, the secrets every error is scrubbed of. A door of the ho
 house-rules test names it), not of the package's users: nothing here is promised to stay.
 """
 
+from ._base import AnsweredElsewhere as AnsweredElsewhere
 from ._base import Attempt as Attempt
 from ._base import ChatFunction as ChatFunction
 from ._base import RunSession as RunSession
@@ -30,6 +31,7 @@ from ._secrets import Secrets as Secrets
 __all__ = (
     "CLAIM_PREFIX",
     "OPENAI_BASE_URL",
+    "AnsweredElsewhere",
     "Attempt",
     "BatchClaims",
     "BatchLedger",
