@@ -314,6 +314,14 @@ class ResponseCache:
         The SQLite file. Pass the same path to reruns (``cache=`` on
         :func:`~safecons.safety_consistency`, or once per session with
         :func:`~safecons.set_default_cache`).
+    read_only
+        Replay only: nothing is written (a file that cannot be written is opened so anyway).
+    clock
+        The wall clock stamped on the batches and claims a batched run records (seconds since
+        the epoch; :func:`time.time` by default). It is read by people and earlier safecons
+        versions, never to decide whether another run's claim is alive (a claim's heartbeat
+        is timed by each reader's own monotonic clock), so machines whose clocks disagree
+        share a cache safely; a test plays a skewed machine with it.
 
     Examples
     --------
