@@ -404,3 +404,50 @@ def run(srv: FakeOpenAIServer, cache, n: int = 2) -> pl.DataFrame:
             responses_per_query=2,
             progress=False,
         )
+
+
+def _listing(items: list[dict[str, object]], *, more: bool, last: str | None):
+    from aiohttp import web
+
+    body = {"object": "list", "data": items, "has_more": more, "last_id": last}
+    return web.json_response(body)
+
+
+@pytest.mark.network
+@pytest.mark.anyio
+async def test_the_listing_is_read_back_to_the_claim_and_a_cursor_that_stalls_is_an_error():
+    now = int(time.time())
+    asked: list[str] = []
+
+    def pages(exchange):
+        if exchange.kind != "list":
+            return None
+        asked.append(exchange.query)
+        if "after=" not in exchange.query:  # the newest page: made since the claim
+            return _listing([{"id": "batch_new", "created_at": now}], more=True, last="batch_new")
+        if "after=batch_new" in exchange.query:  # older than the claim by two days
+            old = {"id": "batch_old", "created_at": now - 2 * 86_400}
+            return _listing([old], more=True, last="batch_old")
+        return _listing([], more=False, last=None)
+
+    with FakeOpenAIServer(responder=answers(), batch_tamper=pages) as srv:
+        client = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="", batch=True)
+        api = _batch.BatchAPI(client)
+        async with api.open():
+            assert await api.made_for("tag", since=now) is None
+            assert len(asked) == 2  # stopped once the listing was older than the claim
+            asked.clear()
+            assert await api.made_for("tag") is None  # no claim time: read to the end
+            assert len(asked) == 3
+
+    def stalls(exchange):
+        if exchange.kind == "list":
+            return _listing([{"id": "batch_x", "created_at": now}], more=True, last="batch_x")
+        return None
+
+    with FakeOpenAIServer(responder=answers(), batch_tamper=stalls) as srv:
+        client = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="", batch=True)
+        api = _batch.BatchAPI(client)
+        async with api.open():
+            with pytest.raises(_batch.BatchError, match="provider's console"):
+                await api.made_for("tag", since=now)
