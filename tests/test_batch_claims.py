@@ -179,8 +179,8 @@ def test_a_run_killed_at_any_point_then_two_together_buy_each_call_once(tmp_path
         try:
             dead = start(srv, cache)
             if killed == "uploading":
-                until(lambda: lines_in(cache, "batch LIKE 'claim:%'"), "a claim", dead)
-                time.sleep(0.3)  # its file is on its way
+                held = tamper["uploading"]
+                until(lambda: held.uploads == 1, "its upload sent (and held)", dead)
             elif killed == "created, not recorded":
                 until(lambda: len(srv.batches()) == 1, "the batch made", dead)
             else:
@@ -196,6 +196,24 @@ def test_a_run_killed_at_any_point_then_two_together_buy_each_call_once(tmp_path
         bought = lines_bought(srv)
     assert scored == [3, 3]
     assert bought == 6  # 3 SUT samples and 3 verdicts, each bought once
+
+
+def frozen(proc: subprocess.Popen[str], cache: Path) -> None:
+    """Stop ``proc`` (SIGSTOP) at a moment it holds no write lock on ``cache``: a process
+    frozen inside a transaction (a beat of its heartbeat) would stop every other writer of
+    the file, which is SQLite's locking, not what is tested here."""
+    for _ in range(100):
+        os.kill(proc.pid, signal.SIGSTOP)
+        with contextlib.closing(sqlite3.connect(cache, timeout=0.05)) as db:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ROLLBACK")
+                return
+            except sqlite3.OperationalError:  # locked: let it finish the beat
+                pass
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError("the process never let go of the file's lock")
 
 
 class FirstCreationLate:
@@ -257,13 +275,12 @@ def test_a_frozen_claimant_whose_clock_is_an_hour_ahead_is_taken_over_after_the_
     # Its claim looked an hour younger than it was: a run with a right clock waited for it
     # an hour and the lease (62 minutes), though it had stopped beating at once.
     cache = tmp_path / "shared.sqlite"
-    with FakeOpenAIServer(
-        responder=answers(), batch_seconds=0.02, batch_tamper=FirstUploadHeld()
-    ) as srv:
+    held = FirstUploadHeld()
+    with FakeOpenAIServer(responder=answers(), batch_seconds=0.02, batch_tamper=held) as srv:
         ahead = start(srv, cache, skew=3600.0)
         try:
-            until(lambda: lines_in(cache, "batch LIKE 'claim:%'"), "a claim", ahead)
-            os.kill(ahead.pid, signal.SIGSTOP)  # alive (its process is there), never beating
+            until(lambda: held.uploads == 1, "its upload sent (and held)", ahead)
+            frozen(ahead, cache)  # alive (its process is there), never beating
             right = start(srv, cache)
             scored = finished(right, timeout=25)  # the lease is 2 s here; an hour before
         finally:
@@ -451,3 +468,43 @@ async def test_the_listing_is_read_back_to_the_claim_and_a_cursor_that_stalls_is
         async with api.open():
             with pytest.raises(_batch.BatchError, match="provider's console"):
                 await api.made_for("tag", since=now)
+
+
+def test_the_newest_batch_of_a_call_is_the_last_recorded_whatever_the_clocks_said(tmp_path):
+    # A call asked anew (its first batch's verdict did not parse) is in two batches; the
+    # first was recorded by a machine whose clock is an hour ahead. Picked by their clocks,
+    # the rerun read the old batch's unusable verdict again and bought the call once more.
+    from safecons.run import ResponseCache
+
+    path = tmp_path / "c.sqlite"
+    with (
+        ResponseCache(path, clock=lambda: time.time() + 3600) as ahead,
+        ResponseCache(path) as right,
+    ):
+        ahead.record_batch("batch_first", endpoint="E", keys=["k"])
+        right.record_batch("batch_again", endpoint="E", keys=["k"])
+        assert right.batches_holding("E", ["k"]) == {"batch_again": ["k"]}
+        claims = right.claim_batch_lines("claim:t:1@x", endpoint="E", keys=["k"], stale_after=60)
+        assert claims.held == {"batch_again": ["k"]}
+
+
+def test_a_run_that_dies_looking_for_a_dead_runs_batch_passes_the_search_on(tmp_path):
+    # K dies after its batch was made, before the record; B takes K's claim over and dies
+    # while it looks for K's batch. C, taking B's claim over, used to look only for B's batch
+    # (never made), and bought K's calls again.
+    from safecons.run import ResponseCache
+
+    path = tmp_path / "c.sqlite"
+    k, b = "claim:ktag:1@gone-host", "claim:btag:2@gone-host"
+    with ResponseCache(path, clock=lambda: time.time() - 3600) as cache:
+        cache.claim_batch_lines(k, endpoint="E", keys=["a", "b"], stale_after=0)
+        took = cache.claim_batch_lines(b, endpoint="E", keys=["a", "b"], stale_after=0)
+        assert took.ours == ["a", "b"] and set(took.stale) == {k}
+        k_made = took.made[k]
+    with ResponseCache(path) as cache:
+        again = cache.claim_batch_lines(
+            "claim:ctag:3@x", endpoint="E", keys=["a", "b"], stale_after=0
+        )
+    assert again.ours == ["a", "b"]
+    assert again.stale == {b: ["a", "b"], k: ["a", "b"]}  # B's batch, and K's, looked for
+    assert again.made[k] == k_made < time.time() - 3000  # by K's maker's clock

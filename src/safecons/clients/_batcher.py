@@ -165,8 +165,9 @@ FIRST_POLL_SECONDS: Final = 1.0
 POLL_FAILURES: Final = 10
 #: How often a run waiting for another run's batch looks at the cache again (seconds).
 CLAIM_POLL_SECONDS: Final = 1.0
-#: How often a run uploading a batch file says it is still at work (seconds), and how long
-#: a claim not so refreshed is believed (a run on another machine that died uploading).
+#: How often a run beats its claim's heartbeat from the claim to the batch's record
+#: (seconds), and how long another run, timing it by its own monotonic clock, must see the
+#: heartbeat still before it takes the claim over (a run on another machine that died).
 CLAIM_REFRESH_SECONDS: Final = 30.0
 CLAIM_STALE_SECONDS: Final = 120.0
 #: The longest a run waits for the provider to take a cancel, when interrupted (seconds).
@@ -410,21 +411,22 @@ class Batcher:
                     for old, keys in claims.stale.items():
                         # Its maker died claiming them: it may have made the batch first.
                         found = await api.made_for(claim_tag(old), since=claims.made.get(old))
-                        if found is not None:
-                            self._record(api, found, keys, claim=None)
-                            held.setdefault(found, []).extend(keys)
+                        mine = [key for key in keys if key in set(ours)]
+                        if found is not None and mine:
+                            self._record(api, found, mine, claim=None)
+                            held.setdefault(found, []).extend(mine)
                             resumed.add(found)
-                            ours = [key for key in ours if key not in set(keys)]
+                            ours = [key for key in ours if key not in set(mine)]
                     if ours:
                         data = b"".join(lines[k].data for k in ours)
                         batch = await api.submit(data, name=_name(ours), tag=claim_tag(claim))
             except BatchError as exc:
-                self._release(claim)
+                self._give_up(claim, claims)
                 for key in ours:
                     lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
                 return [k for keys in claims.theirs.values() for k in keys]
             except BaseException:
-                self._release(claim)
+                self._give_up(claim, claims)
                 raise
             if ours:
                 self._record(api, batch, ours, claim=claim)
@@ -476,6 +478,13 @@ class Batcher:
                     "run on this cache may make a batch of them too",
                 )
         return BatchClaims(ours=list(keys))
+
+    def _give_up(self, claim: str, claims: BatchClaims) -> None:
+        """No batch was made under ``claim``: release it, unless it took over dead runs'
+        claims, whose batches may exist still unfound (then it is left to go stale, and the
+        run taking it over looks for theirs and its own)."""
+        if not claims.stale:
+            self._release(claim)
 
     def _release(self, claim: str) -> None:
         if self._cache is not None:

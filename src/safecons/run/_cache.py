@@ -100,13 +100,26 @@ def _is_claim(batch: str) -> bool:
     return batch.startswith(CLAIM_PREFIX)
 
 
-def _beat_of(value: object) -> tuple[int, float | None]:
-    """A heartbeat row's count and the time its claim was made (None: unreadable)."""
+def _beat_of(value: object) -> tuple[int, float | None, dict[str, float]]:
+    """A heartbeat row's count, the time its claim was made, and the dead claims whose
+    batches its maker took over looking for (claim -> when it was made); ``(-1, None, {})``
+    when the row cannot be read."""
     try:
         data = json.loads(str(value))
-        return int(data["n"]), float(data["made"])
+        n, made = int(data["n"]), float(data["made"])
     except (ValueError, TypeError, KeyError, RecursionError):
-        return -1, None
+        return -1, None, {}
+    said = data.get("dead")
+    dead = (
+        {
+            str(k): float(v)
+            for k, v in said.items()
+            if isinstance(k, str) and k.startswith(CLAIM_PREFIX) and isinstance(v, int | float)
+        }
+        if isinstance(said, dict)
+        else {}
+    )
+    return n, made, dead
 
 
 def _claimant_alive(claim: str) -> bool:
@@ -515,8 +528,9 @@ class ResponseCache:
                 rows = self._batch_lines(wanted, endpoint, claims=False)
             except sqlite3.OperationalError:
                 return {}  # a cache from before batches, opened read-only: none recorded
-        rows.sort(key=lambda row: row[2])
-        newest = {str(key): str(batch) for key, batch, _ in rows}
+        # Newest by when it was recorded in this file (its rowid), not by a machine's clock.
+        rows.sort(key=lambda row: row[3])
+        newest = {str(key): str(batch) for key, batch, _, _ in rows}
         held: dict[str, list[str]] = {}
         for key, batch in newest.items():
             held.setdefault(batch, []).append(key)
@@ -524,10 +538,10 @@ class ResponseCache:
 
     def _batch_lines(
         self, wanted: list[str], endpoint: str, *, claims: bool
-    ) -> list[tuple[str, str, float]]:
-        """``(key, batch, created)`` of the recorded lines of ``wanted`` keys of ``endpoint``
-        (claims among them, with ``claims``); the caller holds the lock."""
-        rows: list[tuple[str, str, float]] = []
+    ) -> list[tuple[str, str, float, int]]:
+        """``(key, batch, created, rowid)`` of the recorded lines of ``wanted`` keys of
+        ``endpoint`` (claims among them, with ``claims``); the caller holds the lock."""
+        rows: list[tuple[str, str, float, int]] = []
         # Only the keys asked for, by the table's key index: a lookup costs what it asks, not
         # the size of every batch ever recorded.
         for at in range(0, len(wanted), _LOOKUP_CHUNK):
@@ -535,7 +549,7 @@ class ResponseCache:
             marks = ",".join("?" * len(chunk))
             unclaimed = "" if claims else " AND batch NOT LIKE ?"
             rows += self._conn.execute(
-                f"SELECT key, batch, created FROM batch_lines "
+                f"SELECT key, batch, created, rowid FROM batch_lines "
                 f"WHERE key IN ({marks}) AND endpoint=?{unclaimed}",
                 (*chunk, endpoint) if claims else (*chunk, endpoint, f"{CLAIM_PREFIX}%"),
             ).fetchall()
@@ -610,10 +624,11 @@ class ResponseCache:
                 rows = self._batch_lines(wanted, endpoint, claims=True)
                 batches: dict[str, tuple[str, float]] = {}
                 claimed: dict[str, tuple[str, float]] = {}
-                for key, batch, created in rows:
+                # The newest line of each key, by when it was written in this file (its rowid):
+                # never by the clocks of the machines that wrote them.
+                for key, batch, created, _ in sorted(rows, key=lambda row: row[3]):
                     into = claimed if _is_claim(batch) else batches
-                    if key not in into or created > into[key][1]:
-                        into[key] = (str(batch), float(created))
+                    into[key] = (str(batch), float(created))
                 taken_over: list[tuple[str, str]] = []
                 live: dict[str, bool] = {}
                 for key in wanted:
@@ -633,8 +648,15 @@ class ResponseCache:
                             taken_over.append((key, other))
                     else:
                         claims.ours.append(key)
-                for other in claims.stale:
-                    claims.made[other] = self._made(other, claimed, default=now)
+                for other, taken in list(claims.stale.items()):
+                    made, dead = self._made(other, claimed, default=now)
+                    claims.made[other] = made
+                    # Its maker may itself have taken over claims of runs that died, and died
+                    # looking for their batches: those are looked for again.
+                    for gone, when in dead.items():
+                        if gone != claim and gone not in claims.stale:
+                            claims.stale[gone] = list(taken)
+                            claims.made[gone] = when
                 self._conn.executemany(
                     "DELETE FROM batch_lines WHERE key=? AND batch=?", taken_over
                 )
@@ -649,9 +671,10 @@ class ResponseCache:
                     [(key, claim, endpoint, now) for key in claims.ours],
                 )
                 if claims.ours:
+                    beat = {"n": 0, "made": now, "dead": claims.made}
                     self._conn.execute(
                         "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)",
-                        (_BEAT_PREFIX + claim, json.dumps({"n": 0, "made": now})),
+                        (_BEAT_PREFIX + claim, json.dumps(beat)),
                     )
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -686,16 +709,19 @@ class ResponseCache:
             self._beats[claim] = seen = (beat, mono)
         return mono - seen[1] < stale_after
 
-    def _made(self, claim: str, claimed: dict[str, tuple[str, float]], *, default: float) -> float:
-        """When ``claim`` was made, by its maker's clock (the caller holds the lock)."""
+    def _made(
+        self, claim: str, claimed: dict[str, tuple[str, float]], *, default: float
+    ) -> tuple[float, dict[str, float]]:
+        """When ``claim`` was made, by its maker's clock, and the dead claims its maker was
+        looking for (the caller holds the lock)."""
         row = self._conn.execute(
             "SELECT value FROM meta WHERE name=?", (_BEAT_PREFIX + claim,)
         ).fetchone()
-        made = None if row is None else _beat_of(row[0])[1]
-        if made is not None:
-            return made
-        times = [when for other, when in claimed.values() if other == claim]
-        return min(times, default=default)
+        _, made, dead = (-1, None, {}) if row is None else _beat_of(row[0])
+        if made is None:
+            times = [when for other, when in claimed.values() if other == claim]
+            made = min(times, default=default)
+        return made, dead
 
     def refresh_batch_claim(self, claim: str) -> None:
         """Say that ``claim``'s maker is still at work: its heartbeat counts one more (and its
@@ -706,8 +732,9 @@ class ResponseCache:
                 name = _BEAT_PREFIX + claim
                 row = self._conn.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
                 if row is not None:
-                    n, made = _beat_of(row[0])
-                    beat = {"n": n + 1, "made": self._clock() if made is None else made}
+                    n, made, dead = _beat_of(row[0])
+                    made = self._clock() if made is None else made
+                    beat = {"n": n + 1, "made": made, "dead": dead}
                     self._conn.execute(
                         "UPDATE meta SET value=? WHERE name=?", (json.dumps(beat), name)
                     )
