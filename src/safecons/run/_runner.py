@@ -322,9 +322,9 @@ class Runner:
                 tokens=tokens,
             )
             if ended is not None and ended.elsewhere:
-                # Stored by another run after this one missed the cache (a batch's session
-                # claims its calls in the cache and found the answer there): replayed, not
-                # bought again. One that does not replay is asked for with the next attempt.
+                # Stored by another run after this one missed the cache (a session that holds
+                # its calls found the answer there): replayed, not bought again. One that
+                # does not replay is asked for with the next attempt.
                 if caching:
                     assert self.cache is not None and cache_key is not None and decode is not None
                     replayed = replay(self._lookup(self.cache, cache_key), decode, self.secrets)
