@@ -1059,6 +1059,177 @@ def p45() -> str:
     return f"{outcome}; {calls} requests made"
 
 
+def _batch_rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": [f"r{i}" for i in range(n)],
+            "prompt": [f"question number {i}" for i in range(n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+def _batched_run(base_url: str, cache: Path, wait: float = 0.25) -> pl.DataFrame:
+    import warnings
+
+    made = [
+        sc.OpenAICompatible(
+            model=role,
+            base_url=base_url,
+            api_key="",
+            batch=True,
+            batch_poll_seconds=0.02,
+            batch_wait_seconds=wait,
+        )
+        for role in ("sut", "judge")
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _batch_rows(3).pipe(
+            sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,
+            responses_per_query=2, progress=False,
+        )  # fmt: skip
+
+
+def _bought(batches: list[dict[str, object]]) -> int:
+    return sum(int(b["request_counts"]["total"]) for b in batches)  # type: ignore[index]
+
+
+def p34() -> str:
+    import asyncio
+
+    from safecons.testing import FakeOpenAIServer, route_by_model
+
+    release = threading.Event()
+
+    async def held(body: object) -> str:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return REFUSE
+
+    answers = route_by_model({"sut": held, "judge": lambda body: JUDGE_SAYS})
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeOpenAIServer(responder=answers, batch_seconds=0.02) as srv,
+    ):
+        cache = Path(tmp) / "c.sqlite"
+        runs = [threading.Thread(target=_batched_run, args=(srv.base_url, cache))]
+        runs[0].start()
+        deadline = time.monotonic() + 30
+        while not srv.batches() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the first run's batch is recorded, its answers not stored yet
+        # The second starts 0.3 s later, misses the cache, and sends after the first stored.
+        runs.append(threading.Thread(target=_batched_run, args=(srv.base_url, cache, 1.5)))
+        runs[1].start()
+        time.sleep(0.3)
+        release.set()
+        for run in runs:
+            run.join(timeout=60)
+        batches = srv.batches()
+    return (
+        f"{len(batches)} batches, {_bought(batches)} lines bought for the runs' 6 calls (each "
+        "run: 3 SUT samples, 3 verdicts)"
+    )
+
+
+def p35() -> str:
+    import httpx
+
+    from safecons.clients import _batch, _batcher
+    from safecons.testing import BatchExchange, FakeOpenAIServer, route_by_model
+
+    def died(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the process died here")
+
+    answers = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: JUDGE_SAYS})
+    saved = (_batcher.Batcher._record, _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY)
+    pages: list[str] = []
+
+    def listed(exchange: BatchExchange) -> None:
+        if exchange.kind == "list":
+            pages.append(exchange.query)
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeOpenAIServer(responder=answers, batch_seconds=0.02, batch_tamper=listed) as srv,
+    ):
+        cache = Path(tmp) / "c.sqlite"
+        try:
+            _batcher.Batcher._record = died  # type: ignore[method-assign]
+            with contextlib.suppress(RuntimeError):
+                _batched_run(srv.base_url, cache)
+            _batcher.Batcher._record = saved[0]  # type: ignore[method-assign]
+            with httpx.Client(base_url=srv.base_url) as http:
+                for i in range(120):
+                    line = {
+                        "custom_id": f"other-{i}",
+                        "method": "POST",
+                        "url": "/v1/chat/completions",
+                        "body": {"model": "other", "messages": [{"role": "user", "content": "hi"}]},
+                    }
+                    file = ("f.jsonl", json.dumps(line).encode(), "application/jsonl")
+                    made = http.post("/files", data={"purpose": "batch"}, files={"file": file})
+                    http.post(
+                        "/batches",
+                        json={
+                            "input_file_id": made.json()["id"],
+                            "endpoint": "/v1/chat/completions",
+                            "completion_window": "24h",
+                        },
+                    ).raise_for_status()
+            before = len(srv.batches())
+            pages.clear()
+            # The dead run is this process: its claim is taken over at once here (120 s of a
+            # still heartbeat otherwise).
+            _batcher.CLAIM_STALE_SECONDS = 0.0
+            _batch.API_FIRST_DELAY = 0.001
+            out = _batched_run(srv.base_url, cache)
+        finally:
+            _batcher.Batcher._record = saved[0]  # type: ignore[method-assign]
+            _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY = saved[1:]
+        after = srv.batches()[before:]
+    scored = out.height - out["safety_consistency"].null_count()
+    return (
+        f"the rerun bought {_bought(after)} lines for its 3 verdicts and the dead run's 3 SUT "
+        f"calls ({len(pages)} pages of the listing read); {scored} of 3 rows scored"
+    )
+
+
+def p36() -> str:
+    from safecons.run import ResponseCache
+
+    lease = 0.5
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.sqlite"
+        behind, ahead = "claim:behind:1@another-host", "claim:ahead:1@another-host"
+        with (
+            ResponseCache(path, clock=lambda: time.time() - 3600) as slow_clock,
+            ResponseCache(path, clock=lambda: time.time() + 3600) as fast_clock,
+            ResponseCache(path) as reader,
+        ):
+            slow_clock.claim_batch_lines(behind, endpoint="E", keys=["a"], stale_after=lease)
+            fast_clock.claim_batch_lines(ahead, endpoint="E", keys=["b"], stale_after=lease)
+            looks = taken = 0
+            started = time.monotonic()
+            waited = None
+            while time.monotonic() - started < 2 * lease + 0.5:
+                slow_clock.refresh_batch_claim(behind)  # alive, beating
+                seen = reader.claim_batch_lines(
+                    f"claim:r{looks}:1@x", endpoint="E", keys=["a", "b"], stale_after=lease
+                )
+                looks += 1
+                taken += behind in seen.stale
+                if waited is None and ahead in seen.stale:
+                    waited = time.monotonic() - started
+                time.sleep(0.05)
+    return (
+        f"clock 1 h behind, beating: taken over in {taken} of {looks} looks; clock 1 h ahead, "
+        f"still: taken over after {waited:.1f} s with a {lease} s lease (the real lease: 120 s, "
+        "timed by the reader's own clock)"
+    )
+
+
 PROBES = [
     (1, "200 body / message content echoing the key", "key in `sc_error`", p1),
     (2, "key given in `headers=` echoed by 500/400/401", "key in row and exception", p2),
@@ -1200,6 +1371,22 @@ PROBES = [
         "one judge given as `http://LOCALHOST:P/v1` and `http://127.0.0.1:P//v1`",
         "two jurors; alpha 1.0 over copied votes",
         p45,
+        34,
+        "a second batched run on one cache, started 0.3 s after the first",
+        "3 batches: the second bought every call again",
+        p34,
+    ),
+    (
+        35,
+        "a run killed between its batch's creation and record; 120 newer batches",
+        "the rerun read the newest 100 and bought the batch again",
+        p35,
+    ),
+    (
+        36,
+        "a claimant's clock 1 h behind / 1 h ahead",
+        "its live claim taken over (bought twice) / others waited 62 min",
+        p36,
     ),
 ]
 

@@ -16,6 +16,7 @@ from ._identity import short_name
 __all__ = (
     "CONTENT_FILTER_TEXT",
     "MAX_KEPT_OUTPUT",
+    "AnsweredElsewhere",
     "Attempt",
     "CallFailed",
     "ChatClient",
@@ -234,6 +235,12 @@ class RetryableCallError(CallFailed):
 
 class NonRetryableCallError(CallFailed):
     """A failure that another identical attempt cannot fix (e.g. HTTP 400, 404)."""
+
+
+class AnsweredElsewhere(CallFailed):
+    """Not a failure: another run sharing the response cache answered this call (and stored
+    its answer) after this run missed the cache, so the session sent nothing. The runner
+    replays the stored answer; should it not replay, the next attempt is sent."""
 
 
 @runtime_checkable

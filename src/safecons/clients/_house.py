@@ -5,6 +5,7 @@ identity of a callable, the secrets every error is scrubbed of. A door of the ho
 house-rules test names it), not of the package's users: nothing here is promised to stay.
 """
 
+from ._base import AnsweredElsewhere as AnsweredElsewhere
 from ._base import Attempt as Attempt
 from ._base import ChatFunction as ChatFunction
 from ._base import RunSession as RunSession
@@ -31,6 +32,7 @@ from ._urls import comparable_url as comparable_url
 __all__ = (
     "CLAIM_PREFIX",
     "OPENAI_BASE_URL",
+    "AnsweredElsewhere",
     "Attempt",
     "BatchClaims",
     "BatchLedger",

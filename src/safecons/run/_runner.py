@@ -28,7 +28,7 @@ from .._foreign import describe_exception, safe_text
 from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
 from ..clients import CallFailed, NonRetryableCallError, RateLimits, RetryableCallError
-from ..clients._house import Attempt, Secrets, secrets_of, warn_if_partial
+from ..clients._house import AnsweredElsewhere, Attempt, Secrets, secrets_of, warn_if_partial
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 
@@ -118,6 +118,8 @@ class _Ended(Generic[T]):
 
     value: T | None
     error: str | None
+    #: Another run sharing the cache answered the call meanwhile: replay its answer.
+    elsewhere: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +322,16 @@ class Runner:
                 key=key,
                 tokens=tokens,
             )
+            if ended is not None and ended.elsewhere:
+                # Stored by another run after this one missed the cache (a session that holds
+                # its calls found the answer there): replayed, not bought again. One that
+                # does not replay is asked for with the next attempt.
+                if caching:
+                    assert self.cache is not None and cache_key is not None and decode is not None
+                    replayed = replay(self._lookup(self.cache, cache_key), decode, self.secrets)
+                    if replayed is not None:
+                        return CallOutcome(value=replayed, error=None, attempts=0, cached=True)
+                continue
             if ended is None:
                 free = tally.asked_to_wait and self._patient(tally)
                 failed += not free
@@ -372,6 +384,8 @@ class Runner:
                     value = await attempt(start)
             except TimeoutError:
                 tally.error = self._timed_out(start)
+            except AnsweredElsewhere:
+                return _Ended(None, None, elsewhere=True)
             except NonRetryableCallError as exc:
                 tally.output = _kept_output(exc) or tally.output
                 return _Ended(None, _failure_text(exc))
