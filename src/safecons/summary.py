@@ -11,6 +11,7 @@ from polars.datatypes import DataTypeClass
 
 from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, output_schema
+from ._text import SHOWN_VALUES
 from .config import SafetyConsistencyConfig
 from .errors import InputError
 from .judges import LABELS, POSTURES
@@ -505,7 +506,72 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
     _only(frame, labels, LABELS, fn, what="label", null="for a comparison not judged")
     for name in (names["juror_labels"], names["swap_labels"]):
         _only(frame, name, LABELS, fn, what="label", null="for a vote not given")
+    _check_juries(frame, names, fn)
     return frame
+
+
+def _rows_shown(frame: pl.DataFrame, bad: pl.Series) -> str:
+    """The rows where ``bad`` holds, as a message names them: by ``input_id`` where the frame
+    has one (repr: a hostile id is shown escaped), else by position."""
+    rows = frame.with_row_index("_row").filter(bad)
+    if "input_id" in frame.columns:
+        said = ", ".join(repr(v) for v in rows["input_id"].head(SHOWN_VALUES).to_list())
+        where = f"input_id {said}"
+    else:
+        said = ", ".join(str(v) for v in rows["_row"].head(SHOWN_VALUES).to_list())
+        where = f"row(s) {said}"
+    more = f" and {rows.height - SHOWN_VALUES:,} more" if rows.height > SHOWN_VALUES else ""
+    return f"{rows.height:,} row(s) ({where}{more})"
+
+
+def _check_juries(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
+    """Raise unless the jury columns, where the frame has them, are shaped as a run writes
+    them: a name per juror, and per row one entry per comparison in each per-comparison
+    column, each vote list (or null) holding one label per juror of the row's jury.
+
+    Every reader indexes these lists by juror and by comparison: a list one short (a frame
+    edited or cut by hand) would otherwise fail deep inside a reader (an IndexError), or a
+    longer one be read as votes no juror gave."""
+    jurors = names["jurors"]
+    if jurors not in frame.columns:
+        return
+    if not isinstance(frame.schema[jurors], pl.List):
+        return  # an all-null column (typed Null): no jury to check against
+    nameless = frame[jurors].list.eval(pl.element().is_null().any()).list.first().fill_null(False)
+    if nameless.any():
+        raise InputError(
+            f"{fn}: column {jurors!r} holds a null juror name in {_rows_shown(frame, nameless)}; "
+            "a run writes every juror's name"
+        )
+    size = frame[jurors].list.len()
+    per_comparison = [names["labels"], names["juror_labels"], names["juror_scores"]]
+    per_comparison.append(names["swap_labels"])
+    present = [c for c in per_comparison if c in frame.columns]
+    lengths = {c: frame[c].list.len() for c in present if isinstance(frame.schema[c], pl.List)}
+    if lengths:
+        first, n = next(iter(lengths.items()))
+        for name, counted in lengths.items():
+            off = (counted != n).fill_null(False)
+            if off.any():
+                raise InputError(
+                    f"{fn}: column {name!r} holds a different number of comparisons than "
+                    f"{first!r}, in {_rows_shown(frame, off)}; a run writes one entry per "
+                    "comparison in each"
+                )
+    for name in (names["juror_labels"], names["juror_scores"], names["swap_labels"]):
+        dtype = frame.schema.get(name)
+        if not (isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.List)):
+            continue
+        # The shortest and the longest vote list of each row (a null one, no vote: skipped).
+        inner = frame[name].list.eval(pl.element().list.len())
+        low, high = inner.list.min(), inner.list.max()
+        off = ((low != size) | (high != size)).fill_null(False)
+        if off.any():
+            raise InputError(
+                f"{fn}: column {name!r} holds a vote list whose length is not the number of "
+                f"jurors in {jurors!r}, in {_rows_shown(frame, off)}; a run writes one entry "
+                "per juror, in jury order (null for a vote not given)"
+            )
 
 
 def _only(
