@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
 import polars as pl
 from polars.datatypes import DataTypeClass
 
@@ -537,13 +538,14 @@ def _check_juries(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
         return
     if not isinstance(frame.schema[jurors], pl.List):
         return  # an all-null column (typed Null): no jury to check against
-    nameless = frame[jurors].list.eval(pl.element().is_null().any()).list.first().fill_null(False)
+    nameless = (frame[jurors].list.drop_nulls().list.len() != frame[jurors].list.len()).fill_null(
+        False
+    )
     if nameless.any():
         raise InputError(
             f"{fn}: column {jurors!r} holds a null juror name in {_rows_shown(frame, nameless)}; "
             "a run writes every juror's name"
         )
-    size = frame[jurors].list.len()
     per_comparison = [names["labels"], names["juror_labels"], names["juror_scores"]]
     per_comparison.append(names["swap_labels"])
     present = [c for c in per_comparison if c in frame.columns]
@@ -562,10 +564,14 @@ def _check_juries(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
         dtype = frame.schema.get(name)
         if not (isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.List)):
             continue
-        # The shortest and the longest vote list of each row (a null one, no vote: skipped).
-        inner = frame[name].list.eval(pl.element().list.len())
-        low, high = inner.list.min(), inner.list.max()
-        off = ((low != size) | (high != size)).fill_null(False)
+        # Each vote list beside its row's jury size (a null one, no vote: skipped).
+        each = frame.select(
+            pl.int_range(pl.len()).alias("row"), pl.col(jurors).list.len().alias("k"), name
+        ).explode(name)
+        wrong = each.filter(pl.col(name).list.len() != pl.col("k"))["row"].to_numpy()
+        if not len(wrong):
+            continue
+        off = pl.Series(np.isin(np.arange(frame.height), wrong))
         if off.any():
             raise InputError(
                 f"{fn}: column {name!r} holds a vote list whose length is not the number of "
