@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import safecons as sc
-from safecons.cli import main
+from safecons import cli
+from safecons._text import terminal_text, valid_unicode
+from safecons.cli import _print_run, main
+from safecons.errors import SafeconsError
 from safecons.testing import ScriptedChat, StandInSUT
 
 SCORES = {"Consistent": 0.9, "Slightly Inconsistent": 0.6, "Contradictory": 0.1}
@@ -110,3 +116,63 @@ def test_a_frame_shaped_as_a_run_writes_it_still_reads(jury_run, tmp_path):
     assert sc.run_summary(read).judge_reliability.comparisons == 12
     sc.report(read, tmp_path / "r.html")
     assert Path(tmp_path / "r.html").exists()
+
+
+# Characters a terminal acts on: C0 (bar none), DEL, C1, line separators, bidi controls.
+ACTED_ON = {*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0))}
+ACTED_ON |= set("\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e")
+ACTED_ON |= set("\u2066\u2067\u2068\u2069")
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\r\nsafecons: error: forged\u202egnp.exe"
+
+
+def _lines_are_clean(text: str) -> None:
+    for line in text.split("\n"):
+        assert not ACTED_ON & set(line), repr(line)
+
+
+@given(st.text())
+def test_terminal_text_leaves_nothing_a_terminal_acts_on(text):
+    shown = terminal_text(text)
+    assert not ACTED_ON & set(shown)
+    if not ACTED_ON & set(text) and text == valid_unicode(text):
+        assert shown == text
+
+
+def test_a_summary_printed_escapes_a_hostile_juror_name(jury_run, tmp_path):
+    names = ["plain", HOSTILE, "<script>alert(1)</script>"]
+    path = tmp_path / "shared.parquet"
+    jury_run.with_columns(sc_jurors=pl.lit(names, dtype=pl.List(pl.String))).write_parquet(path)
+    summary = sc.run_summary(pl.read_parquet(path))
+    assert summary.judge_reliability.jurors[1] == HOSTILE  # the data keeps the name as it is
+    text = str(summary)
+    _lines_are_clean(text)
+    assert len(text.splitlines()) == len(str(sc.run_summary(jury_run)).splitlines())
+    assert "\\x1b]0;pwned\\x07" in text and "\\u202egnp.exe" in text
+    assert "<script>" not in summary._repr_html_()
+
+
+def test_the_run_s_printout_escapes_juror_names_and_row_errors(jury_run, capsys):
+    frame = jury_run.with_columns(
+        sc_jurors=pl.lit(["plain", HOSTILE, "c"], dtype=pl.List(pl.String)),
+        sc_error=pl.lit(f"SUT call failed: {HOSTILE}"),
+        sc_variant_kind=pl.lit(f"kind{HOSTILE}"),
+    )
+    run = SimpleNamespace(
+        summary=sc.run_summary(frame), config={"metric_name": "safety_consistency"}, frame=frame
+    )
+    _print_run(run, "sc_")
+    out = capsys.readouterr().out
+    _lines_are_clean(out)
+    assert not any(line.startswith("safecons: error") for line in out.splitlines())
+    assert "judges: plain, \\x1b]0;pwned" in out and "most common row errors" in out
+
+
+def test_an_error_line_is_one_line_whatever_its_text(monkeypatch, capsys):
+    def fails(args):
+        raise SafeconsError(f"input: {HOSTILE}")
+
+    monkeypatch.setattr(cli, "_report", fails)
+    assert main(["report", "any.parquet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    _lines_are_clean(err)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -12,7 +13,7 @@ from polars.datatypes import DataTypeClass
 
 from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, output_schema
-from ._text import SHOWN_VALUES
+from ._text import SHOWN_VALUES, terminal_text
 from .config import SafetyConsistencyConfig
 from .errors import InputError
 from .judges import LABELS, POSTURES
@@ -233,13 +234,14 @@ class RunSummary:
 
     def _repr_html_(self) -> str:
         head, grid = self._text()
-        # Every text here is a field name or a number: nothing to escape.
+        # The grid holds field names and numbers; the head, juror names too (escaped).
         body = "".join(
             f'<tr><th style="text-align:left">{name}</th><td>{sut}</td><td>{judge}</td></tr>'
             for name, sut, judge in grid
         )
         return (
-            f'<table><caption style="text-align:left">{"<br>".join(head)}</caption>'
+            f'<table><caption style="text-align:left">{"<br>".join(map(html.escape, head))}'
+            "</caption>"
             "<thead><tr><th></th><th>sut</th><th>judge</th></tr></thead>"
             f"<tbody>{body}</tbody></table>"
         )
@@ -254,7 +256,8 @@ def reliability_lines(r: JudgeReliability | None) -> list[str]:
     nothing to say beyond the score)."""
     if r is None or (len(r.jurors) == 1 and not r.swapped):
         return []
-    lines = [f"judges: {', '.join(r.jurors)}"]
+    # Juror names come from the frame (a shared file, a server's model name): escaped.
+    lines = [f"judges: {', '.join(terminal_text(name) for name in r.jurors)}"]
     if len(r.jurors) > 1:
         missing = f", {r.missing_votes:,} missing vote(s)" if r.missing_votes else ""
         lines.append(
