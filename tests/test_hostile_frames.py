@@ -24,6 +24,7 @@ from safecons import cli
 from safecons._text import terminal_text, valid_unicode
 from safecons.cli import _print_run, main
 from safecons.errors import SafeconsError
+from safecons.reliability import judge_reliability
 from safecons.testing import ScriptedChat, StandInSUT
 
 SCORES = {"Consistent": 0.9, "Slightly Inconsistent": 0.6, "Contradictory": 0.1}
@@ -176,3 +177,22 @@ def test_an_error_line_is_one_line_whatever_its_text(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     _lines_are_clean(err)
+
+
+def test_judge_reliability_called_on_a_hand_made_frame_names_what_is_wrong():
+    dtype = {
+        "jurors": pl.List(pl.String),
+        "juror_labels": VOTES,
+        "labels": pl.List(pl.String),
+        "swap_labels": VOTES,
+    }
+    columns = {c: c for c in dtype if c != "jurors"}
+    good = {"jurors": [["a", "b"]], "labels": [["Consistent"]], "swap_labels": [[None]]}
+    order = ["Contradictory", "Slightly Inconsistent", "Consistent"]
+    for votes, match in (
+        ([["Consistent", "banana"]], "'juror_labels' holds label.*'banana'"),
+        ([["Consistent"]], "'juror_labels' holds a vote list whose length"),
+    ):
+        frame = pl.DataFrame({**good, "juror_labels": [votes]}, schema=dtype)
+        with pytest.raises(sc.InputError, match=match):
+            judge_reliability(frame, jurors="jurors", order=order, **columns)

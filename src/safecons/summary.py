@@ -731,8 +731,7 @@ def _judge_calls(
     """The judge calls the rows needed (each juror's, each swapped one's), and those that
     gave a verdict. A row's spend counts its calls; a row of an older safecons, which did
     not, needed one per answered comparison and juror (it had no swap test)."""
-    answered = frame[names["responses"]].list.eval(pl.element().is_not_null().sum())
-    answered = answered.list.first().fill_null(0)
+    answered = _present(frame[names["responses"]])
     jurors = (
         frame[names["jurors"]].list.len().fill_null(1)
         if names["jurors"] in frame.columns
@@ -742,8 +741,7 @@ def _judge_calls(
     needed = answered * jurors
     if counted is not None:
         needed = counted.fill_null(needed)
-    errors = frame[names["judge_errors"]].list.eval(pl.element().is_not_null().sum())
-    errors = errors.list.first().fill_null(0)
+    errors = _present(frame[names["judge_errors"]])
     if names["juror_labels"] in frame.columns:
         votes = frame[names["juror_labels"]].explode().explode().drop_nulls().len()
         swaps = (
@@ -758,6 +756,18 @@ def _judge_calls(
     else:
         verdicts = int((answered - errors).sum() or 0)
     return int(needed.sum() or 0), verdicts
+
+
+def _present(lists: pl.Series) -> pl.Series:
+    """Per row, the values of a list column that are not null (0 for a null list).
+
+    Counted over the column flattened (a null or empty list flattens to one null), not by a
+    per-row ``list.eval``, which costs seconds at a million rows."""
+    sizes = lists.list.len().fill_null(0).to_numpy().astype(np.int64)
+    present = lists.explode().is_not_null().to_numpy()
+    rows = np.repeat(np.arange(len(sizes)), np.maximum(sizes, 1))
+    counts = np.bincount(rows, weights=present, minlength=len(sizes))
+    return pl.Series(counts.astype(np.int64))
 
 
 def _reliability(frame: pl.DataFrame, names: dict[str, str]) -> JudgeReliability | None:
@@ -811,6 +821,11 @@ def _refusals(frame: pl.DataFrame, names: dict[str, str]) -> dict[str, float | N
 def _exact_sum(column: pl.Series) -> int:
     """The sum of an integer column, exact: Int64's own sum wraps past 2**63, so that
     usage figures a frame was handed could read as a negative total."""
+    low, high = column.min(), column.max()
+    if not isinstance(low, int) or not isinstance(high, int):
+        return 0  # no value
+    if max(abs(low), abs(high)) * column.len() < 2**63:  # no partial sum can wrap
+        return int(column.sum())
     return int(column.cast(pl.Int128).sum() or 0)
 
 

@@ -237,16 +237,18 @@ def _codes(
             )
         rows = lengths.is_not_null().to_numpy()
         read = read.drop_nulls().explode()
-    foreign = read.drop_nulls().filter(~read.drop_nulls().is_in(list(order)))
-    if foreign.len():
+    try:
+        # A categorical of the labels in order: its physical codes are the ranks.
+        ranks = read.cast(pl.Enum(list(order))).to_physical().fill_null(len(order))
+    except pl.exceptions.InvalidOperationError:  # a label order= does not list
+        foreign = read.drop_nulls().filter(~read.drop_nulls().is_in(list(order)))
         shown = ", ".join(map(repr, foreign.unique(maintain_order=True).head(5).to_list()))
         raise InputError(
             f"judge_reliability: column {column!r} holds label(s) {shown} that order= does not list"
-        )
-    # A categorical of the labels in order: its physical codes are the ranks.
-    ranks = read.cast(pl.Enum(list(order))).to_physical().fill_null(len(order))
+        ) from None
     width = 1 if k is None else k
-    out = np.full((frame.height, width), len(order), dtype=np.uint16)
+    # Column-major: the figures reduce across a comparison's few jurors, column by column.
+    out = np.full((width, frame.height), len(order), dtype=np.uint16).T
     out[rows] = ranks.to_numpy().astype(np.uint16).reshape(-1, width)
     return out
 
