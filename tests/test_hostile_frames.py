@@ -10,6 +10,7 @@ escaped, so that a shared file cannot retitle the terminal or forge output lines
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -196,3 +197,57 @@ def test_judge_reliability_called_on_a_hand_made_frame_names_what_is_wrong():
         frame = pl.DataFrame({**good, "juror_labels": [votes]}, schema=dtype)
         with pytest.raises(sc.InputError, match=match):
             judge_reliability(frame, jurors="jurors", order=order, **columns)
+
+
+NESTED = (
+    "sc_responses",
+    "sc_response_errors",
+    "sc_labels",
+    "sc_scores",
+    "sc_judge_errors",
+    "sc_jurors",
+    "sc_juror_labels",
+    "sc_juror_scores",
+    "sc_swap_labels",
+    "sc_response_postures",
+)
+
+
+def _edit(value, how):
+    """One row's list edited as a hand or a tool might: emptied, nulled, cut, grown, a null
+    put inside it or inside each of its vote lists."""
+    if how == "null" or value is None:
+        return None
+    nested = [x[:-1] if isinstance(x, list) and x else x for x in value]
+    return {
+        "empty": [],
+        "short": value[:-1],
+        "long": value + value[:1],
+        "null inside": [None, *value[1:]],
+        "inner cut": nested,
+    }[how]
+
+
+@pytest.mark.parametrize("column", NESTED)
+def test_a_list_column_edited_any_way_is_read_or_refused_never_a_crash(jury_run, column):
+    """Every way of editing one row's list, read by the summary, the score table and
+    compare_runs: a result or an InputError, never another exception."""
+    for how in ("null", "empty", "short", "long", "null inside", "inner cut"):
+        values = jury_run[column].to_list()
+        values[3] = _edit(values[3], how)
+        edited = jury_run.with_columns(pl.Series(column, values, dtype=jury_run.schema[column]))
+        for read in (
+            lambda f: str(sc.run_summary(f)),
+            lambda f: sc.score_table(f, by="sc_variant_kind"),
+            lambda f: sc.compare_runs(jury_run, f),
+        ):
+            with contextlib.suppress(sc.InputError):
+                read(edited)
+
+
+def test_a_summary_counts_the_calls_of_empty_and_null_lists(jury_run):
+    values = jury_run["sc_responses"].to_list()
+    values[2], values[3] = [], None
+    edited = jury_run.with_columns(pl.Series("sc_responses", values, dtype=pl.List(pl.String)))
+    expected = edited["sc_responses"].list.len().fill_null(0).sum()
+    assert sc.run_summary(edited).calls["sut"] == expected
