@@ -783,8 +783,8 @@ def _reliability(frame: pl.DataFrame, names: dict[str, str]) -> JudgeReliability
         labels=names["labels"],
         swap_labels=names["swap_labels"],
         order=tuple(reversed(LABELS)),
-        # 200 replicates: the summary is computed wherever a run is shown (the CLI, the
-        # report, a notebook), and at 1,000 it took 3.5 s on 10,000 rows of a jury of three.
+        # 200 replicates, as the summary has always drawn (the interval a run's readers have
+        # seen); they cost little now that a replicate is a multinomial draw of vote counts.
         n_boot=200,
     )
 

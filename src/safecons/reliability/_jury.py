@@ -139,6 +139,18 @@ def judge_reliability(
         None when the frame's rows were judged by different juries (several runs
         concatenated), or it has no row.
 
+    Raises
+    ------
+    InputError
+        A vote list (``juror_labels``, ``swap_labels``) whose length is not the jury's, a
+        label ``order`` does not list, or an ``order`` that lists a label twice.
+
+    Notes
+    -----
+    The alpha's interval resamples the comparisons with replacement; since a comparison enters
+    alpha only through its label counts, a replicate is drawn as a multinomial count of how
+    often each distinct label count occurs, at any number of comparisons.
+
     Examples
     --------
     >>> import polars as pl
