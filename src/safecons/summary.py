@@ -517,15 +517,16 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
 def _rows_shown(frame: pl.DataFrame, bad: pl.Series) -> str:
     """The rows where ``bad`` holds, as a message names them: by ``input_id`` where the frame
     has one (repr: a hostile id is shown escaped), else by position."""
-    rows = frame.with_row_index("_row").filter(bad)
+    rows = np.flatnonzero(bad.fill_null(False).to_numpy())
+    shown = rows[:SHOWN_VALUES]
     if "input_id" in frame.columns:
-        said = ", ".join(repr(v) for v in rows["input_id"].head(SHOWN_VALUES).to_list())
+        ids = frame["input_id"].gather(shown).to_list()
+        said = ", ".join(repr(v[:40]) if isinstance(v, str) else repr(v) for v in ids)
         where = f"input_id {said}"
     else:
-        said = ", ".join(str(v) for v in rows["_row"].head(SHOWN_VALUES).to_list())
-        where = f"row(s) {said}"
-    more = f" and {rows.height - SHOWN_VALUES:,} more" if rows.height > SHOWN_VALUES else ""
-    return f"{rows.height:,} row(s) ({where}{more})"
+        where = f"at position(s) {', '.join(str(i) for i in shown)}"
+    more = f" and {len(rows) - SHOWN_VALUES:,} more" if len(rows) > SHOWN_VALUES else ""
+    return f"{len(rows):,} row(s) ({where}{more})"
 
 
 def _check_juries(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
