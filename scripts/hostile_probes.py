@@ -1227,6 +1227,107 @@ def p36() -> str:
         f"clock 1 h behind, beating: taken over in {taken} of {looks} looks; clock 1 h ahead, "
         f"still: taken over after {waited:.1f} s with a {lease} s lease (the real lease: 120 s, "
         "timed by the reader's own clock)"
+def _jury_frame(n: int) -> pl.DataFrame:
+    """A run of ``n`` rows judged by a jury of three scripted jurors, every comparison
+    swapped: each juror votes from its own script, so the three are told apart."""
+    labels = ["Consistent", "Contradictory", "Slightly Inconsistent"]
+    scores = {"Consistent": 0.9, "Slightly Inconsistent": 0.6, "Contradictory": 0.1}
+    jury = [
+        ScriptedChat(
+            [json.dumps({"label": x, "score": scores[x]}) for x in labels[i:] + labels[:i]]
+        )
+        for i in range(3)
+    ]
+    rows = frame(n).with_columns(input_id=pl.format("row-{}", pl.col("input_id")))
+    return rows.pipe(
+        sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=jury, swap_share=1.0, **FAST
+    )
+
+
+def p42() -> str:
+    import contextlib
+    import io
+
+    from safecons.cli import main as cli
+
+    run = _jury_frame(4)
+    said = []
+    with tempfile.TemporaryDirectory() as tmp:
+        three = ["Consistent"] * 3
+        for column, cut in (("sc_juror_labels", 2), ("sc_swap_labels", 4)):
+            votes = pl.lit([["Consistent"] * cut, three], dtype=pl.List(pl.List(pl.String)))
+            edited = run.with_columns(
+                pl.when(pl.col("input_id") == "row-3")
+                .then(votes)
+                .otherwise(pl.col(column))
+                .alias(column)
+            )
+            path = Path(tmp) / f"{column}.parquet"
+            edited.write_parquet(path)
+            try:
+                sc.run_summary(pl.read_parquet(path))
+                said.append(f"{column} cut to {cut}: read without a word")
+            except sc.InputError as exc:
+                named = "'row-3'" in str(exc) and repr(column) in str(exc)
+                said.append(
+                    f"{column} of {cut} votes: InputError naming the column and input_id "
+                    f"'row-3': {named}"
+                )
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = cli(["report", str(Path(tmp) / "sc_juror_labels.parquet"), "-o",
+                        str(Path(tmp) / "r.html")])  # fmt: skip
+    traced = "Traceback" in err.getvalue()
+    return "; ".join(said) + f"; `safecons report`: exit {code}, traceback {traced}"
+
+
+def p43() -> str:
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from safecons.cli import _print_run
+
+    hostile = "\x1b]0;pwned\x07\x1b[2J\x9b31m\r\nsafecons: error: forged\u202e"
+    acted_on = {*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u202e"} - {"\n"}
+    run = _jury_frame(2)
+    names = pl.lit(["plain", hostile, "c"], dtype=pl.List(pl.String))
+    shared = run.with_columns(sc_jurors=names, sc_error=pl.lit(f"SUT call failed: {hostile}"))
+    printed = str(sc.run_summary(shared))
+    plain = str(sc.run_summary(run))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _print_run(
+            SimpleNamespace(
+                summary=sc.run_summary(shared),
+                config={"metric_name": "safety_consistency"},
+                frame=shared,
+            ),
+            "sc_",
+        )
+    bad = sum(ch in acted_on for ch in printed + out.getvalue())
+    lines = len(printed.splitlines()) == len(plain.splitlines())
+    forged = sum(line.startswith("safecons: error") for line in out.getvalue().splitlines())
+    return (
+        f"`print(run_summary(f))` and the run's printout (judges, row errors): {bad} control "
+        f"or bidi characters; as many lines as with plain names: {lines}; forged lines: "
+        f"{forged} (shown as `\\x1b]0;pwned\\x07...`)"
+    )
+
+
+def p46() -> str:
+    run = _jury_frame(50)
+    big = run.sample(100_000, with_replacement=True, seed=1).with_columns(
+        input_id=pl.format("r{}", pl.int_range(pl.len()))
+    )
+    started = time.perf_counter()
+    summary = sc.run_summary(big)
+    took = time.perf_counter() - started
+    r = summary.judge_reliability
+    assert r is not None
+    return (
+        f"10^5 rows ({r.comparisons:,} comparisons, jury of 3): {took:.1f} s; 10^6 rows: "
+        "benchmarks/bench_summary.py (docs/performance.md)"
     )
 
 
@@ -1387,6 +1488,22 @@ PROBES = [
         "a claimant's clock 1 h behind / 1 h ahead",
         "its live claim taken over (bought twice) / others waited 62 min",
         p36,
+        42,
+        "a jury's Parquet file with one vote list one juror short (or long)",
+        "IndexError from `run_summary`; `safecons report` exit 1 with a traceback",
+        p42,
+    ),
+    (
+        43,
+        "ESC, BEL, CR, newlines, U+202E in juror names and row errors of a shared file",
+        "printed raw: the terminal retitled, lines of output forged",
+        p43,
+    ),
+    (
+        46,
+        "`run_summary` of a jury of three at 10^5 and 10^6 rows",
+        "10.3 s at 10^5; 165 s and 3.4 GB at 10^6",
+        p46,
     ),
 ]
 

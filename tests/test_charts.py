@@ -61,9 +61,11 @@ def every_chart(scored: pl.DataFrame) -> dict[str, object]:
             "n_s1": [189, 72, 70],
         }
     )
+    # A comparison added by hand to the labels alone: the jury's columns, which would no
+    # longer match them, are dropped (a frame of one judge, as an older safecons wrote).
     labelled = scored.with_columns(
         sc_labels=pl.concat_list(pl.col("sc_labels"), pl.lit(["Slightly Inconsistent"]))
-    )
+    ).drop("sc_jurors", "sc_juror_labels", "sc_juror_scores", "sc_swap_labels")
     by_kind = sc.score_table(scored, by="sc_variant_kind")
     family = pl.when(pl.col("sc_variant_kind") == "dpi").then(pl.lit(LONG))
     postures = sc.posture_flips(

@@ -15,7 +15,7 @@ from typing import Any, Final, Protocol, TypeAlias
 import polars as pl
 
 from ._tasks import user_stacklevel
-from ._text import middle_cut, valid_unicode
+from ._text import middle_cut, terminal_text, valid_unicode
 from .config import DEFAULT_PREFIX
 from .errors import NothingScoredError, UnscoredRowsWarning
 
@@ -458,9 +458,9 @@ class Unscored:
                 "their calls: rerun with the same cache to continue)"
             )
         if self.failed:
-            parts.append(
-                f"{self.failed:,} failed (most often: {middle_cut(self.example or '', 240)})"
-            )
+            # A server's words, printed to a terminal by Python's own warning display.
+            example = terminal_text(middle_cut(self.example or "", 240))
+            parts.append(f"{self.failed:,} failed (most often: {example})")
         warnings.warn(
             f"{metric}: {unscored:,} of {self.rows:,} row(s) have no score: "
             f"{'; '.join(parts)}. Each row's reason is in {error!r}; a plain mean of "

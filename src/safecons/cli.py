@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO, TypeAlias
 import polars as pl
 
 from ._outputs import check_output, fresh_name, write_output
-from ._text import display_text, middle_cut
+from ._text import display_text, middle_cut, terminal_text
 from .errors import NoBatchAPIError, SafeconsError, UnscoredRowsWarning
 
 if TYPE_CHECKING:  # the command line imports what a command needs when it runs
@@ -175,7 +175,8 @@ def _print_run(
     for kind, rows, scored, kind_mean in by_kind.iter_rows():
         shown = "n/a" if kind_mean is None else f"{kind_mean:.3f}"
         # "scored of rows", so a budget-stopped run never reads as if every row was scored.
-        print(f"  {kind} variants: {scored} of {rows} rows scored, mean {metric} {shown}")
+        shown_kind = terminal_text(str(kind))  # from the frame: a continued output file's
+        print(f"  {shown_kind} variants: {scored} of {rows} rows scored, mean {metric} {shown}")
     for kind in ("sut", "judge"):
         print(
             f"{kind}: {summary.calls[kind]} calls, {summary.attempts[kind]} attempts, "
@@ -193,7 +194,7 @@ def _print_run(
         # Counted whole, shown with the middle cut: what failed is at the front, why and what
         # to do about it ("is the server running?") at the end.
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
-            print(f"  {count}x {middle_cut(text, _ERROR_LINE)}")
+            print(f"  {count}x {terminal_text(middle_cut(text, _ERROR_LINE))}")
     if summary.n_not_finished:
         again = f"with --cache {cache}" if cache else "with a --cache file"
         if output and not (cache and output.lower().endswith(".parquet")):
@@ -524,7 +525,8 @@ def _client(
     else:
         key = "no key"
     how = "; through the provider's Batch API" if batch else ""
-    print(f"{label or role}: {client.base_url} model {model!r} ({source}; {key}{how})")
+    url = terminal_text(str(client.base_url))
+    print(f"{label or role}: {url} model {model!r} ({source}; {key}{how})")
     return client
 
 
@@ -650,7 +652,7 @@ def _figure(value: object) -> str:
 
 
 def _group_name(value: object, width: int) -> str:
-    name = " ".join(display_text(str(value)).split())
+    name = terminal_text(" ".join(display_text(str(value)).split()))
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
@@ -794,7 +796,7 @@ def _audit(args: argparse.Namespace) -> int:
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
             # Cut in the middle as a run's row errors are (what failed first, why at the
             # end), then folded to the width of the tables.
-            shown = middle_cut(" ".join(str(text).split()), _ERROR_LINE)
+            shown = terminal_text(middle_cut(" ".join(str(text).split()), _ERROR_LINE))
             print(_folded(f"{count}x {shown}", "  "))
     if written is not None:
         print(f"wrote {audit.pairs.height} pairs to {written}")
@@ -1221,7 +1223,7 @@ def _show_warning(  # noqa: PLR0917 (warnings.showwarning's own signature)
     line: str | None = None,
 ) -> None:
     # A command's user reads what happened, not the source line of the library that said it.
-    print(f"safecons: warning: {display_text(str(message))}", file=file or sys.stderr)
+    print(f"safecons: warning: {terminal_text(str(message))}", file=file or sys.stderr)
 
 
 def _stdout_gone() -> int:
@@ -1253,7 +1255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
     except SafeconsError as exc:
         said = exc.for_cli if isinstance(exc, NoBatchAPIError) else str(exc)
-        print(f"safecons: error: {display_text(said)}", file=sys.stderr)
+        print(f"safecons: error: {terminal_text(said)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         # In the CLI's words, without the traceback: what was kept, how to go on.
