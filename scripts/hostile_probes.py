@@ -1227,6 +1227,9 @@ def p36() -> str:
         f"clock 1 h behind, beating: taken over in {taken} of {looks} looks; clock 1 h ahead, "
         f"still: taken over after {waited:.1f} s with a {lease} s lease (the real lease: 120 s, "
         "timed by the reader's own clock)"
+    )
+
+
 def _jury_frame(n: int) -> pl.DataFrame:
     """A run of ``n`` rows judged by a jury of three scripted jurors, every comparison
     swapped: each juror votes from its own script, so the three are told apart."""
@@ -1472,6 +1475,8 @@ PROBES = [
         "one judge given as `http://LOCALHOST:P/v1` and `http://127.0.0.1:P//v1`",
         "two jurors; alpha 1.0 over copied votes",
         p45,
+    ),
+    (
         34,
         "a second batched run on one cache, started 0.3 s after the first",
         "3 batches: the second bought every call again",
@@ -1488,6 +1493,8 @@ PROBES = [
         "a claimant's clock 1 h behind / 1 h ahead",
         "its live claim taken over (bought twice) / others waited 62 min",
         p36,
+    ),
+    (
         42,
         "a jury's Parquet file with one vote list one juror short (or long)",
         "IndexError from `run_summary`; `safecons report` exit 1 with a traceback",
