@@ -19,7 +19,7 @@ import polars as pl
 from ._bootstrap import check_ci, mean_interval
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
 from .errors import InputError, JudgesDifferWarning
-from .judges import LABEL_BANDS
+from .judges import NOMINAL_SCORES
 from .reliability._jury import repeat_noise
 from .summary import conform
 from .templates import template_families
@@ -466,12 +466,6 @@ def compare_runs(
     order = table.columns
     table = table.select(*order[:at], "difference_lo", "difference_hi", *order[at:-2])
     return _with_judge_noise(table, a, b, names)
-
-
-#: A label's score where the judge gave none to go by: the middle of the label's band.
-NOMINAL_SCORES: Final[dict[str, float]] = {
-    label: (lo + hi) / 2 for label, (lo, hi, _) in LABEL_BANDS.items()
-}
 
 
 def _judge_noise(frame: pl.DataFrame, names: dict[str, str]) -> float | None:
