@@ -1518,7 +1518,7 @@ PROBES = [
 def main() -> int:
     print("| # | probe | before | now |")
     print("| ---: | --- | --- | --- |")
-    for number, probe, before, run in PROBES:
+    for number, probe, before, run in sorted(PROBES, key=lambda p: p[0]):
         try:
             now = run()
         except Exception as exc:  # a probe that breaks is a finding, printed as such
