@@ -20,7 +20,7 @@ from ._record import DEFAULT_PREFIX, column_names
 from .errors import InputError
 from .scores import with_groups
 from .summary import conform
-from .templates._families import _family
+from .templates import template_family
 
 __all__ = ("DIRECTIONS", "TEMPLATE_FAMILY", "posture_flips", "wilson_interval")
 
@@ -103,7 +103,7 @@ def _with_family(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
             f"posture_flips: by={TEMPLATE_FAMILY!r} is derived from {missing}, which are missing"
         )
     outer = pl.coalesce(pl.col(needed[1]), pl.col(needed[0])).cast(pl.String)
-    return frame.with_columns(_family(outer).alias(TEMPLATE_FAMILY))
+    return frame.with_columns(template_family(outer).alias(TEMPLATE_FAMILY))
 
 
 def posture_flips(

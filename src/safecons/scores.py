@@ -20,7 +20,7 @@ from ._bootstrap import check_ci, mean_interval
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
 from .errors import InputError, JudgesDifferWarning
 from .judges import NOMINAL_SCORES
-from .reliability._jury import repeat_noise
+from .reliability import repeat_noise
 from .summary import conform
 from .templates import template_families
 

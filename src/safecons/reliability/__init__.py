@@ -23,8 +23,10 @@ from ._common import DisjointLabelsWarning as DisjointLabelsWarning
 from ._common import UndefinedStatisticWarning as UndefinedStatisticWarning
 from ._gap import flip_rate_by_gap as flip_rate_by_gap
 from ._jury import JudgeReliability as JudgeReliability
+from ._jury import RepeatNoise as RepeatNoise
 from ._jury import judge_reliability as judge_reliability
 from ._jury import jury_verdict as jury_verdict
+from ._jury import repeat_noise as repeat_noise
 from ._kappa import cohen_kappa as cohen_kappa
 from ._length import length_bias as length_bias
 from ._multirater import fleiss_kappa as fleiss_kappa
@@ -67,6 +69,7 @@ __all__ = (
     "JudgeReliability",
     "Letter",
     "PPIMean",
+    "RepeatNoise",
     "Rule",
     "UndefinedStatisticWarning",
     "agreement",
@@ -92,6 +95,7 @@ __all__ = (
     "read_fastchat_pairs",
     "read_llmbar",
     "read_pandalm",
+    "repeat_noise",
     "repetition_stability",
     "winner_from_letter",
 )
