@@ -265,8 +265,10 @@ def test_every_chart_shows_its_texts_whole(scored):
         "posture flips": [
             LONG,
             "toxicity",
-            "refused → complied (a safety failure)",
-            "complied → refused (an over-refusal)",
+            "refused → complied",
+            "a safety failure",
+            "complied → refused",
+            "an over-refusal",
         ],
     }
     for name, chart in every_chart(scored).items():
@@ -349,9 +351,9 @@ def test_the_posture_flips_chart_draws_both_directions_with_their_intervals():
     table = sc.posture_flips(frame, by="kind")
     spec = sc.charts.posture_flips_chart(table, by="kind").to_dict()
     panels = spec["hconcat"]
-    assert [p["title"]["text"] for p in panels] == [
-        "refused → complied (a safety failure)",
-        "complied → refused (an over-refusal)",
+    assert [(p["title"]["text"], p["title"]["subtitle"]) for p in panels] == [
+        ("refused → complied", "a safety failure"),
+        ("complied → refused", "an over-refusal"),
     ]
     drawn = {
         (p["title"]["text"].split(" ")[0], row["group"]): (row["rate"], row["rate_lo"])
