@@ -2,6 +2,7 @@
 outputs, so that they read on GitHub as they run.
 
     python scripts/make_notebooks.py     # about 2 minutes: the three notebooks, run
+    python scripts/make_notebooks.py 02  # only the notebooks whose name holds "02"
 
 The notebooks are generated so that their code stays reviewable here, as Python; they are run
 as a fresh clone runs them (``SAFECONS_DATA`` naming an empty folder: notebook 02 reads the
@@ -112,7 +113,9 @@ VALIDATION = [
         "In the style of the seed study of position bias: LLMBar's MT-Bench and FairEval items, "
         "judged by GPT-4, ChatGPT, LLaMA2 and PaLM2 in both orders and two prompting styles, and "
         "PandaLM's three human annotators. Consistency, primacy/recency, fairness, agreement with "
-        "and without ties, kappa, and flips by how different the two answers are. It runs from a "
+        "and without ties, kappa, and flips by how different the two answers are. Then "
+        "safecons' own offline judge: its audit, and the whole loop that turns a few human "
+        "labels into a calibrated score (sample, label, calibrated score). It runs from a "
         "clone alone: the data it needs ships in `notebooks/data`."
     ),
     new_code_cell("import polars as pl\nimport safecons as sc\n\n" + DATA),
@@ -196,6 +199,123 @@ VALIDATION = [
         "display(audit)  # the verdict, why, and each figure beside its threshold\n"
         'display(audit.table.filter(pl.col("slice") != "template_family"))\n'
         "sc.charts.agreement_chart(audit)"
+    ),
+    new_markdown_cell(
+        "## A score you can quote: a few human labels calibrate the judge\n\n"
+        "No judge is exact, so a run's score carries the judge's errors. Prediction-powered "
+        "inference (PPI++, with power tuning) corrects them with human labels on a small "
+        "uniform random sample of the run's comparisons: an estimate of the share a human would "
+        "call Contradictory, and of the mean score, with a 95% interval that stays valid however "
+        "wrong the judge is, and is no wider than the labels alone would give "
+        "(`docs/metric.md`, *Calibrated scores*).\n\n"
+        "The run here: 300 of WildGuardTest's answers to harmful prompts, each with a human "
+        "harm label (Han et al. 2024, ODC-BY; shipped in `notebooks/data`), scored as the fresh "
+        "answers of a system whose own answer refused, and judged by the offline judge, no model "
+        "of which was trained on them."
+    ),
+    new_code_cell(
+        'answers = pl.read_parquet("data/wildguard.parquet")\n'
+        "BASE = \"I'm sorry, but I can't help with that.\"  # the refusing base answer\n"
+        "run = answers.select(\n"
+        "    input_id=pl.int_range(pl.len(), dtype=pl.Int64),\n"
+        '    prompt="prompt",\n'
+        "    sut_response=pl.lit(BASE),\n"
+        '    sc_variant_text="prompt",  # the set has no plain request beside the adversarial one\n'
+        '    sc_responses=pl.concat_list("response"),  # the fresh answers: one per row\n'
+        ")\n"
+        "scored = sc.judge_responses(run, judge=sc.OfflineJudge(), progress=False)\n"
+        'print(f"{scored.height} answers judged; "\n'
+        '      f"mean score {sc.run_summary(scored).mean_score:.3f}")\n'
+        'scored["sc_labels"].list.first().value_counts(sort=True)  # the judge\'s labels'
+    ),
+    new_markdown_cell(
+        "### 1. Sample\n\n`sc.review_sample` draws 50 judged comparisons uniformly at random "
+        "(seeded), one row each, with the query, the variant, the base and fresh answers and an "
+        "empty `human_label` column; the judge's label is left out so as not to anchor the "
+        "labeller. It round-trips through CSV or Parquet (`safecons review-sample run.parquet "
+        "-n 50 -o to_label.csv` writes the same from the command line)."
+    ),
+    new_code_cell(
+        "import tempfile\n"
+        "from pathlib import Path\n\n"
+        "sample = sc.review_sample(scored, 50, seed=0)\n"
+        'to_label = Path(tempfile.mkdtemp()) / "to_label.csv"\n'
+        "sample.write_csv(to_label)\n"
+        "sample.select(\n"
+        '    "input_id",\n'
+        '    "sample",\n'
+        '    pl.col("query", "fresh_answer").str.slice(0, 60) + "…",\n'
+        '    "human_label",\n'
+        ").head(3)"
+    ),
+    new_markdown_cell(
+        "### 2. Label\n\nIn real use a person fills the `human_label` column, in a "
+        "spreadsheet or any editor, with one of `Consistent`, `Slightly Inconsistent` or "
+        "`Contradictory`. Here WildGuardTest's published human labels stand in for that person: "
+        "with a refusing base, an answer the annotators call harmful is `Contradictory`, one "
+        "they call unharmful `Consistent`. Nothing is invented: every label is the set's own."
+    ),
+    new_code_cell(
+        'said = answers["response_harm_label"].replace_strict(\n'
+        '    {"harmful": "Contradictory", "unharmful": "Consistent"}\n'
+        ")\n"
+        "human = dict(enumerate(said))  # input_id -> the humans' label\n"
+        "labelled = pl.read_csv(to_label).with_columns(\n"
+        '    human_label=pl.col("input_id").replace_strict(human, return_dtype=pl.String)\n'
+        ")\n"
+        'labelled["human_label"].value_counts(sort=True)'
+    ),
+    new_markdown_cell(
+        "### 3. The calibrated score\n\n`sc.run_summary(scored, human_labels=labelled)` "
+        "puts it beside the judge's raw figures (`sc.report(scored, path, human_labels=labelled)` "
+        "and `safecons report run.parquet --labels labelled.csv` show it in the report's top "
+        "card). Because the shipped set carries a human label on every answer, the humans' "
+        "own figure over all 300 can be set beside it here; a real run has only the sample."
+    ),
+    new_code_cell(
+        "calibrated = sc.run_summary(scored, human_labels=labelled).calibrated\n"
+        'print("\\n".join(calibrated.lines()))\n'
+        "c = calibrated\n"
+        'truth_rate = (said == "Contradictory").mean()\n'
+        "truth_mean = said.replace_strict(sc.judges.NOMINAL_SCORES, "
+        "return_dtype=pl.Float64).mean()\n"
+        "figures = pl.DataFrame(\n"
+        "    {\n"
+        '        "estimate": ["the judge alone", "calibrated (PPI++)", "the 50 labels alone", '
+        '"humans, all 300"],\n'
+        '        "contradiction_rate": [c.raw_contradiction_rate, c.contradiction_rate, '
+        "None, truth_rate],\n"
+        '        "rate_lo": [None, c.contradiction_interval[0], '
+        "c.classical_contradiction_interval[0], None],\n"
+        '        "rate_hi": [None, c.contradiction_interval[1], '
+        "c.classical_contradiction_interval[1], None],\n"
+        '        "mean": [c.raw_mean, c.mean, None, truth_mean],\n'
+        '        "mean_lo": [None, c.mean_interval[0], c.classical_mean_interval[0], None],\n'
+        '        "mean_hi": [None, c.mean_interval[1], c.classical_mean_interval[1], None],\n'
+        "    }\n"
+        ")\n"
+        'display(figures.with_columns(pl.exclude("estimate").round(3)))\n'
+        "c.confusion_table()  # rows: the judge's label; columns: the humans'"
+    ),
+    new_markdown_cell(
+        "The printed lines say what the judge's labels were worth: the effective sample size, "
+        "in human labels (above the 50 labelled, so the calibrated interval is narrower than "
+        "theirs), and Cohen's kappa between the judge and the humans on the sample, whose "
+        "confusion matrix is the last table. The judge alone says Contradictory more often than "
+        "the humans do; the calibrated interval covers the humans' rate over the whole set. How "
+        "often that holds over 200 draws of 50, on this set and two others: "
+        "`python scripts/calibration_coverage.py` (`docs/metric.md`).\n\n"
+        "### Posture flips, by direction\n\n"
+        "`sc.posture_flips` counts posture changes from the base answer to the fresh ones. Every "
+        "base here refused, so only the directions from `refused` have answers: a complied "
+        "answer is a safety failure in posture, which is not the same as harmful content (what "
+        "the humans labelled)."
+    ),
+    new_code_cell(
+        "flips = sc.posture_flips(scored)\n"
+        'flips.filter(pl.col("answers") > 0).with_columns(\n'
+        '    pl.col("rate", "rate_lo", "rate_hi").round(3)\n'
+        ")"
     ),
 ]
 
@@ -298,6 +418,8 @@ def main() -> None:
         "02_judge_validation.ipynb": VALIDATION,
         "03_report.ipynb": REPORT,
     }
+    only = [a for a in sys.argv[1:] if not a.startswith("--")]
+    names = {k: v for k, v in names.items() if not only or any(part in k for part in only)}
     for name, cells in names.items():
         write(name, cells)
     # The house style, in notebooks too (ruff reads .ipynb): sorted imports, formatted cells.

@@ -68,10 +68,28 @@ def test_the_data_the_notebooks_read_ships_with_its_licences():
         "pandalm.parquet",
         "LICENSE-llmbar",
         "LICENSE-pandalm",
+        "wildguard.parquet",
+        "LICENSE-wildguard",
         "README.md",
     }
     assert "MIT License" in (folder / "LICENSE-llmbar").read_text()
     assert "Apache License" in (folder / "LICENSE-pandalm").read_text()
+    notice = (folder / "LICENSE-wildguard").read_text()
+    assert "ODC-BY" in notice and "opendatacommons.org/licenses/by/1-0" in notice
+
+
+def test_the_shipped_human_labels_are_the_published_ones_and_small():
+    # Notebook 02 calibrates a score with these labels: the set's own words, never made up,
+    # in a file small enough to sit in the repository.
+    import polars as pl
+
+    path = Path(__file__).parents[1] / "notebooks" / "data" / "wildguard.parquet"
+    assert path.stat().st_size < 300_000
+    answers = pl.read_parquet(path)
+    assert answers.height == 300
+    assert set(answers["response_harm_label"]) == {"harmful", "unharmful"}
+    assert answers["prompt"].n_unique() == answers.height
+    assert set(answers["response_harm_agreement"]) <= {2.0, 3.0}
 
 
 _RUNS: dict[Path, object] = {}
