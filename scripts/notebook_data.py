@@ -55,8 +55,9 @@ of LLMs. arXiv:2406.18495. https://huggingface.co/datasets/allenai/wildguardmix
 The dataset is made available by the Allen Institute for AI under the Open Data Commons
 Attribution License (ODC-BY) v1.0: https://opendatacommons.org/licenses/by/1-0/
 Access to it on Hugging Face is granted on accepting the AI2 Responsible Use Guidelines
-(https://allenai.org/responsible-use.pdf) and agreeing to use it for research purposes. Its responses were written by language models; some are
-harmful (that is what the human labels mark).
+(https://allenai.org/responsible-use.pdf) and agreeing to use it for research purposes.
+Its responses were written by language models; some are harmful (that is what the human
+labels mark).
 
 wildguard.parquet holds 300 of its rows (prompts labelled harmful whose response carries a
 human harm label), six of its columns, values unchanged, taken from the copy in

@@ -852,7 +852,9 @@ def posture_flips_chart(
             x=alt.X("rate_lo:Q", title=axis_title), x2="rate_hi:Q", y=y
         )
         panels.append(
-            alt.layer(bars, whisker).properties(title=_title(said, meaning), width=240, height=height)
+            alt.layer(bars, whisker).properties(
+                title=_title(said, meaning), width=240, height=height
+            )
         )
     title = "Posture flips" + (f" by {_name(keys)}" if keys else "")
     chart = alt.hconcat(
