@@ -12,6 +12,7 @@ clock: times are the holder's.
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Final
 
 import anyio
@@ -24,6 +25,7 @@ __all__ = (
     "EndpointPolicy",
     "Pace",
     "Pressure",
+    "SendRate",
     "describe",
     "sensible",
 )
@@ -170,6 +172,96 @@ class Pressure:
         if self._clean >= self.target:
             self._clean = 0
             self.target += 1
+
+
+#: What a cut keeps of the rate the provider admitted just before its 429 (:class:`SendRate`).
+RATE_CUT: Final = 0.95
+#: Over how long the admitted rate is measured when a 429 comes (seconds).
+ADMITTED_SPAN_SECONDS: Final = 2.0
+#: After a cut, the send rate grows by this share of the rate the provider admitted before it,
+#: per second's worth of successes (:class:`SendRate`).
+RATE_STEP: Final = 1 / 256
+#: The fewest successes in the span that measure a rate: fewer say too little of one (then
+#: the in-flight target's cut, :class:`Pressure`, is the 429's only effect).
+MIN_ADMITTED: Final = 4
+#: The lowest send rate a cut leaves (attempts a second): one a minute.
+MIN_SEND_RATE: Final = 1 / 60
+
+
+class SendRate:
+    """How fast attempts to one endpoint may start, by its 429s alone: a provider's headers
+    are hints, its 429s the truth.
+
+    No bound until a 429 comes (the headers' pace, :class:`Pace`, is all). A 429 from an
+    attempt that started after the last cut (one burst of 429s is one signal, as in
+    :class:`Pressure`) sets the rate at :data:`RATE_CUT` of what the provider admitted over
+    the last :data:`ADMITTED_SPAN_SECONDS` (its successes, counted when they are heard), or at
+    most that of the rate already set: the limit the provider really enforces, whatever its
+    headers announce (a per-minute limit enforced in sub-minute slices). Each success then
+    grows the rate back by :data:`RATE_STEP` of the admitted rate per second's worth of
+    successes (additive increase), until the next 429 cuts it again (multiplicative
+    decrease): the run converges on the enforced limit, probing above it slowly. Attempts
+    are spaced ``1 / rate`` apart. A 429 with fewer than :data:`MIN_ADMITTED` successes heard
+    in the span halves the rate already set (none set: too little to measure, and the
+    in-flight target's cut is all). Times are the caller's clock; it reads none itself.
+    """
+
+    __slots__ = ("_admitted", "_began", "_due", "_last_cut", "_step", "cuts", "rate")
+
+    def __init__(self) -> None:
+        #: Attempts a second (None: not bound by 429s yet).
+        self.rate: float | None = None
+        #: How many times a 429 cut the rate.
+        self.cuts = 0
+        self._last_cut = -math.inf
+        self._step = 0.0
+        self._due = -math.inf  # when the next attempt may start
+        self._began = math.inf  # when the first attempt started
+        self._admitted: deque[float] = deque()  # when each recent success was heard
+
+    def wait(self, now: float) -> float:
+        """Seconds before an attempt may start at ``now`` (0: it may)."""
+        return 0.0 if self.rate is None else max(0.0, self._due - now)
+
+    def started(self, now: float) -> None:
+        """An attempt started at ``now``."""
+        self._began = min(self._began, now)
+        if self.rate is not None:
+            self._due = max(self._due, now - 1 / self.rate) + 1 / self.rate
+
+    def succeeded(self, now: float, count: int = 1) -> None:
+        """``count`` attempts succeeded, heard at ``now``."""
+        self._admitted.extend([now] * count)
+        self._trim(now)
+        if self.rate is not None:
+            self.rate += self._step * count / self.rate
+
+    def rate_limited(self, attempt_started: float, now: float) -> None:
+        """An attempt started at ``attempt_started`` was answered 429 at ``now``."""
+        if attempt_started <= self._last_cut:
+            return
+        self._last_cut = now
+        self._trim(now)
+        # A run's first span is shorter: but not read shorter than a second, where a bucket's
+        # first burst would read as its rate.
+        span = max(1.0, min(ADMITTED_SPAN_SECONDS, now - self._began))
+        if len(self._admitted) >= MIN_ADMITTED:
+            admitted = len(self._admitted) / span
+            self._step = RATE_STEP * admitted
+            if self.rate is not None:
+                admitted = min(admitted, self.rate)
+            cut = RATE_CUT * admitted
+        elif self.rate is not None:
+            cut = self.rate / 2
+        else:
+            return
+        self.rate = max(MIN_SEND_RATE, cut)
+        self.cuts += 1
+
+    def _trim(self, now: float) -> None:
+        admitted = self._admitted
+        while admitted and admitted[0] <= now - ADMITTED_SPAN_SECONDS:
+            admitted.popleft()
 
 
 class Pace:
@@ -325,11 +417,12 @@ class Pace:
             started=self.started,
         )
 
-    def rate_limited(self) -> None:
+    def rate_limited(self) -> bool:
         """An attempt was answered 429: a token bucket read from the answers overran the
-        provider (:meth:`_Refill.refute`), and is read so no longer."""
-        self._requests.rate_limited()
-        self._tokens.rate_limited()
+        provider (:meth:`_Refill.refute`), and is read so no longer. Whether a reading was
+        taken back."""
+        requests = self._requests.rate_limited()
+        return self._tokens.rate_limited() or requests
 
     @property
     def held_until(self) -> float:
@@ -622,15 +715,19 @@ class _Budget:
         allowed = self._carried + max(cost, self._allowance) + (now - self._turned) * rate
         return 0.0 if used + cost <= allowed else (used + cost - allowed) / rate
 
-    def rate_limited(self) -> None:
+    def rate_limited(self) -> bool:
         """A 429 came: if a bucket's level paced this count, it ran ahead of the provider
         (:meth:`_Refill.refute`); the newest word (the 429's own, which said what is left and
-        when the bucket is full) is read again as a window's, and every word after it."""
-        if self._refill.refute() and self._said is not None:
+        when the bucket is full) is read again as a window's, and every word after it.
+        Whether a bucket's reading was taken back."""
+        if not self._refill.refute():
+            return False
+        if self._said is not None:
             number, base, remaining, limit, reset, now = self._said
             self._heard, self._base, self._carried = number, base, 0
             self._reset_at, self._window = -math.inf, 0.0
             self._take(remaining, limit, reset, now)
+        return True
 
     def _as_bucket(
         self,
@@ -806,6 +903,7 @@ class EndpointPolicy:
         self.ceiling = ceiling
         self.pace = Pace(ordered=ordered)
         self.pressure = Pressure(ceiling) if adaptive else None
+        self.send_rate = SendRate() if adaptive else None
         self.max_hold = max_hold
         #: Places this endpoint holds now (attempts in flight, or a table's leases).
         self.in_flight = 0
@@ -845,8 +943,11 @@ class EndpointPolicy:
 
     def wait(self, now: float, tokens: int = 0) -> float:
         """Seconds before the provider's word lets an attempt of an estimated ``tokens`` start
-        at ``now`` (0: it may; pressure is :attr:`room`'s)."""
-        return self.pace.wait(now, tokens)
+        at ``now``, and the send rate its 429s allow (0: it may; pressure is :attr:`room`'s)."""
+        paced = self.pace.wait(now, tokens)
+        if self.send_rate is None:
+            return paced
+        return max(paced, self.send_rate.wait(now))
 
     def may_start(self, now: float, tokens: int = 0) -> bool:
         """Whether an attempt of an estimated ``tokens`` may start at ``now``: every rule of
@@ -871,24 +972,36 @@ class EndpointPolicy:
             self._freed.set()
             self._freed = None
 
-    def start(self, tokens: int = 0) -> int:
-        """Count an attempt of an estimated ``tokens`` started with the provider; its number,
-        for :meth:`heard`."""
+    def start(self, tokens: int = 0, *, now: float) -> int:
+        """Count an attempt of an estimated ``tokens`` started with the provider at ``now``;
+        its number, for :meth:`heard`."""
+        if self.send_rate is not None:
+            self.send_rate.started(now)
         return self.pace.start(tokens)
 
-    def heard(self, number: int, limits: RateLimits | None, now: float) -> None:
+    def heard(
+        self, number: int, limits: RateLimits | None, now: float, *, ok: bool = False
+    ) -> None:
         """What attempt ``number``'s answer said of the provider's limits (None: nothing, or
-        no answer), at ``now``."""
+        no answer), at ``now``, and whether the provider admitted it (``ok``: the send rate
+        measures what it admits when each answer comes, not when a holder says so later)."""
         self.pace.heard(number, limits, now)
+        if ok and self.send_rate is not None:
+            self.send_rate.succeeded(now)
 
     def rate_limited(self, started: float, now: float, retry_after: float | None) -> None:
         """An attempt started at ``started`` was answered 429 at ``now``: its ``Retry-After``
         (if any) holds the endpoint, at most ``max_hold`` seconds, and the target is cut."""
         if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
             self.pace.hold(min(retry_after, self.max_hold), now)
-        self.pace.rate_limited()
+        # A 429 that takes back a token bucket's reading of the headers has been answered
+        # by it (the pace reads them as a window's, which is never too fast): the send rate
+        # is cut by a 429 that the corrected reading meets.
+        corrected = self.pace.rate_limited()
         if self.pressure is not None:
             self.pressure.rate_limited(started, now)
+        if self.send_rate is not None and not corrected:
+            self.send_rate.rate_limited(started, now)
 
     def succeeded(self, count: int = 1) -> None:
         """``count`` attempts succeeded: the target grows back by one per clean window."""
@@ -914,7 +1027,7 @@ class EndpointPolicy:
         """Attempt ``number`` (from :meth:`start`, its place from :meth:`take_place`), started
         at ``started``, ended at ``now``: what its answer said (``limits``), whether it was
         rate limited (with ``retry_after``) or succeeded. Its place is given back."""
-        self.heard(number, limits, now)
+        self.heard(number, limits, now, ok=ok)
         if limited:
             self.rate_limited(started, now, retry_after)
         elif ok:
