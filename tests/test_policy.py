@@ -14,9 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from safecons.clients import RateLimits
 from safecons.run._house import Slot
 from safecons.run._permits import LocalPermits
-from safecons.run._policy import BUCKET_SMALLEST_GAP, EndpointPolicy, _Refill
+from safecons.run._policy import (
+    BUCKET_SMALLEST_GAP,
+    MIN_SEND_RATE,
+    RATE_CUT,
+    RATE_STEP,
+    EndpointPolicy,
+    SendRate,
+    _Refill,
+)
 from test_leases import TTL, BucketProvider, WindowedProvider, permits_of, table_of
 from virtual_time import VIRTUAL_TIME
 
@@ -256,6 +265,137 @@ async def test_a_shared_bucket_is_not_overrun(workers):
     assert provider.answered + provider.limited == requests
     assert provider.limited <= requests // 100, provider.limited
     assert (requests - 100) / 50 / took >= 0.95, took
+
+
+class QuantizedProvider(BucketProvider):
+    """A provider that announces a per-minute limit (``limit_requests`` a minute's worth,
+    60 times the bucket) and enforces it in sub-minute slices: a bucket of ``limit`` refilled
+    at ``limit`` a second, its reset honest about that bucket, its remaining the level the
+    request found, the request itself not taken out (an off-by-one some gateways make)."""
+
+    def answer(self, slot: Slot, now: float) -> None:
+        super().answer(slot, now)
+        said = slot.rate_limits
+        assert said is not None and said.remaining_requests is not None
+        slot.rate_limits = dataclasses.replace(
+            said,
+            limit_requests=60 * self.limit,
+            remaining_requests=said.remaining_requests + slot.ok,
+        )
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+async def test_429s_slow_a_run_whose_headers_overstate_the_limit(workers):
+    # The headers say one request more than the bucket holds each time it drains; read
+    # alone, 27 of 300 requests were answered 429 (24 with three workers). The 429s are the
+    # truth: the first ones cut the endpoint's send rate to what the provider admitted, and
+    # it converges there (at most 1% answered 429, at least 0.95 of the pace).
+    provider = QuantizedProvider(10)
+    requests = 300
+    took = await (
+        _local_run(provider, requests)
+        if workers == 1
+        else _workers_run(provider, requests, workers)
+    )
+    assert provider.answered + provider.limited == requests
+    assert provider.limited <= requests // 100, provider.limited
+    assert (requests - 10) / 10 / took >= 0.95, took
+
+
+def _measured(rate: SendRate, successes: int, *, began: float = 0.0, at: float = 2.0) -> None:
+    """``successes`` heard evenly over the two seconds before ``at`` (the run began at
+    ``began``)."""
+    rate.started(began)
+    for k in range(successes):
+        rate.succeeded(at - 2.0 + 2.0 * (k + 1) / successes)
+
+
+def test_no_send_rate_until_a_429():
+    rate = SendRate()
+    _measured(rate, 40)
+    assert rate.rate is None and rate.wait(2.0) == 0.0 and rate.cuts == 0
+
+
+def test_a_429_cuts_the_send_rate_to_what_the_provider_admitted():
+    rate = SendRate()
+    _measured(rate, 40)  # 20 a second admitted
+    rate.rate_limited(attempt_started=1.9, now=2.0)
+    assert rate.rate == pytest.approx(RATE_CUT * 20) and rate.cuts == 1
+    # One burst is one signal: a 429 to an attempt started before the cut cuts nothing.
+    rate.rate_limited(attempt_started=1.95, now=2.01)
+    assert rate.cuts == 1
+    # Attempts are spaced 1 / rate apart (after a pause, two may go at once).
+    rate.started(2.5)
+    assert rate.wait(2.5) == 0.0
+    rate.started(2.5)
+    assert rate.wait(2.5) == pytest.approx(1 / rate.rate)
+    assert rate.wait(2.5 + 1 / rate.rate) == 0.0
+
+
+def test_the_send_rate_grows_back_by_a_step_per_second_of_successes():
+    rate = SendRate()
+    _measured(rate, 40)
+    rate.rate_limited(attempt_started=1.9, now=2.0)
+    cut = rate.rate
+    assert cut is not None
+    for k in range(19):  # a second's worth at the rate: the rate grows by one step
+        rate.succeeded(2.0 + k / 19)
+    assert rate.rate == pytest.approx(cut + RATE_STEP * 20, rel=0.01)
+
+
+def test_a_later_429_cuts_again_from_the_lower_of_the_rate_and_what_was_admitted():
+    rate = SendRate()
+    _measured(rate, 40)
+    rate.rate_limited(attempt_started=1.9, now=2.0)  # 19 a second
+    _measured(rate, 60, at=4.0)  # 30 a second admitted (a burst the bucket had stored)
+    grown = rate.rate
+    assert grown is not None and 19 < grown < 30
+    rate.rate_limited(attempt_started=3.9, now=4.0)
+    assert rate.cuts == 2 and rate.rate == pytest.approx(RATE_CUT * grown)
+
+
+def test_too_few_successes_measure_no_rate_and_a_set_rate_halves():
+    rate = SendRate()
+    _measured(rate, 3)
+    rate.rate_limited(attempt_started=1.9, now=2.0)
+    assert rate.rate is None  # too little to measure: the in-flight target's cut is all
+    _measured(rate, 40, at=4.0)
+    rate.rate_limited(attempt_started=3.9, now=4.0)
+    set_to = rate.rate
+    assert set_to is not None
+    rate.rate_limited(attempt_started=9.9, now=10.0)  # nothing admitted in the last 2 s
+    assert rate.rate == pytest.approx(set_to / 2)
+
+
+def test_the_send_rate_never_falls_below_its_floor():
+    rate = SendRate()
+    _measured(rate, 40)
+    for k in range(40):
+        rate.rate_limited(attempt_started=10.0 * k + 2.5, now=10.0 * k + 3.0)
+    assert rate.rate == MIN_SEND_RATE
+
+
+def test_a_429_that_takes_back_a_bucket_s_reading_does_not_cut_the_send_rate():
+    policy = EndpointPolicy(8)
+    for k, (gap, reset) in enumerate([(80, 0.8), (10, 0.1), (20, 0.2), (40, 0.4)]):
+        number = policy.start(now=0.01 * k)
+        said = RateLimits(limit_requests=100, remaining_requests=100 - gap, reset_requests=reset)
+        policy.heard(number, said, 0.01 * k + 0.005, ok=True)
+    assert policy.send_rate is not None and policy.pace._requests._refill.paced
+    for k in range(8):
+        policy.heard(policy.start(now=1.0 + 0.1 * k), None, 1.0 + 0.1 * k, ok=True)
+    policy.rate_limited(started=1.9, now=2.0, retry_after=None)  # the bucket's reading goes
+    assert policy.send_rate.rate is None
+    policy.rate_limited(started=2.1, now=2.2, retry_after=None)  # the window's reading met one
+    assert policy.send_rate.rate is not None
+
+
+def test_a_policy_not_adaptive_has_no_send_rate():
+    policy = EndpointPolicy(8, adaptive=False)
+    for k in range(20):
+        policy.heard(policy.start(now=0.1 * k), None, 0.1 * k, ok=True)
+    policy.rate_limited(started=1.9, now=2.0, retry_after=None)
+    assert policy.send_rate is None and policy.wait(2.0) == 0.0
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

@@ -201,9 +201,10 @@ class SendRate:
     grows the rate back by :data:`RATE_STEP` of the admitted rate per second's worth of
     successes (additive increase), until the next 429 cuts it again (multiplicative
     decrease): the run converges on the enforced limit, probing above it slowly. Attempts
-    are spaced ``1 / rate`` apart. A 429 with fewer than :data:`MIN_ADMITTED` successes heard
-    in the span halves the rate already set (none set: too little to measure, and the
-    in-flight target's cut is all). Times are the caller's clock; it reads none itself.
+    are spaced ``1 / rate`` apart (after a pause, two may go at once). A 429 with fewer than
+    :data:`MIN_ADMITTED` successes heard in the span halves the rate already set (none set:
+    too little to measure, and the in-flight target's cut is all). Times are the caller's
+    clock; it reads none itself.
     """
 
     __slots__ = ("_admitted", "_began", "_due", "_last_cut", "_step", "cuts", "rate")
