@@ -751,6 +751,35 @@ def p33() -> str:
     )
 
 
+def p47() -> str:
+    from safecons.testing import FakeOpenAIServer, RateLimit
+
+    # A minute's limit announced, enforced as a bucket of 30 refilled at 30 a second, its
+    # remaining counting the request itself: believed, one request too many each time it drains.
+    limit = RateLimit(1800, window=1.0, bucket=True, announced_requests=1800, remaining_before=True)
+    rows = 120
+    with FakeOpenAIServer(rate_limit=limit, responder=lambda body: REFUSE) as srv:
+        started = time.perf_counter()
+        out = frame(rows).pipe(
+            sc.safety_consistency,
+            sut=sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=""),
+            judge=StandInJudge(),
+            responses_per_query=3,
+            concurrency_limit=64,
+            progress=False,
+            cache=False,
+        )
+        took = time.perf_counter() - started
+        stats = srv.stats
+    scored = out["sc_error"].null_count()
+    ideal = (2 * rows - 30) / 30
+    return (
+        f"{scored} of {rows} rows scored; {stats.rate_limited} of {stats.requests} requests "
+        f"answered 429 ({100 * stats.rate_limited / stats.requests:.1f}%), "
+        f"{ideal / took:.2f} of the bucket's pace (wall time, load-sensitive)"
+    )
+
+
 PROBES = [
     (1, "200 body / message content echoing the key", "key in `sc_error`", p1),
     (2, "key given in `headers=` echoed by 500/400/401", "key in row and exception", p2),
@@ -848,6 +877,12 @@ PROBES = [
         "`posture_proba` of a 10 MB cell; an answer of 8,001 spaces",
         "9.7 s and 2.2 GB; read as answering what the base refused",
         p33,
+    ),
+    (
+        47,
+        "a provider announcing 600 RPM, enforcing 10 a second; remaining counts itself",
+        "22% of requests answered 429 (red team); 5 of 245 on this probe's provider",
+        p47,
     ),
 ]
 
