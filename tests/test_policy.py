@@ -347,7 +347,7 @@ def test_a_later_429_cuts_again_from_the_lower_of_the_rate_and_what_was_admitted
     rate = SendRate()
     _measured(rate, 40)
     rate.rate_limited(attempt_started=1.9, now=2.0)  # 19 a second
-    _measured(rate, 60, at=4.0)  # 30 a second admitted (a burst the bucket had stored)
+    _measured(rate, 60, at=4.0)  # 25 a second admitted over 4 s (a burst the bucket stored)
     grown = rate.rate
     assert grown is not None and 19 < grown < 30
     rate.rate_limited(attempt_started=3.9, now=4.0)
@@ -363,7 +363,7 @@ def test_too_few_successes_measure_no_rate_and_a_set_rate_halves():
     rate.rate_limited(attempt_started=3.9, now=4.0)
     set_to = rate.rate
     assert set_to is not None
-    rate.rate_limited(attempt_started=9.9, now=10.0)  # nothing admitted in the last 2 s
+    rate.rate_limited(attempt_started=9.9, now=10.0)  # nothing admitted in the last 5 s
     assert rate.rate == pytest.approx(set_to / 2)
 
 
@@ -377,7 +377,7 @@ def test_the_send_rate_never_falls_below_its_floor():
 
 def test_a_429_that_takes_back_a_bucket_s_reading_does_not_cut_the_send_rate():
     policy = EndpointPolicy(8)
-    for k, (gap, reset) in enumerate([(80, 0.8), (10, 0.1), (20, 0.2), (40, 0.4)]):
+    for k, (gap, reset) in enumerate([(10, 0.1), (20, 0.2), (40, 0.4), (80, 0.8)]):
         number = policy.start(now=0.01 * k)
         said = RateLimits(limit_requests=100, remaining_requests=100 - gap, reset_requests=reset)
         policy.heard(number, said, 0.01 * k + 0.005, ok=True)
@@ -388,6 +388,27 @@ def test_a_429_that_takes_back_a_bucket_s_reading_does_not_cut_the_send_rate():
     assert policy.send_rate.rate is None
     policy.rate_limited(started=2.1, now=2.2, retry_after=None)  # the window's reading met one
     assert policy.send_rate.rate is not None
+
+
+def test_a_minute_s_limit_announced_over_a_slice_reads_as_the_slice_s_bucket():
+    # 600 a minute said, a bucket of 10 refilled at 10 a second enforced: its words fit one
+    # rate once the bucket is read as the most said remaining (9, after the first request).
+    policy = EndpointPolicy(8)
+    budget = policy.pace._requests
+    for k, held in enumerate([9.0, 1.0, 6.0, 5.0, 4.0]):
+        number = policy.start(now=0.01 * k)
+        said = RateLimits(
+            limit_requests=600, remaining_requests=int(held), reset_requests=(10 - held) / 10
+        )
+        policy.heard(number, said, 0.01 * k + 0.005)
+    assert budget._refill.rate == pytest.approx(8 / 0.9)  # the lowest the widest gap allows
+    # A window's limit near what it says remains is the window's own: no slice is read.
+    window = EndpointPolicy(8)
+    for k, left in enumerate([99, 90, 80, 60]):
+        number = window.start(now=0.1 * k)
+        said = RateLimits(limit_requests=100, remaining_requests=left, reset_requests=1.0 - 0.1 * k)
+        window.heard(number, said, 0.1 * k + 0.005)
+    assert window.pace._requests._refill.rate is None
 
 
 def test_a_policy_not_adaptive_has_no_send_rate():

@@ -177,7 +177,7 @@ class Pressure:
 #: What a cut keeps of the rate the provider admitted just before its 429 (:class:`SendRate`).
 RATE_CUT: Final = 0.95
 #: Over how long the admitted rate is measured when a 429 comes (seconds).
-ADMITTED_SPAN_SECONDS: Final = 2.0
+ADMITTED_SPAN_SECONDS: Final = 5.0
 #: After a cut, the send rate grows by this share of the rate the provider admitted before it,
 #: per second's worth of successes (:class:`SendRate`).
 RATE_STEP: Final = 1 / 256
@@ -442,6 +442,12 @@ class Pace:
 BUCKET_EVIDENCE: Final = 3
 
 
+#: A limit said more than this many times the most any word said remains is read as a
+#: minute's limit announced over a sub-minute slice, the slice being the bucket
+#: (:meth:`_Budget._as_bucket`).
+SLICE_EVIDENCE: Final = 4
+
+
 #: The smallest gap (``limit - remaining``) a word's agreement with a bucket counts at: the
 #: count is a whole number, so a gap of 1 to 3 fits almost any rate.
 BUCKET_SMALLEST_GAP: Final = 4
@@ -638,6 +644,7 @@ class _Budget:
         "_carried",
         "_heard",
         "_limit",
+        "_most",
         "_refill",
         "_reset_at",
         "_said",
@@ -652,6 +659,7 @@ class _Budget:
         self._base = 0
         self._carried = 0  # what the window took over, in flight when it turned
         self._limit: int | None = None
+        self._most = 0  # the most any word said remains
         self._reset_at = -math.inf
         self._window = 0.0
         # When the window turned with no newer word (None: the window is a word's own).
@@ -744,14 +752,21 @@ class _Budget:
     ) -> bool:
         """Hear a word as a token bucket's (:class:`_Refill`), if the words read as one:
         whether it was (``started``: the attempts the word knows of)."""
-        if limit is not None and reset is not None:
-            self._refill.learn(remaining, limit, reset)  # in any order: each word is a snapshot
-        if self._refill.rate is None or limit is None:
+        self._most = max(self._most, remaining)
+        held = limit
+        if limit is not None and limit > SLICE_EVIDENCE * (self._most + 1):
+            # A limit many times more than any word said remains is a minute's, announced
+            # over the slice the provider enforces (OpenAI: a per-minute limit may be
+            # enforced in sub-minute slices): the bucket is the slice, as full as said yet.
+            held = self._most + 1
+        if held is not None and reset is not None:
+            self._refill.learn(remaining, held, reset)  # in any order: each word is a snapshot
+        if self._refill.rate is None or limit is None or held is None:
             return False
         self.remaining, self._limit = remaining, limit
         self._said = (number, base, remaining, limit, _reset_of(reset), now)
         self._refill.heard(
-            number, remaining=remaining, limit=limit, now=now, base=base, total=total,
+            number, remaining=remaining, limit=held, now=now, base=base, total=total,
             started=started,
         )  # fmt: skip
         return True
