@@ -17,9 +17,10 @@ second (600 a minute) and answers 429 with ``Retry-After`` past it:
 
 Each run is ``safety_consistency`` of 150 rows (75 for ``shared``), ``responses_per_query=3``
 (two SUT calls a row), concurrency 64, the judge local, the default retries. Printed: the run's
-requests, the share answered 429, and the pace: the ideal time of the calls at the rate the
-provider grants the run (10 a second, 5 for ``shared``; its first bucket or window whole at
-once) over the span from the run's first admitted call to its last.
+requests, the share answered 429, the other job's requests admitted meanwhile (``other``),
+and the pace: the ideal time of the calls at the provider's 10 a second (its first bucket or
+window whole at once; for ``shared``, the other job's admitted requests counted in) over the
+span from the run's first admitted call to its last.
 """
 
 from __future__ import annotations
@@ -39,18 +40,15 @@ from harness import columns
 REFUSAL = "I'm sorry, but I can't help with that."
 #: What another client's requests say, so the run's own can be told apart.
 OTHER = "another job"
-#: The providers: (name, RateLimit options, rows, what the run is granted a second).
-PROVIDERS: list[tuple[str, dict[str, Any], int, float]] = [
-    ("window", {}, 150, 10.0),
-    ("bucket", {"bucket": True}, 150, 10.0),
-    ("shared", {"bucket": True}, 75, 5.0),
-    ("quantized", {"bucket": True, "announced_requests": 600}, 150, 10.0),
-    (
-        "quantized-1",
-        {"bucket": True, "announced_requests": 600, "remaining_before": True},
-        150,
-        10.0,
-    ),
+#: What every provider admits a second.
+RATE = 10.0
+#: The providers: (name, RateLimit options, rows).
+PROVIDERS: list[tuple[str, dict[str, Any], int]] = [
+    ("window", {}, 150),
+    ("bucket", {"bucket": True}, 150),
+    ("shared", {"bucket": True}, 75),
+    ("quantized", {"bucket": True, "announced_requests": 600}, 150),
+    ("quantized-1", {"bucket": True, "announced_requests": 600, "remaining_before": True}, 150),
 ]
 
 
@@ -64,17 +62,17 @@ def _other_client(base_url: str, stop: threading.Event) -> None:
             http.post("/chat/completions", json=body)
 
 
-def run(name: str, options: dict[str, Any], rows: int, granted: float, path: str) -> str:
+def run(name: str, options: dict[str, Any], rows: int, path: str) -> str:
     import polars as pl
 
     import safecons as sc
     from safecons.testing import FakeOpenAIServer, RateLimit, StandInJudge
 
     admitted: list[float] = []
+    others: list[float] = []  # when the other job's requests were admitted
 
     def answer(body: Any) -> str:
-        if OTHER not in str(body.get("messages")):
-            admitted.append(time.perf_counter())
+        (others if OTHER in str(body.get("messages")) else admitted).append(time.perf_counter())
         return REFUSAL
 
     limit = RateLimit(600, window=1.0, **options)
@@ -117,12 +115,16 @@ def run(name: str, options: dict[str, Any], rows: int, granted: float, path: str
     calls = 2 * rows
     if scored != rows or len(admitted) != calls:
         raise SystemExit(f"{name}: {scored} of {rows} rows scored, {len(admitted)} calls")
-    # The first bucket (or window) of 10 is whole at once: the rest at the granted rate.
-    ideal = (calls - 10) / granted
+    # The first bucket (or window) of 10 is whole at once: the rest at the provider's rate,
+    # less what the other job was admitted meanwhile (its draws are uneven: the run's own
+    # 429s do not stop it, and its own 429s draw nothing).
     span = max(admitted) - min(admitted)
+    drawn = sum(1 for t in others if min(admitted) <= t <= max(admitted))
+    ideal = (calls - 10 + drawn) / RATE
     return (
         f"{path:>7} {name:>12} {calls:6,} {len(mine):9,} {limited:5,} "
-        f"{100 * limited / len(mine):6.1f} {span:7.2f} {ideal:8.2f} {ideal / span:6.2f}"
+        f"{100 * limited / len(mine):6.1f} {drawn:6,} {span:7.2f} {ideal:8.2f} "
+        f"{ideal / span:6.2f}"
     )
 
 
@@ -150,13 +152,13 @@ def main() -> int:
     )
     print(
         f"{'path':>7} {'provider':>12} {'calls':>6} {'requests':>9} {'429s':>5} {'429 %':>6} "
-        f"{'span s':>7} {'ideal s':>8} {'pace':>6}"
+        f"{'other':>6} {'span s':>7} {'ideal s':>8} {'pace':>6}"
     )
     for path in paths:
-        for name, options, rows, granted in PROVIDERS:
+        for name, options, rows in PROVIDERS:
             if args.only and name not in args.only:
                 continue
-            print(run(name, options, rows, granted, path), flush=True)
+            print(run(name, options, rows, path), flush=True)
     return 0
 
 

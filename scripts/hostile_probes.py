@@ -880,7 +880,7 @@ PROBES = [
     ),
     (
         47,
-        "a provider announcing 600 RPM, enforcing 10 a second; remaining counts itself",
+        "a minute's limit announced, a bucket of 30 a second enforced; remaining counts itself",
         "22% of requests answered 429 (red team); 5 of 245 on this probe's provider",
         p47,
     ),
