@@ -1,6 +1,6 @@
 """Pacing against providers whose headers do and do not tell the whole truth.
 
-    python benchmarks/bench_pacing.py              # one process, the five providers (~3 min)
+    python benchmarks/bench_pacing.py              # one process, the five providers (~4 min)
     python benchmarks/bench_pacing.py --ray        # and two Ray actors sharing one limiter
 
 Each provider is a ``FakeOpenAIServer`` on loopback (20 ms a call) that admits 10 requests a
@@ -15,7 +15,7 @@ second (600 a minute) and answers 429 with ``Retry-After`` past it:
 - ``quantized-1``: the same, its remaining the level the request found (it counts itself):
   a client that believes it sends one request too many each time the bucket drains.
 
-Each run is ``safety_consistency`` of 150 rows (75 for ``shared``), ``responses_per_query=3``
+Each run is ``safety_consistency`` of 150 rows, ``responses_per_query=3``
 (two SUT calls a row), concurrency 64, the judge local, the default retries. Printed: the run's
 requests, the share answered 429, the other job's requests admitted meanwhile (``other``),
 and the pace: the ideal time of the calls at the provider's 10 a second (its first bucket or
@@ -46,7 +46,7 @@ RATE = 10.0
 PROVIDERS: list[tuple[str, dict[str, Any], int]] = [
     ("window", {}, 150),
     ("bucket", {"bucket": True}, 150),
-    ("shared", {"bucket": True}, 75),
+    ("shared", {"bucket": True}, 150),
     ("quantized", {"bucket": True, "announced_requests": 600}, 150),
     ("quantized-1", {"bucket": True, "announced_requests": 600, "remaining_before": True}, 150),
 ]
