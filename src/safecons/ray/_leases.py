@@ -92,7 +92,10 @@ class LeaseTable:
 
     - **Pressure.** A 429 halves the endpoint's in-flight target and clean releases grow it
       back; the leases granted for an endpoint stay within its target (and all of them within
-      ``cap``), so one endpoint's 429s do not cut another's.
+      ``cap``), so one endpoint's 429s do not cut another's. The endpoint's send rate
+      (:class:`~safecons.run._policy.SendRate`) is the table's too: any holder's 429
+      cuts it, and the successes it measures are the holders' answers as :meth:`heard`
+      hears them, so every holder's attempts to a paced endpoint are spaced by one rate.
     - **Cool-down.** A 429 with ``Retry-After: s`` holds every new grant for its endpoint for
       ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
     - **Pace.** What the provider says of its limits (the rate-limit headers' remaining

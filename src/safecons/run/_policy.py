@@ -2,8 +2,10 @@
 says of the endpoint (:class:`EndpointPolicy`).
 
 The policy is made of the provider's word (:class:`Pace`: its rate-limit headers, a 429's
-``Retry-After``, one attempt alone before the first answer) and adaptive pressure
-(:class:`Pressure`: an in-flight target, halved on a 429). Where attempts run, one policy per
+``Retry-After``, one attempt alone before the first answer: hints) and adaptive pressure
+(:class:`Pressure`: an in-flight target, halved on a 429; :class:`SendRate`: a send rate that
+429s alone bound, since a provider's headers may not tell the whole truth). Where attempts
+run, one policy per
 endpoint is kept and asked: in one process by :class:`~safecons.run._permits.LocalPermits`,
 across the workers of a Ray job by :class:`safecons.ray._leases.LeaseTable`. Neither reads a
 clock: times are the holder's.
@@ -890,7 +892,10 @@ class EndpointPolicy:
        by one, up to ``ceiling`` (the run's concurrency). The target is the endpoint's own: a
        judge's 429s do not slow the SUT's calls, nor the SUT's the judge's (one target for the
        whole run, as before, made a 429 on one endpoint cut the concurrency of all).
-       :attr:`room` says whether there is a place, :meth:`place_freed` when one frees.
+       :attr:`room` says whether there is a place, :meth:`place_freed` when one frees. And a
+       send rate (:attr:`send_rate`, a :class:`SendRate`): a 429 the headers' pace did not
+       foresee cuts it to just under what the provider admitted, successes grow it back;
+       :meth:`wait` says the longer of its wait and the pace's.
     3. **The run's bound** is not the policy's: one :class:`anyio.CapacityLimiter` per run
        (or a lease table's cap across processes) bounds the attempts to every endpoint
        together, and the holder asks it after the policy, so an endpoint the policy holds
