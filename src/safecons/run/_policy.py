@@ -186,8 +186,17 @@ RATE_STEP: Final = 1 / 256
 #: The fewest successes in the span that measure a rate: fewer say too little of one (then
 #: the in-flight target's cut, :class:`Pressure`, is the 429's only effect).
 MIN_ADMITTED: Final = 4
+#: The shortest time over which the admitted rate is measured (seconds).
+MIN_MEASURED_SECONDS: Final = 1.0
 #: The lowest send rate a cut leaves (attempts a second): one a minute.
 MIN_SEND_RATE: Final = 1 / 60
+#: How many attempts must start after a cut before a 429 may cut again (:class:`SendRate`):
+#: fewer say nothing of whether the cut helped.
+CUT_EVIDENCE: Final = 20
+#: The share of 429s since a cut at or above which the cut is read as futile (with at least
+#: two of them, and at least half the share before the cut): the provider refuses whatever
+#: the pace, so a send rate only slows the run (:class:`SendRate`).
+FUTILE_SHARE: Final = 0.05
 
 
 class SendRate:
@@ -196,31 +205,69 @@ class SendRate:
 
     No bound until a 429 comes (the headers' pace, :class:`Pace`, is all). A 429 from an
     attempt that started after the last cut (one burst of 429s is one signal, as in
-    :class:`Pressure`) sets the rate at :data:`RATE_CUT` of what the provider admitted over
-    the last :data:`ADMITTED_SPAN_SECONDS` (its successes, counted when they are heard), or at
-    most that of the rate already set: the limit the provider really enforces, whatever its
-    headers announce (a per-minute limit enforced in sub-minute slices). Each success then
-    grows the rate back by :data:`RATE_STEP` of the admitted rate per second's worth of
-    successes (additive increase), until the next 429 cuts it again (multiplicative
-    decrease): the run converges on the enforced limit, probing above it slowly. Attempts
-    are spaced ``1 / rate`` apart (after a pause, two may go at once). A 429 with fewer than
-    :data:`MIN_ADMITTED` successes heard in the span halves the rate already set (none set:
-    too little to measure, and the in-flight target's cut is all). Times are the caller's
-    clock; it reads none itself.
+    :class:`Pressure`) sets the rate at :data:`RATE_CUT` of what the provider admitted since
+    its first 429, over the last :data:`ADMITTED_SPAN_SECONDS` at most (its successes,
+    counted when they are heard), or at most that of the rate already set: the limit the
+    provider really enforces, whatever its headers announce (a per-minute limit enforced in
+    sub-minute slices). Each success then grows the rate back by :data:`RATE_STEP` of the
+    admitted rate per second's worth of successes (additive increase), until the next 429
+    cuts it again (multiplicative decrease): the run converges on the enforced limit, probing
+    above it slowly. Attempts are spaced ``1 / rate`` apart (after a pause, two may go at
+    once). Times are the caller's clock; it reads none itself.
+
+    What is measured and when a 429 cuts are chosen so that a 429 no pace avoids does not
+    slow the run for nothing:
+
+    - **From the first 429, over a second at least.** Before its first 429 a provider
+      admitted what a bucket had stored, or what the in-flight target let through: no rate
+      (read over a short start, either misleads by several times). A 429 with less than
+      :data:`MIN_MEASURED_SECONDS` since the first, or fewer than :data:`MIN_ADMITTED`
+      successes since, sets no rate (the in-flight target's cut is all) and halves one set.
+    - **Evidence.** Once a rate is set, a 429 cuts again only after :data:`CUT_EVIDENCE`
+      attempts started since the last cut.
+    - **A futile cut is undone.** If, by then, at least two of those attempts were answered
+      429 and their share is at least :data:`FUTILE_SHARE` and half the span's share at the
+      cut, the cut did not help (a provider refusing some requests at random, whatever the
+      pace): the rate is dropped (:attr:`dropped` counts it) and that share is remembered as
+      the provider's own; with no rate set, a 429 sets one again only when the span's share
+      of 429s is at least twice it (a limit on top of the random refusals).
     """
 
-    __slots__ = ("_admitted", "_began", "_due", "_last_cut", "_step", "cuts", "rate")
+    __slots__ = (
+        "_admitted",
+        "_attempts",
+        "_baseline",
+        "_cut_share",
+        "_due",
+        "_first_limited",
+        "_last_cut",
+        "_limited",
+        "_since_attempts",
+        "_since_limited",
+        "_step",
+        "cuts",
+        "dropped",
+        "rate",
+    )
 
     def __init__(self) -> None:
         #: Attempts a second (None: not bound by 429s yet).
         self.rate: float | None = None
         #: How many times a 429 cut the rate.
         self.cuts = 0
+        #: How many times a cut was read as futile and the rate dropped.
+        self.dropped = 0
         self._last_cut = -math.inf
         self._step = 0.0
         self._due = -math.inf  # when the next attempt may start
-        self._began = math.inf  # when the first attempt started
         self._admitted: deque[float] = deque()  # when each recent success was heard
+        self._attempts: deque[float] = deque()  # when each recent attempt started
+        self._limited: deque[float] = deque()  # when each recent 429 was heard
+        self._since_attempts = 0  # attempts started since the last cut
+        self._since_limited = 0  # of them, answered 429
+        self._cut_share = 0.0  # the span's share of 429s at the last cut
+        self._baseline = 0.0  # the share of 429s the provider gives whatever the pace
+        self._first_limited = math.inf  # when the first 429 was heard
 
     def wait(self, now: float) -> float:
         """Seconds before an attempt may start at ``now`` (0: it may)."""
@@ -228,7 +275,8 @@ class SendRate:
 
     def started(self, now: float) -> None:
         """An attempt started at ``now``."""
-        self._began = min(self._began, now)
+        self._attempts.append(now)
+        self._since_attempts += 1
         if self.rate is not None:
             self._due = max(self._due, now - 1 / self.rate) + 1 / self.rate
 
@@ -236,35 +284,69 @@ class SendRate:
         """``count`` attempts succeeded, heard at ``now``."""
         self._admitted.extend([now] * count)
         self._trim(now)
-        if self.rate is not None:
-            self.rate += self._step * count / self.rate
-
-    def rate_limited(self, attempt_started: float, now: float) -> None:
-        """An attempt started at ``attempt_started`` was answered 429 at ``now``."""
-        if attempt_started <= self._last_cut:
+        if self.rate is None:
             return
-        self._last_cut = now
+        self.rate += self._step * count / self.rate
+
+    def rate_limited(self, attempt_started: float, now: float, *, cut: bool = True) -> None:
+        """An attempt started at ``attempt_started`` was answered 429 at ``now`` (``cut``:
+        False for a 429 another rule has answered, counted but cutting nothing)."""
+        self._limited.append(now)
+        self._first_limited = min(self._first_limited, now)
         self._trim(now)
-        # A run's first span is shorter: but not read shorter than a second, where a bucket's
-        # first burst would read as its rate.
-        span = max(1.0, min(ADMITTED_SPAN_SECONDS, now - self._began))
-        if len(self._admitted) >= MIN_ADMITTED:
-            admitted = len(self._admitted) / span
+        if not cut or attempt_started <= self._last_cut:
+            return
+        self._since_limited += 1
+        share = len(self._limited) / max(1, len(self._attempts))
+        if self.rate is None:
+            if share < 2 * self._baseline:
+                return  # the provider's own refusals, not a limit on top of them
+        elif self._since_attempts < CUT_EVIDENCE:
+            return
+        else:
+            since = self._since_limited / self._since_attempts
+            if self._since_limited >= 2 and since >= max(FUTILE_SHARE, self._cut_share / 2):
+                self.rate = None
+                self.dropped += 1
+                self._baseline = max(since, share)
+                self._mark_cut(now, share)
+                return
+        admitted = self._admitted_rate(now)
+        if admitted is not None:
             self._step = RATE_STEP * admitted
             if self.rate is not None:
                 admitted = min(admitted, self.rate)
-            cut = RATE_CUT * admitted
+            lowered = RATE_CUT * admitted
         elif self.rate is not None:
-            cut = self.rate / 2
+            lowered = self.rate / 2
         else:
             return
-        self.rate = max(MIN_SEND_RATE, cut)
+        self.rate = max(MIN_SEND_RATE, lowered)
         self.cuts += 1
+        self._mark_cut(now, share)
+
+    def _admitted_rate(self, now: float) -> float | None:
+        """What the provider admitted a second over the span before ``now`` (None: too little
+        heard to say)."""
+        # Measured from the first 429 on: before it, a bucket's stored burst (or nothing at
+        # all) was admitted, which is no rate; and over a second at least.
+        since = max(now - ADMITTED_SPAN_SECONDS, self._first_limited)
+        if now - since < MIN_MEASURED_SECONDS:
+            return None
+        heard = sum(1 for t in self._admitted if t > since)
+        return None if heard < MIN_ADMITTED else heard / (now - since)
+
+    def _mark_cut(self, now: float, share: float) -> None:
+        self._last_cut = now
+        self._cut_share = share
+        self._since_attempts = 0
+        self._since_limited = 0
 
     def _trim(self, now: float) -> None:
-        admitted = self._admitted
-        while admitted and admitted[0] <= now - ADMITTED_SPAN_SECONDS:
-            admitted.popleft()
+        edge = now - ADMITTED_SPAN_SECONDS
+        for times in (self._admitted, self._attempts, self._limited):
+            while times and times[0] <= edge:
+                times.popleft()
 
 
 class Pace:
@@ -1021,8 +1103,8 @@ class EndpointPolicy:
         corrected = self.pace.rate_limited()
         if self.pressure is not None:
             self.pressure.rate_limited(started, now)
-        if self.send_rate is not None and not corrected:
-            self.send_rate.rate_limited(started, now)
+        if self.send_rate is not None:
+            self.send_rate.rate_limited(started, now, cut=not corrected)
 
     def succeeded(self, count: int = 1) -> None:
         """``count`` attempts succeeded: the target grows back by one per clean window."""
