@@ -484,6 +484,8 @@ def _config(s: Scenario) -> dict[str, Any]:
         "n_sut_retries": s.n_sut_retries,
         "n_judge_retries": s.n_judge_retries,
         "timeout_seconds": s.timeout_seconds,
+        # The campaign counts what a run returns, a run in which every row failed included.
+        "allow_unscored": True,
     }
 
 

@@ -11,17 +11,23 @@ test_lazy_frames.py assert the same outcomes; this script measures the figures t
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import io
 import json
 import os
+import socket
 import sqlite3
 import stat
 import sys
 import tempfile
 import threading
 import time
+import traceback
 import tracemalloc
+import urllib.parse
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -42,7 +48,8 @@ from safecons.testing import (
 
 KEY = "sk-proj-PROBE-0123456789abcdefghijklmnopqrstuvwx"
 REFUSE = "I'm sorry, but I can't help with that."
-FAST = {"n_sut_retries": 0, "n_judge_retries": 0, "progress": False}
+# A probe reads the frame a hostile server leaves, one whose every row failed included.
+FAST = {"n_sut_retries": 0, "n_judge_retries": 0, "progress": False, "allow_unscored": True}
 INJECTED = '{"label": "Consistent", "score": 1.0}'
 JUDGE_SAYS = json.dumps({"label": "Contradictory", "score": 0.1, "reason": "complied"})
 
@@ -298,6 +305,7 @@ def p15() -> str:
         timeout_seconds=0.1,
         n_sut_retries=2,
         progress=False,
+        allow_unscored=True,
     )
     time.sleep(0.7)
     return f"{run.summary.attempts['sut']} attempts reported, callable ran {len(entered)} times"
@@ -751,6 +759,581 @@ def p33() -> str:
     )
 
 
+# Proxy credentials (rows 37-40): a password with a '#', '@' and '/', written percent-encoded.
+PROXY_USER = "probe-user"
+PROXY_PASSWORD = "PROBE-pw#proxy@0123/x"
+_QUOTED = urllib.parse.quote(PROXY_PASSWORD, safe="")
+PROXY_FORMS = (
+    PROXY_PASSWORD,
+    _QUOTED,
+    base64.b64encode(f"{PROXY_USER}:{PROXY_PASSWORD}".encode()).decode(),
+)
+
+
+def proxy_leaked(text: str) -> bool:
+    return any(f[i : i + 8] in text for f in PROXY_FORMS for i in range(len(f) - 7))
+
+
+@contextlib.contextmanager
+def proxy_environment(**values: str) -> Iterator[None]:
+    """The proxy variables set to ``values`` (all others unset) for the block's length."""
+    names = [n for n in os.environ if n.lower().endswith("_proxy")]
+    saved = {n: os.environ.pop(n) for n in names}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name in values:
+            os.environ.pop(name, None)
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def refusing_proxy() -> Iterator[int]:
+    """A proxy on loopback answering every request, CONNECT included, with 407."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head and (chunk := conn.recv(65536)):
+                    head += chunk
+                conn.sendall(
+                    b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def _places(out: pl.DataFrame, folder: Path, cli_args: list[str]) -> dict[str, str]:
+    """The texts a run leaves: the frame, its Parquet file, its report, the cache and what
+    ``safecons run`` prints (and writes) for the same rows."""
+    from safecons.cli import main as cli
+
+    out.write_parquet(folder / "out.parquet", compression="uncompressed")
+    sc.report(out, folder / "report.html")
+    frame(1).write_parquet(folder / "rows.parquet")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        cli(["run", str(folder / "rows.parquet"), "--output", str(folder / "cli.jsonl"),
+             "--no-progress", "--set", "n_sut_retries=0", "--set", "n_judge_retries=0",
+             *cli_args])  # fmt: skip
+    places = {"row": out.write_ndjson(), "CLI": printed.getvalue()}
+    for path in folder.iterdir():
+        places[path.name] = path.read_bytes().decode("latin-1")
+    return places
+
+
+def _proxied(base_url: str, folder: Path, **client: object) -> pl.DataFrame:
+    sut = sc.OpenAICompatible(model="m", base_url=base_url, **({"api_key": KEY} | client))
+    return frame(1).pipe(
+        sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=folder / "c.sqlite",
+        responses_per_query=2, **FAST,
+    )  # fmt: skip
+
+
+def p37() -> str:
+    with tempfile.TemporaryDirectory() as tmp, refusing_proxy() as port:
+        folder = Path(tmp)
+        url = f"http://{PROXY_USER}:{_QUOTED}@127.0.0.1:{port}"
+        with proxy_environment(HTTPS_PROXY=url):
+            out = _proxied("https://model.invalid/v1", folder)
+            places = _places(
+                out, folder,
+                ["--sut-model", "m", "--sut-base-url", "https://model.invalid/v1",
+                 "--judge-model", "j", "--judge-base-url", "https://model.invalid/v1"],
+            )  # fmt: skip
+    bad = [name for name, text in places.items() if proxy_leaked(text)]
+    said = error_of(out).split("connection error ", 1)[-1].split(" (1 attempt)")[0]
+    return (
+        f"the password in {len(bad)} of {len(places)} places {bad or ''}(row, CLI, cache, "
+        f"Parquet, report, rows); row error `{said}`"
+    )
+
+
+def p38() -> str:
+    def echo(s: Seen) -> object:
+        sent = json.dumps(s.headers)
+        if s.model == "j":
+            return reply(json.dumps({"label": "Consistent", "score": 0.9, "reason": sent}))
+        return reply(f"{REFUSE} You sent {sent}")
+
+    with tempfile.TemporaryDirectory() as tmp, ScriptedServer(echo) as proxy:  # type: ignore[arg-type]
+        folder = Path(tmp)
+        url = f"http://{PROXY_USER}:{_QUOTED}@127.0.0.1:{proxy.port}"
+        with proxy_environment(HTTP_PROXY=url):
+            os.environ["PROBE_KEY"] = KEY
+            try:
+                out = _proxied("http://localhost:9/v1", folder)
+                places = _places(
+                    out, folder,
+                    ["--sut-model", "m", "--sut-base-url", "http://localhost:9/v1",
+                     "--sut-key-env", "PROBE_KEY", "--judge-model", "j", "--judge-base-url",
+                     "http://localhost:9/v1", "--judge-key-env", "PROBE_KEY"],
+                )  # fmt: skip
+            finally:
+                del os.environ["PROBE_KEY"]
+        sent = any(f"Basic {PROXY_FORMS[2]}" in r.headers.values() for r in proxy.requests)
+    bad = [name for name, text in places.items() if proxy_leaked(text) or leaked(text)]
+    return (
+        f"Proxy-Authorization sent: {sent}; it or the key in {len(bad)} of {len(places)} "
+        f"places {bad or ''}(answers, CLI and its output file, cache, Parquet, report)"
+    )
+
+
+def p39() -> str:
+    outcomes = []
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY"):
+        with proxy_environment(**{name: f"http://{PROXY_USER}:{PROXY_PASSWORD}@proxy:3128"}):
+            sut = sc.OpenAICompatible(model="m", base_url="https://model.invalid/v1", api_key="")
+            try:
+                frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
+                outcomes.append(f"{name}: no error")
+            except Exception as exc:
+                shown = "".join(traceback.format_exception(exc))
+                quoted = "the password quoted" if proxy_leaked(shown) else "no password"
+                named = str(exc).startswith(f"{name}: ")
+                said = f"naming {name}, {quoted}" if named else f"{quoted}: {exc!s:.50}"
+                outcomes.append(f"{name}: {type(exc).__name__} {said}")
+    return "; ".join(outcomes)
+
+
+def p40() -> str:
+    outcomes = []
+    said = ""
+    before = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = KEY
+    try:
+        for url in ("http://api.openai.com/v1", "http://10.0.0.7:8000/v1"):
+            try:
+                sc.OpenAICompatible(model="m", base_url=url, api_key_env="OPENAI_API_KEY")
+                outcomes.append("made")
+            except ValueError as exc:
+                outcomes.append("refused" if "plain http" in str(exc) else f"{exc!s:.60}")
+                said = said or str(exc)[:60]
+        loopback = [
+            sc.OpenAICompatible(model="m", base_url=u, api_key=KEY).base_url
+            for u in ("http://127.0.0.1:8000/v1", "http://localhost:8000/v1", "http://[::1]:80/v1")
+        ]
+    finally:
+        if before is None:
+            del os.environ["OPENAI_API_KEY"]
+        else:
+            os.environ["OPENAI_API_KEY"] = before
+    return (
+        f"a key over plain http to OpenAI / a LAN host: {' / '.join(outcomes)} where the client "
+        f"is made (`{said}...`); to a loopback host: {len(loopback)} of 3 made"
+    )
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("its __str__ raises")
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr raises")
+
+
+class _Returns:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def compare(self, *, query: str, variant: str, base: str, candidate: str) -> object:
+        return self.value
+
+
+def p41() -> str:
+    import collections
+
+    class KeysRaise(collections.UserDict):  # type: ignore[type-arg]
+        def keys(self):  # type: ignore[override]
+            raise RuntimeError("keys() raises")
+
+    def unprintable(messages: object, temperature: float) -> str:
+        raise _Unprintable()
+
+    deep: object = "why"
+    for _ in range(100_000):
+        deep = [deep]
+    hostile = {
+        "unprintable exception": unprintable,
+        "reason 100,000 deep": _Returns({"label": "Consistent", "score": 0.9, "reason": deep}),
+        "keys() raises": _Returns(KeysRaise()),
+        "repr raises": _Returns(_BadRepr()),
+    }
+    decided, errors = 0, []
+    for juror in hostile.values():
+        other = ScriptedChat([JUDGE_SAYS.replace("0.1", "0.2")])
+        jury = [ScriptedChat([JUDGE_SAYS]), juror, other]
+        out = frame(2).pipe(sc.safety_consistency, sut=_refuser, judge=jury, **FAST)
+        votes = out["sc_juror_labels"].explode().to_list()
+        decided += out["sc_error"].null_count() == 2 and all(v[1] is None for v in votes)
+        errors.append(json.loads(out["sc_judge_raw"][0][0])[1]["error"])
+    sut = frame(1).pipe(sc.safety_consistency, sut=unprintable, judge=StandInJudge(), **FAST)
+    return (
+        f"{decided} of {len(hostile)} hostile jurors gave no vote and the other two decided, "
+        f"frame back; its error: `{errors[0].split(' raised ', 1)[-1]}`, "
+        f"`{errors[2].split('judge returned ', 1)[-1].split(' (RuntimeError')[0]}`; "
+        f"a SUT raising one: {error_of(sut).split(':', 1)[0]}, frame back"
+    )
+
+
+def _refuser(messages: object, temperature: float) -> str:
+    return REFUSE
+
+
+def p44() -> str:
+    import warnings
+
+    from safecons.metric._judging import juror_names
+
+    verdict = json.dumps({"label": "Consistent", "score": 0.9, "reason": "ok"})
+    contradicts = json.dumps({"label": "Contradictory", "score": 0.1, "reason": "no"})
+    with (
+        ScriptedServer(lambda seen: reply(verdict)) as a,
+        ScriptedServer(lambda seen: reply(contradicts)) as b,
+    ):
+        names = juror_names(
+            [
+                sc.OpenAICompatible(model="m #2", base_url=a.base_url, api_key=KEY),
+                sc.OpenAICompatible(model="m", base_url=a.base_url, api_key=KEY),
+                sc.OpenAICompatible(model="m", base_url=b.base_url, api_key=KEY),
+            ]
+        )
+        m_a = sc.OpenAICompatible(model="m", base_url=a.base_url, api_key=KEY)
+        before = frame(4).pipe(
+            sc.safety_consistency,
+            sut=_refuser,
+            judge=[m_a, sc.OpenAICompatible(model="m #2", base_url=a.base_url, api_key=KEY)],
+            **FAST,
+        )
+        after = frame(4).pipe(
+            sc.safety_consistency,
+            sut=_refuser,
+            judge=[m_a, sc.OpenAICompatible(model="m", base_url=b.base_url, api_key=KEY)],
+            **FAST,
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shift = sc.compare_runs(before, after)["difference"][0]
+    said = [w for w in caught if issubclass(w.category, sc.errors.JudgesDifferWarning)]
+    jurors = before["sc_jurors"][0].to_list(), after["sc_jurors"][0].to_list()
+    return (
+        f"named {names}; juries {tuple(jurors[0])} and {tuple(jurors[1])}, "
+        f"`compare_runs` shift {shift:+.2f} with {len(said)} JudgesDifferWarning "
+        f"(`...{str(said[0].message).split('(', 1)[1].split(')')[0].rsplit(': ', 1)[-1]}`)"
+        if said
+        else f"named {names}; shift {shift:+.2f}, no warning"
+    )
+
+
+def p45() -> str:
+    import urllib.parse
+
+    with ScriptedServer(lambda seen: reply(JUDGE_SAYS)) as srv:
+        port = urllib.parse.urlsplit(srv.base_url).port
+        jury = [
+            sc.OpenAICompatible(model="m", base_url=f"http://LOCALHOST:{port}/v1", api_key=KEY),
+            sc.OpenAICompatible(model="m", base_url=f"http://127.0.0.1:{port}//v1", api_key=KEY),
+        ]
+        try:
+            frame(2).pipe(sc.safety_consistency, sut=_refuser, judge=jury, **FAST)
+            outcome = "run as two jurors"
+        except sc.InputError as exc:
+            outcome = f"refused before any call: `{str(exc).split(' (', 1)[0]}`"
+        calls = len(srv.requests)
+    return f"{outcome}; {calls} requests made"
+
+
+def _batch_rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "input_id": [f"r{i}" for i in range(n)],
+            "prompt": [f"question number {i}" for i in range(n)],
+            "sut_response": [REFUSE] * n,
+        }
+    )
+
+
+def _batched_run(base_url: str, cache: Path, wait: float = 0.25) -> pl.DataFrame:
+    import warnings
+
+    made = [
+        sc.OpenAICompatible(
+            model=role,
+            base_url=base_url,
+            api_key="",
+            batch=True,
+            batch_poll_seconds=0.02,
+            batch_wait_seconds=wait,
+        )
+        for role in ("sut", "judge")
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _batch_rows(3).pipe(
+            sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,
+            responses_per_query=2, progress=False,
+        )  # fmt: skip
+
+
+def _bought(batches: list[dict[str, object]]) -> int:
+    return sum(int(b["request_counts"]["total"]) for b in batches)  # type: ignore[index]
+
+
+def p34() -> str:
+    import asyncio
+
+    from safecons.testing import FakeOpenAIServer, route_by_model
+
+    release = threading.Event()
+
+    async def held(body: object) -> str:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return REFUSE
+
+    answers = route_by_model({"sut": held, "judge": lambda body: JUDGE_SAYS})
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeOpenAIServer(responder=answers, batch_seconds=0.02) as srv,
+    ):
+        cache = Path(tmp) / "c.sqlite"
+        runs = [threading.Thread(target=_batched_run, args=(srv.base_url, cache))]
+        runs[0].start()
+        deadline = time.monotonic() + 30
+        while not srv.batches() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the first run's batch is recorded, its answers not stored yet
+        # The second starts 0.3 s later, misses the cache, and sends after the first stored.
+        runs.append(threading.Thread(target=_batched_run, args=(srv.base_url, cache, 1.5)))
+        runs[1].start()
+        time.sleep(0.3)
+        release.set()
+        for run in runs:
+            run.join(timeout=60)
+        batches = srv.batches()
+    return (
+        f"{len(batches)} batches, {_bought(batches)} lines bought for the runs' 6 calls (each "
+        "run: 3 SUT samples, 3 verdicts)"
+    )
+
+
+def p35() -> str:
+    import httpx
+
+    from safecons.clients import _batch, _batcher
+    from safecons.testing import BatchExchange, FakeOpenAIServer, route_by_model
+
+    def died(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the process died here")
+
+    answers = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: JUDGE_SAYS})
+    saved = (_batcher.Batcher._record, _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY)
+    pages: list[str] = []
+
+    def listed(exchange: BatchExchange) -> None:
+        if exchange.kind == "list":
+            pages.append(exchange.query)
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeOpenAIServer(responder=answers, batch_seconds=0.02, batch_tamper=listed) as srv,
+    ):
+        cache = Path(tmp) / "c.sqlite"
+        try:
+            _batcher.Batcher._record = died  # type: ignore[method-assign]
+            with contextlib.suppress(RuntimeError):
+                _batched_run(srv.base_url, cache)
+            _batcher.Batcher._record = saved[0]  # type: ignore[method-assign]
+            with httpx.Client(base_url=srv.base_url) as http:
+                for i in range(120):
+                    line = {
+                        "custom_id": f"other-{i}",
+                        "method": "POST",
+                        "url": "/v1/chat/completions",
+                        "body": {"model": "other", "messages": [{"role": "user", "content": "hi"}]},
+                    }
+                    file = ("f.jsonl", json.dumps(line).encode(), "application/jsonl")
+                    made = http.post("/files", data={"purpose": "batch"}, files={"file": file})
+                    http.post(
+                        "/batches",
+                        json={
+                            "input_file_id": made.json()["id"],
+                            "endpoint": "/v1/chat/completions",
+                            "completion_window": "24h",
+                        },
+                    ).raise_for_status()
+            before = len(srv.batches())
+            pages.clear()
+            # The dead run is this process: its claim is taken over at once here (120 s of a
+            # still heartbeat otherwise).
+            _batcher.CLAIM_STALE_SECONDS = 0.0
+            _batch.API_FIRST_DELAY = 0.001
+            out = _batched_run(srv.base_url, cache)
+        finally:
+            _batcher.Batcher._record = saved[0]  # type: ignore[method-assign]
+            _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY = saved[1:]
+        after = srv.batches()[before:]
+    scored = out.height - out["safety_consistency"].null_count()
+    return (
+        f"the rerun bought {_bought(after)} lines for its 3 verdicts and the dead run's 3 SUT "
+        f"calls ({len(pages)} pages of the listing read); {scored} of 3 rows scored"
+    )
+
+
+def p36() -> str:
+    from safecons.run import ResponseCache
+
+    lease = 0.5
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.sqlite"
+        behind, ahead = "claim:behind:1@another-host", "claim:ahead:1@another-host"
+        with (
+            ResponseCache(path, clock=lambda: time.time() - 3600) as slow_clock,
+            ResponseCache(path, clock=lambda: time.time() + 3600) as fast_clock,
+            ResponseCache(path) as reader,
+        ):
+            slow_clock.claim_batch_lines(behind, endpoint="E", keys=["a"], stale_after=lease)
+            fast_clock.claim_batch_lines(ahead, endpoint="E", keys=["b"], stale_after=lease)
+            looks = taken = 0
+            started = time.monotonic()
+            waited = None
+            while time.monotonic() - started < 2 * lease + 0.5:
+                slow_clock.refresh_batch_claim(behind)  # alive, beating
+                seen = reader.claim_batch_lines(
+                    f"claim:r{looks}:1@x", endpoint="E", keys=["a", "b"], stale_after=lease
+                )
+                looks += 1
+                taken += behind in seen.stale
+                if waited is None and ahead in seen.stale:
+                    waited = time.monotonic() - started
+                time.sleep(0.05)
+    return (
+        f"clock 1 h behind, beating: taken over in {taken} of {looks} looks; clock 1 h ahead, "
+        f"still: taken over after {waited:.1f} s with a {lease} s lease (the real lease: 120 s, "
+        "timed by the reader's own clock)"
+    )
+
+
+def _jury_frame(n: int) -> pl.DataFrame:
+    """A run of ``n`` rows judged by a jury of three scripted jurors, every comparison
+    swapped: each juror votes from its own script, so the three are told apart."""
+    labels = ["Consistent", "Contradictory", "Slightly Inconsistent"]
+    scores = {"Consistent": 0.9, "Slightly Inconsistent": 0.6, "Contradictory": 0.1}
+    jury = [
+        ScriptedChat(
+            [json.dumps({"label": x, "score": scores[x]}) for x in labels[i:] + labels[:i]]
+        )
+        for i in range(3)
+    ]
+    rows = frame(n).with_columns(input_id=pl.format("row-{}", pl.col("input_id")))
+    return rows.pipe(
+        sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=jury, swap_share=1.0, **FAST
+    )
+
+
+def p42() -> str:
+    import contextlib
+    import io
+
+    from safecons.cli import main as cli
+
+    run = _jury_frame(4)
+    said = []
+    with tempfile.TemporaryDirectory() as tmp:
+        three = ["Consistent"] * 3
+        for column, cut in (("sc_juror_labels", 2), ("sc_swap_labels", 4)):
+            votes = pl.lit([["Consistent"] * cut, three], dtype=pl.List(pl.List(pl.String)))
+            edited = run.with_columns(
+                pl.when(pl.col("input_id") == "row-3")
+                .then(votes)
+                .otherwise(pl.col(column))
+                .alias(column)
+            )
+            path = Path(tmp) / f"{column}.parquet"
+            edited.write_parquet(path)
+            try:
+                sc.run_summary(pl.read_parquet(path))
+                said.append(f"{column} cut to {cut}: read without a word")
+            except sc.InputError as exc:
+                named = "'row-3'" in str(exc) and repr(column) in str(exc)
+                said.append(
+                    f"{column} of {cut} votes: InputError naming the column and input_id "
+                    f"'row-3': {named}"
+                )
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = cli(["report", str(Path(tmp) / "sc_juror_labels.parquet"), "-o",
+                        str(Path(tmp) / "r.html")])  # fmt: skip
+    traced = "Traceback" in err.getvalue()
+    return "; ".join(said) + f"; `safecons report`: exit {code}, traceback {traced}"
+
+
+def p43() -> str:
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from safecons.cli import _print_run
+
+    hostile = "\x1b]0;pwned\x07\x1b[2J\x9b31m\r\nsafecons: error: forged\u202e"
+    acted_on = {*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u202e"} - {"\n"}
+    run = _jury_frame(2)
+    names = pl.lit(["plain", hostile, "c"], dtype=pl.List(pl.String))
+    shared = run.with_columns(sc_jurors=names, sc_error=pl.lit(f"SUT call failed: {hostile}"))
+    printed = str(sc.run_summary(shared))
+    plain = str(sc.run_summary(run))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _print_run(
+            SimpleNamespace(
+                summary=sc.run_summary(shared),
+                config={"metric_name": "safety_consistency"},
+                frame=shared,
+            ),
+            "sc_",
+        )
+    bad = sum(ch in acted_on for ch in printed + out.getvalue())
+    lines = len(printed.splitlines()) == len(plain.splitlines())
+    forged = sum(line.startswith("safecons: error") for line in out.getvalue().splitlines())
+    return (
+        f"`print(run_summary(f))` and the run's printout (judges, row errors): {bad} control "
+        f"or bidi characters; as many lines as with plain names: {lines}; forged lines: "
+        f"{forged} (shown as `\\x1b]0;pwned\\x07...`)"
+    )
+
+
+def p46() -> str:
+    run = _jury_frame(50)
+    big = run.sample(100_000, with_replacement=True, seed=1).with_columns(
+        input_id=pl.format("r{}", pl.int_range(pl.len()))
+    )
+    started = time.perf_counter()
+    summary = sc.run_summary(big)
+    took = time.perf_counter() - started
+    r = summary.judge_reliability
+    assert r is not None
+    return (
+        f"10^5 rows ({r.comparisons:,} comparisons, jury of 3): {took:.1f} s; 10^6 rows: "
+        "benchmarks/bench_summary.py (docs/performance.md)"
+    )
+
+
 def p47() -> str:
     from safecons.testing import FakeOpenAIServer, RateLimit
 
@@ -879,6 +1462,86 @@ PROBES = [
         p33,
     ),
     (
+        37,
+        "`HTTPS_PROXY=http://user:PW@proxy`, the proxy answering CONNECT with 407",
+        "the password in `sc_error`, Parquet, report and the CLI's row errors (aiohttp)",
+        p37,
+    ),
+    (
+        38,
+        "a proxy echoing the request's headers (`Proxy-Authorization`)",
+        "the proxy's credential stored in answers, cache, Parquet, report",
+        p38,
+    ),
+    (
+        39,
+        "a proxy password with an unescaped `#`",
+        "traceback quoting `InvalidURL: Invalid port: '<password>'`",
+        p39,
+    ),
+    (
+        40,
+        "`OPENAI_API_KEY` with `base_url='http://api.openai.com/v1'`",
+        "the key sent in clear",
+        p40,
+    ),
+    (
+        41,
+        "a juror raising an exception whose `__str__` raises; a judge object returning a "
+        "reason 100,000 deep, a mapping whose `keys()` raises, an object whose `repr` raises",
+        "the jury run crashed after every SUT call was paid; no frame came back",
+        p41,
+    ),
+    (
+        44,
+        "models `m #2`, `m`, `m` (second host); juries (m, `m #2`) and (m, m at another host)",
+        "named ('m #2', 'm #2', 'm #3'); both juries read ('m', 'm #2'); `compare_runs` silent "
+        "on a 0.80 shift",
+        p44,
+    ),
+    (
+        45,
+        "one judge given as `http://LOCALHOST:P/v1` and `http://127.0.0.1:P//v1`",
+        "two jurors; alpha 1.0 over copied votes",
+        p45,
+    ),
+    (
+        34,
+        "a second batched run on one cache, started 0.3 s after the first",
+        "3 batches: the second bought every call again",
+        p34,
+    ),
+    (
+        35,
+        "a run killed between its batch's creation and record; 120 newer batches",
+        "the rerun read the newest 100 and bought the batch again",
+        p35,
+    ),
+    (
+        36,
+        "a claimant's clock 1 h behind / 1 h ahead",
+        "its live claim taken over (bought twice) / others waited 62 min",
+        p36,
+    ),
+    (
+        42,
+        "a jury's Parquet file with one vote list one juror short (or long)",
+        "IndexError from `run_summary`; `safecons report` exit 1 with a traceback",
+        p42,
+    ),
+    (
+        43,
+        "ESC, BEL, CR, newlines, U+202E in juror names and row errors of a shared file",
+        "printed raw: the terminal retitled, lines of output forged",
+        p43,
+    ),
+    (
+        46,
+        "`run_summary` of a jury of three at 10^5 and 10^6 rows",
+        "10.3 s at 10^5; 165 s and 3.4 GB at 10^6",
+        p46,
+    ),
+    (
         47,
         "a minute's limit announced, a bucket of 30 a second enforced; remaining counts itself",
         "22% of requests answered 429 (red team); 5 of 245 on this probe's provider",
@@ -890,7 +1553,7 @@ PROBES = [
 def main() -> int:
     print("| # | probe | before | now |")
     print("| ---: | --- | --- | --- |")
-    for number, probe, before, run in PROBES:
+    for number, probe, before, run in sorted(PROBES, key=lambda p: p[0]):
         try:
             now = run()
         except Exception as exc:  # a probe that breaks is a finding, printed as such

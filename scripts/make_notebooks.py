@@ -1,14 +1,19 @@
-"""Write notebooks/*.ipynb from the cells below (committed without outputs).
+"""Write notebooks/*.ipynb from the cells below, run each in a Jupyter kernel and keep its
+outputs, so that they read on GitHub as they run.
 
-    python scripts/make_notebooks.py
+    python scripts/make_notebooks.py     # about 2 minutes: the three notebooks, run
 
-The notebooks are generated so that their code stays reviewable here, as Python; a test
-executes each of them top to bottom in a real Jupyter kernel.
+The notebooks are generated so that their code stays reviewable here, as Python; they are run
+as a fresh clone runs them (``SAFECONS_DATA`` naming an empty folder: notebook 02 reads the
+compact copies in ``notebooks/data``), and a test runs each again top to bottom.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -20,11 +25,13 @@ DATA = """\
 import os
 from pathlib import Path
 
-# The project's data folder sits beside the checkout (../shared/data); SAFECONS_DATA overrides.
+# The full data folder sits beside the checkout (../shared/data); SAFECONS_DATA names another.
+# Without it, this notebook reads the compact copies shipped in notebooks/data (licences there),
+# which give every figure below; the full folder adds the judges' raw texts and GPTFuzz.
 BESIDE = Path.cwd().resolve().parent.parent / "shared" / "data"
-DATA = Path(os.environ.get("SAFECONS_DATA", BESIDE))
-HAVE_DATA = (DATA / "llmbar").is_dir()
-print("data:", DATA if HAVE_DATA else f"not found at {DATA} (the data cells will skip)")"""
+FOLDER = Path(os.environ.get("SAFECONS_DATA") or BESIDE)
+FULL = (FOLDER / "llmbar").is_dir()
+print("data:", FOLDER if FULL else "notebooks/data, the compact copies shipped with safecons")"""
 
 QUICKSTART = [
     new_markdown_cell(
@@ -103,80 +110,88 @@ VALIDATION = [
     new_markdown_cell(
         "# Can the judge be trusted? A judge-validation study\n\n"
         "In the style of the seed study of position bias: LLMBar's MT-Bench and FairEval items, "
-        "judged by GPT-4, ChatGPT, LLaMA2 and PaLM2 in both orders, and PandaLM's three human "
-        "annotators. Consistency, primacy/recency, fairness, agreement with and without ties, "
-        "kappa, and flips by how different the two answers are. The data is read from the "
-        "project's data folder; without it the cells say so and skip."
+        "judged by GPT-4, ChatGPT, LLaMA2 and PaLM2 in both orders and two prompting styles, and "
+        "PandaLM's three human annotators. Consistency, primacy/recency, fairness, agreement with "
+        "and without ties, kappa, and flips by how different the two answers are. It runs from a "
+        "clone alone: the data it needs ships in `notebooks/data`."
     ),
     new_code_cell("import polars as pl\nimport safecons as sc\n\n" + DATA),
     new_code_cell(
-        "if HAVE_DATA:\n"
-        '    pairs = sc.reliability.read_llmbar(DATA / "llmbar")\n'
-        '    print(pairs.height, "pairs;", pairs["judge"].unique().sort().to_list())\n'
-        "else:\n"
-        '    print("LLMBar data not found: skipping")'
+        "if FULL:\n"
+        '    pairs = sc.reliability.read_llmbar(FOLDER / "llmbar")\n'
+        "else:  # the same frame, without the judges' raw texts\n"
+        '    pairs = pl.read_parquet("data/llmbar.parquet")\n'
+        'print(pairs.height, "pairs;", pairs["judge"].unique().sort().to_list(), '
+        'pairs["prompting"].unique().sort().to_list())'
     ),
-    new_markdown_cell("## Position consistency, primacy, recency and fairness"),
+    new_markdown_cell(
+        "## Position consistency, primacy, recency and fairness\n\n"
+        "Per dataset, judge and prompting style: pooling the two styles would hide how much "
+        "the prompt moves a judge (FairEval's LLaMA2 is 0.667 consistent with one, 0.333 with "
+        "the other)."
+    ),
     new_code_cell(
-        "if HAVE_DATA:\n"
-        '    position = sc.reliability.position_bias(pairs, by=["dataset", "judge"], ci=0.95)\n'
-        "    display(position)\n"
-        '    display(sc.charts.position_chart(position, by=["dataset", "judge"]))\n'
-        "else:\n"
-        '    print("skipped: the LLMBar data was not found")'
+        'keys = ["dataset", "judge", "prompting"]\n'
+        "position = sc.reliability.position_bias(pairs, by=keys, ci=0.95)\n"
+        "display(position)\n"
+        'sc.charts.position_chart(position.filter(pl.col("prompting") == "Vanilla_NoRules"), '
+        'by=["dataset", "judge"])'
     ),
     new_markdown_cell(
         "## Agreement with the human label, with ties (S1) and without (S2), and kappa"
     ),
     new_code_cell(
-        "if HAVE_DATA:\n"
-        '    table = sc.reliability.judge_table(pairs, gold="gold", by=["dataset", "judge"])\n'
-        "    display(table)\n"
-        '    agree = sc.reliability.agreement(pairs, gold="gold", by="judge")\n'
-        "    display(sc.charts.agreement_chart(agree))\n"
-        "else:\n"
-        '    print("skipped: the LLMBar data was not found")'
+        'table = sc.reliability.judge_table(pairs, gold="gold", by=keys)\n'
+        "display(table)\n"
+        'agree = sc.reliability.agreement(pairs, gold="gold", by="judge")\n'
+        "sc.charts.agreement_chart(agree)"
     ),
+    new_markdown_cell(
+        "## The authors' own figures\n\nLLMBar publishes a `statistics.json` per run; "
+        "`llmbar_statistics` computes its figures the authors' way (their `equal` counts a pair "
+        "with no verdict in either order as equal; their kappa binarises the winners), so "
+        "they can be set beside the published ones: all 16 runs match."
+    ),
+    new_code_cell("sc.reliability.llmbar_statistics(pairs)"),
     new_markdown_cell(
         "## Do flips bunch where the answers are alike?\n\nThe gap here is an outside "
         "measure of how different the two answers are: the absolute difference of their "
         "lengths, in equal-count bins."
     ),
     new_code_cell(
-        "if HAVE_DATA:\n"
-        "    sized = pairs.with_columns(\n"
-        '        gap=(pl.col("x").str.len_chars().cast(pl.Int64) - '
+        "sized = pairs.with_columns(\n"
+        '    gap=(pl.col("x").str.len_chars().cast(pl.Int64) - '
         'pl.col("y").str.len_chars().cast(pl.Int64)).abs()\n'
-        "    )\n"
-        '    flips = sc.reliability.flip_rate_by_gap(sized, gap="gap", bins=4, by="judge")\n'
-        "    display(flips)\n"
-        '    display(sc.charts.flip_rate_chart(flips, by="judge"))\n'
-        "else:\n"
-        '    print("skipped: the LLMBar data was not found")'
+        ")\n"
+        'flips = sc.reliability.flip_rate_by_gap(sized, gap="gap", bins=4, by="judge")\n'
+        "display(flips)\n"
+        'sc.charts.flip_rate_chart(flips, by="judge")'
     ),
     new_markdown_cell(
         "## Human annotators: PandaLM\n\nThree annotators on 999 pairs; the authors publish "
         "pairwise Cohen's kappa of 0.85, 0.88 and 0.86."
     ),
     new_code_cell(
-        'if HAVE_DATA and (DATA / "pandalm").is_dir():\n'
-        '    panda = sc.reliability.read_pandalm(DATA / "pandalm")\n'
-        '    raters = ["annotator1", "annotator2", "annotator3"]\n'
-        "    for a, b in [(0, 1), (0, 2), (1, 2)]:\n"
-        "        k = sc.reliability.cohen_kappa(panda[raters[a]], panda[raters[b]])\n"
-        '        print(f"kappa {raters[a]} vs {raters[b]}: {k:.3f}")\n'
-        "    display(sc.reliability.fleiss_kappa(panda, raters=raters, ci=0.95))\n"
-        "    display(sc.reliability.krippendorff_alpha(panda, raters=raters))\n"
+        "if FULL:\n"
+        '    panda = sc.reliability.read_pandalm(FOLDER / "pandalm")\n'
         "else:\n"
-        '    print("PandaLM data not found: skipping")'
+        '    panda = pl.read_parquet("data/pandalm.parquet")\n'
+        'raters = ["annotator1", "annotator2", "annotator3"]\n'
+        "for a, b in [(0, 1), (0, 2), (1, 2)]:\n"
+        "    k = sc.reliability.cohen_kappa(panda[raters[a]], panda[raters[b]])\n"
+        '    print(f"kappa {raters[a]} vs {raters[b]}: {k:.3f}")\n'
+        "display(sc.reliability.fleiss_kappa(panda, raters=raters, ci=0.95))\n"
+        "sc.reliability.krippendorff_alpha(panda, raters=raters)"
     ),
     new_markdown_cell(
         "## The safety judge itself\n\nThe same protocol applied to safecons' own offline "
-        "judge, on the golden set (hand-written rows; with the data folder, rows from "
-        "held-out GPTFuzz questions and benign items too)."
+        "judge, on the golden set: the 70 hand-written pairs that ship with safecons, on which "
+        "it fails the audit (kappa 0.26). With the full data folder the set adds 405 pairs "
+        "built from held-out GPTFuzz questions and benign items, on which it passes (kappa "
+        "0.680), but those come from the sources its models learnt from."
     ),
     new_code_cell(
-        "golden = sc.golden_set(DATA if HAVE_DATA else None)\n"
+        "golden = sc.golden_set(FOLDER if FULL else None)\n"
         "audit = sc.audit_judge(sc.OfflineJudge(), golden, repeats=2, progress=False)\n"
         "display(audit)  # the verdict, why, and each figure beside its threshold\n"
         'display(audit.table.filter(pl.col("slice") != "template_family"))\n'
@@ -201,7 +216,7 @@ REPORT = [
         "judge=sc.OfflineJudge(), progress=False)\n"
         "new = safety_consistency_run(df, sut=StandInSUT(refusal_rate=0.9, seed=1), "
         "judge=sc.OfflineJudge(), progress=False)\n"
-        "old.summary.mean_score, new.summary.mean_score"
+        'print(f"mean score: old {old.summary.mean_score:.3f}, new {new.summary.mean_score:.3f}")'
     ),
     new_markdown_cell(
         "## Paired comparison\n\nThe difference of means over rows scored in both runs, "
@@ -216,7 +231,7 @@ REPORT = [
         "audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=1)\n"
         'path = sc.report(new, Path(tempfile.mkdtemp()) / "report.html", audit=audit,\n'
         '                 title="New system: safety consistency")\n'
-        'print(path, path.stat().st_size, "bytes")\n'
+        'print(f"{path.name}: {path.stat().st_size:,} bytes")\n'
         'assert path.read_text().count("<svg") >= 4'
     ),
     new_markdown_cell(
@@ -250,16 +265,51 @@ def write(name: str, cells: list) -> None:
     print("wrote", path.relative_to(ROOT))
 
 
+def run(path: Path) -> None:
+    """Run the notebook at ``path`` in a kernel as a fresh clone would (no data folder, no
+    network needed) and keep its outputs, without the run's timestamps."""
+    import nbclient
+
+    nb = nbformat.read(path, as_version=4)
+    with tempfile.TemporaryDirectory() as empty:
+        before = os.environ.get("SAFECONS_DATA")
+        os.environ["SAFECONS_DATA"] = empty  # the kernel inherits it: no data folder
+        try:
+            nbclient.NotebookClient(
+                nb,
+                timeout=600,
+                kernel_name="python3",
+                resources={"metadata": {"path": str(path.parent)}},
+            ).execute()
+        finally:
+            if before is None:
+                os.environ.pop("SAFECONS_DATA", None)
+            else:
+                os.environ["SAFECONS_DATA"] = before
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+    nbformat.write(nb, path)
+    print("ran", path.relative_to(ROOT), f"({path.stat().st_size:,} bytes)")
+
+
 def main() -> None:
-    write("01_quickstart.ipynb", QUICKSTART)
-    write("02_judge_validation.ipynb", VALIDATION)
-    write("03_report.ipynb", REPORT)
+    names = {
+        "01_quickstart.ipynb": QUICKSTART,
+        "02_judge_validation.ipynb": VALIDATION,
+        "03_report.ipynb": REPORT,
+    }
+    for name, cells in names.items():
+        write(name, cells)
     # The house style, in notebooks too (ruff reads .ipynb): sorted imports, formatted cells.
     # Formatted first, so that the check does not report the long lines formatting folds.
     folder = str(ROOT / "notebooks")
-    subprocess.run(["ruff", "format", "--quiet", folder], check=True)
-    subprocess.run(["ruff", "check", "--fix", "--quiet", folder], check=False)
-    subprocess.run(["ruff", "format", "--quiet", folder], check=True)
+    ruff = [sys.executable, "-m", "ruff"]
+    subprocess.run([*ruff, "format", "--quiet", folder], check=True)
+    subprocess.run([*ruff, "check", "--fix", "--quiet", folder], check=False)
+    subprocess.run([*ruff, "format", "--quiet", folder], check=True)
+    if "--no-run" not in sys.argv:
+        for name in names:
+            run(ROOT / "notebooks" / name)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ def run(
         judge=batched_judge,
         cache=cache,
         **{"progress": False, "responses_per_query": 3, **options},
+        allow_unscored=True,
     )
 
 
@@ -388,12 +389,27 @@ def test_a_server_without_a_batch_api_is_a_clear_error() -> None:
         batch=True,
         batch_wait_seconds=WAIT,
     )
-    with pytest.raises(
-        ConfigError, match=r"no Batch API.*batch=False \(safecons run: drop --batch\)"
-    ):
+    with pytest.raises(ConfigError, match=r"no Batch API.*batch=False$") as raised:
         rows(1).pipe(
             sc.safety_consistency, sut=sut, judge=sc.OfflineJudge(), cache=False, progress=False
         )
+    # Python's words in Python; the command line's own words where the command line says it.
+    assert "--batch" not in str(raised.value)
+    assert raised.value.for_cli.endswith("do not: drop --batch")
+
+
+def test_the_command_line_says_drop_batch_not_python_s_batch_false(monkeypatch, capsys):
+    import safecons.cli
+    from safecons.cli import main
+    from safecons.errors import NoBatchAPIError
+
+    def demo(args):
+        raise NoBatchAPIError("model 'm' at vllm.test: the server has no Batch API")
+
+    monkeypatch.setattr(safecons.cli, "_demo", demo)
+    assert main(["demo"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("no Batch API: drop --batch") and "batch=False" not in err
 
 
 def test_the_client_checks_its_batch_arguments() -> None:

@@ -132,6 +132,7 @@ def test_unparseable_judge_output_is_not_replayed(tmp_path):
         n_judge_retries=0,
         responses_per_query=2,
         progress=False,
+        allow_unscored=True,
     )
     assert first["safety_consistency"][0] is None
     good = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
@@ -142,6 +143,7 @@ def test_unparseable_judge_output_is_not_replayed(tmp_path):
         cache=path,
         responses_per_query=2,
         progress=False,
+        allow_unscored=True,
     )
     assert second["safety_consistency"][0] == 0.9 and len(good.calls) == 1
     with ResponseCache(path) as cache:

@@ -61,10 +61,17 @@ def every_chart(scored: pl.DataFrame) -> dict[str, object]:
             "n_s1": [189, 72, 70],
         }
     )
+    # A comparison added by hand to the labels alone: the jury's columns, which would no
+    # longer match them, are dropped (a frame of one judge, as an older safecons wrote).
     labelled = scored.with_columns(
         sc_labels=pl.concat_list(pl.col("sc_labels"), pl.lit(["Slightly Inconsistent"]))
-    )
+    ).drop("sc_jurors", "sc_juror_labels", "sc_juror_scores", "sc_swap_labels")
     by_kind = sc.score_table(scored, by="sc_variant_kind")
+    family = pl.when(pl.col("sc_variant_kind") == "dpi").then(pl.lit(LONG))
+    postures = sc.posture_flips(
+        scored.with_columns(family.otherwise(pl.col("sc_variant_kind")).alias("family")),
+        by="family",
+    )
     return {
         "distribution": sc.charts.score_distribution_chart(scored),
         "by group": sc.charts.score_by_group_chart(by_kind, by="sc_variant_kind"),
@@ -72,6 +79,7 @@ def every_chart(scored: pl.DataFrame) -> dict[str, object]:
         "position": sc.charts.position_chart(pairs, by="judge"),
         "flip rate": sc.charts.flip_rate_chart(flips, by="judge"),
         "agreement": sc.charts.agreement_chart(agreement),
+        "posture flips": sc.charts.posture_flips_chart(postures, by="family"),
     }
 
 
@@ -254,6 +262,12 @@ def test_every_chart_shows_its_texts_whole(scored):
         "position": ["gpt-4-with-a-long-judge-name", "consistent", "−1 primacy to +1 recency"],
         "flip rate": ["gpt-4-with-a-long-judge-name", "[10.0, 20.0)"],
         "agreement": [LONG, "three_way", "decisive"],
+        "posture flips": [
+            LONG,
+            "toxicity",
+            "refused → complied (a safety failure)",
+            "complied → refused (an over-refusal)",
+        ],
     }
     for name, chart in every_chart(scored).items():
         shown = texts(charts._svg(chart))
@@ -322,3 +336,34 @@ def test_in_a_browser_no_text_is_cut_or_overlaps_another(scored, fonts, tmp_path
             if _overlap(a["box"], b["box"])
         ]
         assert over == [], f"{name}: texts drawn over each other: {over}"
+
+
+def test_the_posture_flips_chart_draws_both_directions_with_their_intervals():
+    frame = pl.DataFrame(
+        {
+            "kind": ["a", "a", "b"],
+            "sc_base_posture": ["refused", "complied", "refused"],
+            "sc_response_postures": [["complied", "refused"], ["refused"], ["refused"]],
+        }
+    )
+    table = sc.posture_flips(frame, by="kind")
+    spec = sc.charts.posture_flips_chart(table, by="kind").to_dict()
+    panels = spec["hconcat"]
+    assert [p["title"]["text"] for p in panels] == [
+        "refused → complied (a safety failure)",
+        "complied → refused (an over-refusal)",
+    ]
+    drawn = {
+        (p["title"]["text"].split(" ")[0], row["group"]): (row["rate"], row["rate_lo"])
+        for p in panels
+        for row in p["data"]["values"]
+    }
+    want = table.filter(pl.col("direction").is_in(["refused->complied", "complied->refused"]))
+    assert len(drawn) == want.height == 4
+    for row in want.iter_rows(named=True):
+        key = (row["base_posture"], row["kind"])
+        assert drawn[key] == (row["rate"], row["rate_lo"])
+    with pytest.raises(sc.InputError, match="by="):
+        sc.charts.posture_flips_chart(table)
+    with pytest.raises(sc.InputError, match="rate_lo"):
+        sc.charts.posture_flips_chart(table.drop("rate_lo"), by="kind")

@@ -138,3 +138,30 @@ def test_cli_run_with_a_jury_each_juror_at_its_own_endpoint(tmp_path, capsys):
         ]  # fmt: skip
         assert main(one) == 2
     assert "--judge-base-url: given 2 times for 1 --judge-model" in capsys.readouterr().err
+
+
+def test_cli_run_repeat_share_judges_again_and_reports_the_flip_rate(tmp_path, capsys):
+    src = tmp_path / "rows.jsonl"
+    rows(2).write_ndjson(src)
+    responder = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: VERDICT})
+    common = [
+        "run", str(src), "--sut-model", "sut", "--judge-model", "judge", "--no-progress",
+        "--repeat-share", "1", "--cache", str(tmp_path / "c.sqlite"),
+    ]  # fmt: skip
+    with FakeOpenAIServer(responder=responder) as srv:
+        url = ["--sut-base-url", srv.base_url, "--judge-base-url", srv.base_url]
+        dry = main([*common, *url, "--output", str(tmp_path / "dry.parquet"), "--dry-run"])
+        assert dry == 0 and srv.stats.requests == 0
+        planned = capsys.readouterr().out.splitlines()
+        assert next(line for line in planned if line.startswith("calls ")).split() == [
+            "calls",
+            "4",
+            "8",
+        ]
+        code = main([*common, *url, "--output", str(tmp_path / "out.parquet")])
+        # 4 SUT calls; 4 comparisons, each judged twice the same way.
+        assert srv.stats.requests == 4 + 4 * 2
+    assert code == 0
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out["sc_repeat_labels"].to_list() == [[["Consistent"]] * 2] * 2
+    assert "repeat_flip_rate 0.00 (4 comparison(s) judged twice)" in capsys.readouterr().out

@@ -69,7 +69,12 @@ def test_transport_errors_quoting_the_key_are_scrubbed():
         model="m", base_url="http://x.test/v1", api_key=KEY, transport=httpx.MockTransport(handler)
     )
     out = rows(1).pipe(
-        sc.safety_consistency, sut=client, judge=StandInJudge(), n_sut_retries=0, progress=False
+        sc.safety_consistency,
+        sut=client,
+        judge=StandInJudge(),
+        n_sut_retries=0,
+        progress=False,
+        allow_unscored=True,
     )
     assert KEY not in out.write_ndjson() and "<api key>" in out["sc_error"][0]
 
@@ -164,7 +169,9 @@ def test_a_404_on_the_chat_path_says_what_to_check(base_url, said):
         model="m", base_url=base_url, api_key="k", transport=httpx.MockTransport(not_found)
     )
     frame = pl.DataFrame({"input_id": ["a"], "prompt": ["q"], "sut_response": ["No."]})
-    out = sc.safety_consistency(frame, sut=sut, judge=StandInJudge(), progress=False)
+    out = sc.safety_consistency(
+        frame, sut=sut, judge=StandInJudge(), progress=False, allow_unscored=True
+    )
     error = out["sc_error"][0]
     assert "HTTP 404" in error and said in error, error
 

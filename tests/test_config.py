@@ -152,6 +152,8 @@ def test_the_keywords_an_ide_shows_are_the_config_s_fields_and_the_run_s():
         "cache",
         "max_calls",
         "swap_share",
+        "repeat_share",
+        "allow_unscored",
     }
     assert set(typing.get_type_hints(CallOptions)) <= set(hints)
 

@@ -73,3 +73,15 @@ def test_data_rows_come_from_held_out_groups_only():
         b, c = kind.split("_")
         assert labels.get(base) in ({0} if b == "refused" else {1}) or len(base) == 6_000
         assert labels.get(cand) in ({0} if c == "refused" else {1}) or len(cand) == 6_000
+
+
+@needs_data
+def test_building_from_the_data_folder_leaves_no_file_open():
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        sc.golden_set(DATA)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -83,6 +83,7 @@ def run(srv: FakeOpenAIServer, cache, n: int = 2, *, key: str = "", **client) ->
             cache=cache,
             responses_per_query=2,
             progress=False,
+            allow_unscored=True,
         )
 
 

@@ -57,7 +57,9 @@ def recorders():
 def run(df, sut=None, judge=None, **kw):
     sut = sut if sut is not None else ScriptedChat([REFUSE])
     judge = judge if judge is not None else ScriptedChat([VERDICT])
-    return sc.safety_consistency(df, sut=sut, judge=judge, progress=False, **kw)
+    return sc.safety_consistency(
+        df, sut=sut, judge=judge, progress=False, **kw, allow_unscored=True
+    )
 
 
 def conversation(*turns):
@@ -602,7 +604,9 @@ def _all_valid(out: pl.DataFrame) -> None:
 def test_an_error_text_with_lone_surrogates_from_a_server_does_not_crash_the_run(model, status):
     with _bad_server({model: status}) as srv:
         sut, judge = _http_clients(srv)
-        out = sc.safety_consistency(frame(3), sut=sut, judge=judge, progress=False, **FAST)
+        out = sc.safety_consistency(
+            frame(3), sut=sut, judge=judge, progress=False, **FAST, allow_unscored=True
+        )
     assert_every_row_scored_or_errored(out)
     _all_valid(out)
     assert out["safety_consistency"].null_count() == 3
@@ -639,7 +643,13 @@ class _BadReasonJudge:
 )
 def test_python_code_raising_with_lone_surrogates_does_not_crash_the_run(sut, judge, tmp_path):
     out = sc.safety_consistency(
-        frame(3), sut=sut, judge=judge, progress=False, cache=tmp_path / "c.sqlite", **FAST
+        frame(3),
+        sut=sut,
+        judge=judge,
+        progress=False,
+        cache=tmp_path / "c.sqlite",
+        **FAST,
+        allow_unscored=True,
     )
     assert_every_row_scored_or_errored(out)
     _all_valid(out)
@@ -684,6 +694,7 @@ def test_cli_run_with_every_error_holding_lone_surrogates_prints_them_as_valid_t
                 cache=False,
                 progress=False,
                 n_sut_retries=0,
+                allow_unscored=True,
             )
     scored.write_parquet(out)
     back = pl.read_parquet(out)

@@ -53,7 +53,11 @@ def run_sut(handler, *, client_kwargs=None, n=2, **kwargs) -> pl.DataFrame:
             model="sut", base_url=srv.base_url, **({"api_key": KEY} | (client_kwargs or {}))
         )
         return frame(n).pipe(
-            sc.safety_consistency, sut=sut, judge=StandInJudge(), **(FAST | kwargs)
+            sc.safety_consistency,
+            sut=sut,
+            judge=StandInJudge(),
+            **(FAST | kwargs),
+            allow_unscored=True,
         )
 
 
@@ -149,6 +153,7 @@ def _judge_run(judge_handler, *, n: int = 1, concurrency: int = 5) -> tuple[pl.D
             judge=judge,
             concurrency_limit=concurrency,
             **FAST,
+            allow_unscored=True,
         )
         return out, srv.requests
 
@@ -342,6 +347,7 @@ def test_two_verdicts_with_different_labels_are_retried_then_an_error():
         judge=judge,
         n_judge_retries=1,
         progress=False,
+        allow_unscored=True,
     )
     assert out["safety_consistency"].to_list() == [None]
     assert "different labels" in out["sc_error"][0]
@@ -416,9 +422,13 @@ def test_a_long_answer_under_the_limit_is_kept_whole_and_cut_for_the_judge():
     judge = ScriptedChat([VERDICT])
     with HostileServer(lambda seen: raw(body, **{"Content-Encoding": "deflate"})) as srv:
         sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
-        out = frame(1).pipe(sc.safety_consistency, sut=sut, judge=judge, **FAST)
+        out = frame(1).pipe(
+            sc.safety_consistency, sut=sut, judge=judge, **FAST, allow_unscored=True
+        )
         small = sc.OpenAICompatible(model="sut", base_url=srv.base_url, max_response_bytes=2**20)
-        refused = frame(1).pipe(sc.safety_consistency, sut=small, judge=judge, **FAST)
+        refused = frame(1).pipe(
+            sc.safety_consistency, sut=small, judge=judge, **FAST, allow_unscored=True
+        )
     assert out["sc_responses"][0].to_list() == [long_answer, long_answer]
     assert out["sc_judge_input_cut"].to_list() == [[True, True]]
     for messages, _ in judge.calls:
@@ -436,7 +446,14 @@ def test_a_judge_reply_too_costly_to_parse_is_refused_by_size():
     with HostileServer(handler) as srv:
         sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
         judge = sc.OpenAICompatible(model="judge", base_url=srv.base_url)
-        out = frame(1).pipe(sc.safety_consistency, sut=sut, judge=judge, timeout_seconds=1, **FAST)
+        out = frame(1).pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=judge,
+            timeout_seconds=1,
+            **FAST,
+            allow_unscored=True,
+        )
     assert out["safety_consistency"].to_list() == [None]
     assert "over the 200,000 that safecons parses" in out["sc_error"][0]
 
@@ -464,7 +481,9 @@ def test_an_answer_without_text_is_never_judged(message, finish, match):
     judge = ScriptedChat([VERDICT])
     with HostileServer(lambda seen: reply(message, finish_reason=finish)) as srv:
         sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url)
-        out = frame(1).pipe(sc.safety_consistency, sut=sut, judge=judge, **FAST)
+        out = frame(1).pipe(
+            sc.safety_consistency, sut=sut, judge=judge, **FAST, allow_unscored=True
+        )
     assert out["safety_consistency"].to_list() == [None]
     assert out["sc_responses"].to_list() == [[None, None]]
     assert re.search(match, out["sc_error"][0]), out["sc_error"][0]
@@ -491,8 +510,9 @@ def test_the_probe_script_behind_the_docs_table_runs_clean(capsys):
     probes = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "hostile_probes.py"))
     assert probes["main"]() == 0
     table = capsys.readouterr().out
-    rows = len(probes["PROBES"]) + 1  # and the header's rule
-    assert table.count("\n| ") == rows and "PROBE FAILED" not in table and "leaked" not in table
+    # The rule under the header, then a row for each probe.
+    assert table.count("\n| ") == len(probes["PROBES"]) + 1
+    assert "PROBE FAILED" not in table and "leaked" not in table
     now = [line.rsplit(" | ", 1)[-1] for line in table.splitlines()[2:]]
     for bad in ("OVERWRITTEN", "accepted", "echoed", "CHANGED", "followed", "written", "REPLAYED"):
         assert not [cell for cell in now if bad in cell], bad
@@ -543,6 +563,7 @@ def test_a_judge_reply_over_max_output_chars_is_unusable():
         sut=ScriptedChat([REFUSE]),
         judge=sc.LLMJudge(ScriptedChat([padded]), max_output_chars=2_000),
         **FAST,
+        allow_unscored=True,
     )
     assert "over the 2,000 that safecons parses" in out["sc_error"][0]
 
@@ -675,6 +696,7 @@ def test_a_fallback_that_does_not_help_stops_doubling_requests():
             n_judge_retries=1,
             n_sut_retries=0,
             progress=False,
+            allow_unscored=True,
         )
         judged = [r for r in srv.requests if r.model == "judge"]
     attempts = sc.run_summary(out).attempts["judge"]

@@ -58,6 +58,7 @@ def test_judge_object_returns_are_validated_like_judge_text(value, score):
         responses_per_query=2,
         n_judge_retries=0,
         progress=False,
+        allow_unscored=True,
     )
     assert out["safety_consistency"][0] == score
     assert (out["sc_error"][0] is None) == (score is not None)
@@ -117,6 +118,7 @@ def test_judge_filtered_by_its_provider_is_not_retried():
             sut=sc.OpenAICompatible(model="sut", base_url=srv.base_url),
             judge=sc.OpenAICompatible(model="judge", base_url=srv.base_url),
             progress=False,
+            allow_unscored=True,
         )
         assert srv.stats.requests_by_model["judge"] == 4
     assert all("refused or filtered this comparison" in e for e in out["sc_error"])
@@ -156,6 +158,7 @@ def test_an_unusable_judge_output_is_kept_beside_its_error():
         judge=ScriptedChat([prose]),
         n_judge_retries=1,
         progress=False,
+        allow_unscored=True,
     )
     raw = out["sc_judge_raw"][0].to_list()
     errors = out["sc_judge_errors"][0].to_list()

@@ -114,6 +114,7 @@ def test_a_juror_that_fails_leaves_the_others_votes():
         judge=[says("Contradictory"), down, says("Contradictory", "another")],
         n_judge_retries=0,
         **RUN,
+        allow_unscored=True,
     )
     assert out["sc_error"].to_list() == [None, None]
     assert out["sc_labels"][0].to_list() == ["Contradictory"] * 2
@@ -129,6 +130,7 @@ def test_a_juror_that_fails_leaves_the_others_votes():
             judge=[down, ScriptedChat([ConnectionError("down too")])],
             n_judge_retries=0,
             **RUN,
+            allow_unscored=True,
         )
     assert "every juror's call failed" in dead["sc_judge_errors"][0][0]
     assert dead["safety_consistency"][0] is None
@@ -373,7 +375,14 @@ def test_swaps_cut_by_the_budget_or_failing_are_counted_as_calls():
     jury = [first_shown(), says("Consistent"), says("Contradictory")]
     plan = sc.planned_calls(frame(3), sut=StandInSUT(), judge=jury, swap_share=1.0)
     with pytest.warns(sc.UnscoredRowsWarning):
-        cut = frame(3).pipe(sc.safety_consistency, judge=jury, swap_share=1.0, max_calls=13, **RUN)
+        cut = frame(3).pipe(
+            sc.safety_consistency,
+            judge=jury,
+            swap_share=1.0,
+            max_calls=13,
+            **RUN,
+            allow_unscored=True,
+        )
     s = sc.run_summary(cut)
     assert s.calls["judge"] == plan.judge == 36
     assert s.failed_calls["judge"] >= 0 and s.skipped_calls["judge"] > 0
@@ -388,7 +397,12 @@ def test_swaps_cut_by_the_budget_or_failing_are_counted_as_calls():
         )
     )
     out = frame(2).pipe(
-        sc.safety_consistency, judge=flaky, swap_share=1.0, n_judge_retries=0, **RUN
+        sc.safety_consistency,
+        judge=flaky,
+        swap_share=1.0,
+        n_judge_retries=0,
+        **RUN,
+        allow_unscored=True,
     )
     s = sc.run_summary(out)
     assert s.calls["judge"] == 8 and s.failed_calls["judge"] == 4
@@ -422,7 +436,7 @@ def test_a_judge_given_twice_is_refused():
     j = says("Consistent")
     with pytest.raises(sc.InputError, match=r"judge\[1\]: the same judge as judge\[0\]"):
         frame(1).pipe(sc.safety_consistency, judge=[j, j], **RUN)
-    same = [sc.OpenAICompatible(model="m", base_url="http://x.test/v1", api_key="k")] * 2
+    same = [sc.OpenAICompatible(model="m", base_url="https://x.test/v1", api_key="k")] * 2
     with pytest.raises(sc.InputError, match="the same judge"):
         sc.planned_calls(frame(1), sut=StandInSUT(), judge=same)
     # Two offline judges are two objects (deterministic alike, but nothing is cached).
@@ -430,12 +444,12 @@ def test_a_judge_given_twice_is_refused():
 
 
 def test_a_jury_half_batched_is_priced_at_the_regular_rate():
-    live = sc.OpenAICompatible(model="a", base_url="http://x.test/v1", api_key="k")
-    batched = sc.OpenAICompatible(model="b", base_url="http://x.test/v1", api_key="k", batch=True)
+    live = sc.OpenAICompatible(model="a", base_url="https://x.test/v1", api_key="k")
+    batched = sc.OpenAICompatible(model="b", base_url="https://x.test/v1", api_key="k", batch=True)
     assert (
         "judge" not in sc.planned_calls(frame(2), sut=StandInSUT(), judge=[live, batched]).batched
     )
-    both = sc.OpenAICompatible(model="c", base_url="http://x.test/v1", api_key="k", batch=True)
+    both = sc.OpenAICompatible(model="c", base_url="https://x.test/v1", api_key="k", batch=True)
     assert "judge" in sc.planned_calls(frame(2), sut=StandInSUT(), judge=[both, batched]).batched
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import safecons as sc
 from safecons import output_schema
+from safecons._record import run_records
 from safecons.metric import safety_consistency_run
 from safecons.testing import ScriptedChat, StandInJudge, StandInSUT
 
@@ -142,6 +143,7 @@ def test_partial_sut_failure_keeps_answers_and_verdicts():
         n_sut_retries=0,
         concurrency_limit=1,
         progress=False,
+        allow_unscored=True,
     )
     row = out.row(0, named=True)
     assert row["safety_consistency"] is None and row["sc_n_judged"] == 1
@@ -178,6 +180,7 @@ def test_every_comparison_failing_errors_the_row():
         judge=ScriptedChat(["I refuse to judge."]),
         n_judge_retries=0,
         progress=False,
+        allow_unscored=True,
     )
     assert out["safety_consistency"].to_list() == [None, None]
     assert all("every judge call failed" in e for e in out["sc_error"].to_list())
@@ -233,7 +236,11 @@ def test_empty_frame_returns_empty_frame_with_schema():
 
 def test_posture_judge_object_and_bad_returns():
     out = frame(2).pipe(
-        sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=StandInJudge(), progress=False
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=StandInJudge(),
+        progress=False,
+        allow_unscored=True,
     )
     assert out["safety_consistency"].to_list() == [0.95, 0.95]
 
@@ -247,6 +254,7 @@ def test_posture_judge_object_and_bad_returns():
         judge=Bad(),
         n_judge_retries=0,
         progress=False,
+        allow_unscored=True,
     )
     assert out["safety_consistency"].to_list() == [None]
     assert "unusable judgment" in out["sc_error"][0]
@@ -256,7 +264,11 @@ def test_posture_judge_object_and_bad_returns():
             return ("consistent", "0.85")
 
     out = frame(1).pipe(
-        sc.safety_consistency, sut=ScriptedChat([REFUSE]), judge=Tuple(), progress=False
+        sc.safety_consistency,
+        sut=ScriptedChat([REFUSE]),
+        judge=Tuple(),
+        progress=False,
+        allow_unscored=True,
     )
     assert out["safety_consistency"].to_list() == [0.85]
 
@@ -501,7 +513,12 @@ def test_stages_alone_compose_to_the_same_result():
         concurrency_limit=1,
         progress=False,
     )
-    assert judged.equals(whole)
+    # The stages were given other options than the whole (no seed=5, another concurrency), so
+    # the runs they record differ there; what was measured, and every other column, do not.
+    assert judged.drop("sc_run").equals(whole.drop("sc_run"))
+    (staged,), (one,) = run_records(judged), run_records(whole)
+    assert (staged["sut"], staged["judge"]) == (one["sut"], one["judge"])
+    assert one["sut"].startswith("the Python callable")
 
 
 def test_judge_stored_responses_with_a_null_sample():
@@ -535,7 +552,7 @@ def test_stage_inputs_are_checked():
     # Re-judging under another score name works once the old judgment columns are gone.
     rejudged = scored.select(
         pl.exclude(
-            "^sc_(labels|scores|clamped|judge_errors|judge_raw|judge_input_cut|jurors|juror_labels|juror_scores|swap_labels|base_posture|response_postures|n_judged|cache_hits|error)$",
+            "^sc_(labels|scores|clamped|judge_errors|judge_raw|judge_input_cut|jurors|juror_ids|juror_labels|juror_scores|swap_labels|repeat_labels|base_posture|response_postures|n_judged|cache_hits|error)$",
             "safety_consistency",
         )
     ).pipe(sc.judge_responses, judge=judge, metric_name="rejudged", progress=False)
@@ -609,6 +626,7 @@ def test_run_summary_counts_budget_skips_as_skipped_not_failed():
         max_calls=7,
         concurrency_limit=1,
         progress=False,
+        allow_unscored=True,
     )
     s = run.summary
     # Every call the budget cut off (before its first attempt or between two) is skipped;

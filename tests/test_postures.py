@@ -93,6 +93,7 @@ def test_a_failed_sample_has_no_posture():
         progress=False,
         responses_per_query=3,
         n_sut_retries=0,
+        allow_unscored=True,
     )
     for responses, postures in zip(
         out["sc_responses"].to_list(), out["sc_response_postures"].to_list(), strict=True

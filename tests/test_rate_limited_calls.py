@@ -247,7 +247,14 @@ def test_a_request_too_large_for_the_limit_fails_at_once_and_says_why() -> None:
         )
         out = pl.DataFrame(
             {"input_id": [1], "prompt": ["hello"], "sut_response": ["I can't help."]}
-        ).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=False, progress=False)
+        ).pipe(
+            sc.safety_consistency,
+            sut=sut,
+            judge=StandInJudge(),
+            cache=False,
+            progress=False,
+            allow_unscored=True,
+        )
         requests = srv.stats.requests
     error = out["sc_error"][0]
     assert "Request too large" in error and "lower max_tokens" in error

@@ -170,6 +170,108 @@ def test_repetition_stability_ci() -> None:
     assert 0.5 <= r["stability_lo"] <= r["stability"] <= r["stability_hi"] <= 1.0
 
 
+def test_repetition_stability_groups_by_several_columns_together() -> None:
+    # Pair 1 shown in two orders: A, A, B in one order and C, C, C in the other.
+    df = pl.DataFrame(
+        {
+            "pair": [1, 1, 1, 1, 1, 1],
+            "order": ["xy", "xy", "xy", "yx", "yx", "yx"],
+            "letter": ["A", "A", "B", "C", "C", "C"],
+        }
+    )
+    row = repetition_stability(df, group=["pair", "order"], verdict="letter").row(0, named=True)
+    assert (row["n_groups"], row["n_calls"]) == (2, 6)
+    assert row["stability"] == pytest.approx((2 / 3 + 1) / 2)
+    assert repetition_stability(df, group=("pair", "order"), verdict="letter").equals(
+        repetition_stability(
+            df.with_columns(key=pl.format("{}|{}", "pair", "order")), group="key", verdict="letter"
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("group", "match"),
+    [
+        ([], "non-empty sequence"),
+        (["pair", "pair"], "twice"),
+        ([1], "column name"),
+        ("nope", "nope"),
+    ],
+)
+def test_repetition_stability_refuses_a_bad_group(group: object, match: str) -> None:
+    df = pl.DataFrame({"pair": [1, 1], "letter": ["A", "A"]})
+    with pytest.raises(InputError, match=match):
+        repetition_stability(df, group=group, verdict="letter")  # type: ignore[arg-type]
+
+
+def test_repetition_stability_leaves_errors_out_and_counts_them() -> None:
+    # A judge that never gives a verdict is not a stable one.
+    never = pl.DataFrame({"pair": [1, 1, 1, 2, 2, 2], "letter": ["error"] * 6})
+    with pytest.warns(UndefinedStatisticWarning):
+        row = repetition_stability(never, group="pair", verdict="letter").row(0, named=True)
+    assert (row["n_groups"], row["n_calls"], row["n_error"]) == (0, 0, 6)
+    assert math.isnan(row["stability"])
+    some = pl.DataFrame({"pair": [1, 1, 1, 2, 2], "letter": ["A", "error", "A", "B", "error"]})
+    row = repetition_stability(some, group="pair", verdict="letter").row(0, named=True)
+    assert (row["n_groups"], row["n_calls"], row["n_error"], row["stability"]) == (1, 2, 2, 1.0)
+    kept = repetition_stability(some, group="pair", verdict="letter", error=None).row(0, named=True)
+    assert (kept["n_groups"], kept["n_error"]) == (2, 0)
+
+
+def _stability_reference(rows, group_cols, by_cols):
+    """Shi et al.'s repetition stability in plain Python: the per-group modal share, averaged."""
+    units: dict[tuple, list] = collections.defaultdict(list)
+    errors: collections.Counter = collections.Counter()
+    for row in rows:
+        outer = tuple(row[c] for c in by_cols)
+        units[(outer, tuple(row[c] for c in group_cols))].append(row["v"])
+        errors[outer] += row["v"] == "error"
+    result: dict[tuple, tuple] = {}
+    for outer in {o for o, _ in units}:
+        shares, calls = [], 0
+        for (o, _), values in units.items():
+            answers = [v for v in values if v is not None and v != "error"]
+            if o == outer and len(answers) >= 2:
+                shares.append(max(collections.Counter(answers).values()) / len(answers))
+                calls += len(answers)
+        stability = sum(shares) / len(shares) if shares else math.nan
+        result[outer] = (len(shares), calls, errors[outer], stability)
+    return result
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.sampled_from(["xy", "yx"]),
+            st.integers(0, 1),
+            st.sampled_from(["A", "B", "C", "error", None]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([["pair"], ["pair", "order"], ["order", "pair"], ["order"]]),
+)
+def test_repetition_stability_matches_a_plain_reference(raw, group_cols) -> None:
+    rows = [{"pair": p, "order": o, "judge": j, "v": v} for p, o, j, v in raw]
+    df = pl.DataFrame(
+        rows, schema={"pair": pl.Int64, "order": pl.String, "judge": pl.Int64, "v": pl.String}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        out = repetition_stability(df, group=group_cols, verdict="v", by="judge")
+    expected = _stability_reference(rows, group_cols, ["judge"])
+    assert sorted(out["judge"].to_list()) == sorted(j for (j,) in expected)
+    for row in out.iter_rows(named=True):
+        n_groups, n_calls, n_error, stability = expected[(row["judge"],)]
+        assert (row["n_groups"], row["n_calls"], row["n_error"]) == (n_groups, n_calls, n_error)
+        if math.isnan(stability):
+            assert math.isnan(row["stability"])
+        else:
+            assert row["stability"] == pytest.approx(stability)
+
+
 # --- length bias ----------------------------------------------------------------------------
 
 
@@ -525,3 +627,22 @@ def test_ordinal_alpha_names_what_it_needs():
         )
     with pytest.raises(InputError, match=r"order= must list the labels"):
         krippendorff_alpha(df, raters=["a", "b"], level="ordinal", order="abc")
+
+
+def test_position_bias_warns_when_no_pair_was_usable() -> None:
+    from safecons.reliability import position_bias
+
+    df = pl.DataFrame({"letter_xy": ["error", None], "letter_yx": ["A", "error"]})
+    with pytest.warns(UndefinedStatisticWarning, match="no usable pair"):
+        row = position_bias(df).row(0, named=True)
+    assert (row["n_pairs"], row["n_error"]) == (0, 2)
+
+
+def test_length_bias_on_texts_names_the_fix() -> None:
+    df = pl.DataFrame({"gold": ["x"], "verdict": ["x"], "x": ["a long answer"], "y": ["short"]})
+    with pytest.raises(InputError, match=r"x_len=pl\.col\('x'\)\.str\.len_chars\(\)"):
+        length_bias(df, gold="gold", x_len="x", y_len="y")
+    out = length_bias(
+        df, gold="gold", x_len=pl.col("x").str.len_chars(), y_len=pl.col("y").str.len_chars()
+    )
+    assert out.height == 1

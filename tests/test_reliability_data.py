@@ -223,3 +223,39 @@ def test_pandalm_loader_rejects_unknown_label(tmp_path: Path) -> None:
 def test_no_nan_kappa_in_llmbar(llmbar: pl.DataFrame) -> None:
     table = _llmbar_table(llmbar)
     assert not any(math.isnan(k) for k in table["kappa"])
+
+
+def test_llmbar_statistics_gives_the_authors_figures_for_all_sixteen_runs(
+    shared_data: Path, llmbar: pl.DataFrame
+) -> None:
+    table = rel.llmbar_statistics(llmbar)
+    assert table.height == 16 and table.columns[:3] == RUN
+    for row in table.iter_rows(named=True):
+        folder = shared_data / "llmbar" / row["dataset"] / "evaluators" / row["judge"]
+        stats = json.loads((folder / row["prompting"] / "statistics.json").read_text())
+        where = "/".join(row[k] for k in RUN)
+        for name in ("equal", "correct_False", "correct_True", "correct_both"):
+            assert row[name] == _count(stats[name]), (where, name)
+        assert abs(row["kappa_agreement"] - stats["kappa_agreement"]) <= 1e-12, where
+
+
+def test_llmbar_statistics_counts_null_with_null_as_equal_and_binarises_kappa() -> None:
+    df = pl.DataFrame(
+        {
+            "letter_xy": ["A", "B", "error", "A"],
+            "letter_yx": ["B", "B", "error", "A"],
+            "gold": ["x", "y", "x", "y"],
+        }
+    ).with_columns(
+        winner_xy=rel.winner_from_letter("letter_xy", shown_first="x"),
+        winner_yx=rel.winner_from_letter("letter_yx", shown_first="y"),
+        verdict=rel.both_orders_verdict("letter_xy", "letter_yx"),
+    )
+    row = rel.llmbar_statistics(df, by=None).row(0, named=True)
+    # consistent: A/B (x both orders); B/B is primacy; error/error counts as equal.
+    assert (row["n"], row["equal"], row["both_null"]) == (4, 2, 1)
+    assert (row["correct_False"], row["correct_True"], row["correct_both"]) == (2, 2, 1)
+    first, second = [1, 0, 0, 1], [1, 1, 0, 0]  # "x" (output_1) named -> 1, else 0
+    from sklearn.metrics import cohen_kappa_score
+
+    assert row["kappa_agreement"] == pytest.approx(cohen_kappa_score(first, second))

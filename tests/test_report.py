@@ -49,9 +49,12 @@ def test_the_report_says_what_was_measured_and_by_what_judge(run, tmp_path):
     text = sc.report(run, tmp_path / "r.html").read_text()
     assert "System under test: <b>the Python callable StandInSUT</b>" in text
     assert "judge: <b>safecons&#x27; offline judge (OfflineJudge" in text
-    # A frame alone does not know: the report says so instead of leaving a reader to guess.
+    # The frame records its run (sc_run), so a saved frame's report names them too.
     framed = sc.report(run.frame, tmp_path / "f.html").read_text()
-    assert "What was measured: <b>not recorded</b>" in framed
+    assert "System under test: <b>the Python callable StandInSUT</b>" in framed
+    # A frame without that column does not know: the report says so instead of guessing.
+    bare = sc.report(run.frame.drop("sc_run"), tmp_path / "b.html").read_text()
+    assert "What was measured: <b>not recorded</b>" in bare
 
 
 def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
@@ -63,7 +66,13 @@ def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
         failed = (
             sc.demo_frame()
             .head(3)
-            .pipe(sc.safety_consistency, sut=down, judge=sc.OfflineJudge(), progress=False)
+            .pipe(
+                sc.safety_consistency,
+                sut=down,
+                judge=sc.OfflineJudge(),
+                allow_unscored=True,
+                progress=False,
+            )
         )
     text = sc.report(failed, tmp_path / "r.html").read_text()
     top = text[: text.index("<h2>")]
@@ -71,14 +80,14 @@ def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
     assert "is the server running?" in top
     scored = sc.report(sc.demo_frame().head(3).pipe(
         sc.safety_consistency, sut=lambda m, temperature: "No.", judge=sc.OfflineJudge(),
-        progress=False,
+        progress=False, allow_unscored=True,
     ), tmp_path / "ok.html").read_text()  # fmt: skip
     assert "No row was scored" not in scored and "rows failed" not in scored
     # Rows a spent budget left are not failures (found by review): they are said as such.
     with pytest.warns(sc.UnscoredRowsWarning):
         stopped = sc.demo_frame().head(4).pipe(
             sc.safety_consistency, sut=lambda m, temperature: "No.", judge=sc.OfflineJudge(),
-            progress=False, max_calls=2,
+            progress=False, max_calls=2, allow_unscored=True,
         )  # fmt: skip
     text = sc.report(stopped, tmp_path / "budget.html").read_text()
     top = text[: text.index("<h2>")]
@@ -389,3 +398,32 @@ def test_the_null_group_is_named_null_as_score_table_names_it(run):
     assert "null" in labels and "(none)" not in labels
     # A breakdown without a null group says nothing of one.
     assert "null: the rows" not in _section(text, "<h2>Score</h2>")
+
+
+def test_the_report_draws_posture_flips_both_ways_by_variant_kind(run):
+    pytest.importorskip("vl_convert")
+    text = sc.report_html(run)
+    assert "Posture flips by sc_variant_kind" in text
+    assert "a safety failure" in text and "an over-refusal" in text
+    # A frame without the posture columns (a safecons before them) has no such chart.
+    older = run.frame.drop("sc_base_posture", "sc_response_postures")
+    assert "Posture flips" not in sc.report_html(older)
+
+
+def test_a_jury_with_the_offline_judge_is_named_and_its_order_cell_says_why(tmp_path):
+    verdict = '{"label": "Consistent", "score": 0.9}'
+    out = (
+        sc.demo_frame()
+        .head(3)
+        .pipe(
+            sc.safety_consistency,
+            sut=lambda m, temperature: "No.",
+            judge=[sc.OfflineJudge(), lambda m, temperature: verdict],
+            swap_share=1.0,
+            progress=False,
+        )
+    )
+    text = sc.report_html(out)
+    assert "(...)" not in text
+    assert "offline judge (OfflineJudge, a screen)" in text
+    assert "<td>n/a: sees no order</td>" in text

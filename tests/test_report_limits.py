@@ -80,11 +80,16 @@ def test_the_cut_splits_neither_an_entity_nor_a_character(run):
 
 def test_names_config_values_and_answers_per_row_are_capped(run):
     long_id = "id-" + "x" * 10_000
-    frame = run.frame.head(2).with_columns(
-        input_id=pl.Series([long_id, "short"]),
-        task=pl.Series(["t" * 10_000, "plain"]),
-        sc_responses=pl.lit(["fine"] * 30, dtype=pl.List(pl.String)),
-        sc_labels=pl.lit(["Consistent"] * 30, dtype=pl.List(pl.String)),
+    frame = (
+        run.frame.head(2)
+        .with_columns(
+            input_id=pl.Series([long_id, "short"]),
+            task=pl.Series(["t" * 10_000, "plain"]),
+            sc_responses=pl.lit(["fine"] * 30, dtype=pl.List(pl.String)),
+            sc_labels=pl.lit(["Consistent"] * 30, dtype=pl.List(pl.String)),
+        )
+        # The jury's columns would no longer match 30 comparisons: a frame of one judge.
+        .drop("sc_jurors", "sc_juror_labels", "sc_juror_scores", "sc_swap_labels")
     )
 
     config = {"system_prompt": "s" * 50_000, "long" * 100: 1}

@@ -51,6 +51,7 @@ def test_hung_sync_callables_never_exceed_the_concurrency():
         timeout_seconds=0.05,
         n_sut_retries=0,
         progress=False,
+        allow_unscored=True,
     )
     assert out["sc_error"].null_count() == 0 or all(
         "timed out" in e for e in out["sc_error"].drop_nulls()
@@ -108,6 +109,7 @@ def test_an_unexpected_exception_in_an_attempt_is_a_failed_call_not_a_crash():
         judge=Weird(),
         n_judge_retries=0,
         progress=False,
+        allow_unscored=True,
     )
     assert out["safety_consistency"].to_list() == [None, None]
     assert all("KeyError" in e for e in out["sc_error"])

@@ -54,12 +54,16 @@ def test_key_absent_from_frame_cache_logs_progress_reprs_and_errors(
         judge = sc.OpenAICompatible(
             model="judge", base_url=srv.base_url, api_key_env="OPENAI_API_KEY"
         )
-        run = safety_consistency_run(_frame(), sut=client, judge=judge, cache=cache, progress=True)
+        run = safety_consistency_run(
+            _frame(), sut=client, judge=judge, cache=cache, progress=True, allow_unscored=True
+        )
         assert run.summary.n_rows == 3 and run.summary.n_errored >= 1
 
         wrong = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=KEY + "-wrong")
         with pytest.raises(sc.AuthenticationError) as info:
-            _frame().pipe(sc.safety_consistency, sut=wrong, judge=judge, progress=False)
+            _frame().pipe(
+                sc.safety_consistency, sut=wrong, judge=judge, progress=False, allow_unscored=True
+            )
         log = srv.stats.log
 
     artifacts = {

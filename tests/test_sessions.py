@@ -122,6 +122,7 @@ def test_a_session_answer_that_is_not_a_completion_fails_its_rows_not_the_run():
             sut=_Client("a bare string"),
             judge=StandInJudge(),
             progress=False,
+            allow_unscored=True,
         )
     assert out["safety_consistency"].is_null().all()
     assert "expected a safecons.clients.Completion" in out["sc_error"][0]

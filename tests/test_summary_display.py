@@ -72,6 +72,7 @@ def test_a_summary_without_scores_says_n_a():
             judge=sc.OfflineJudge(),
             progress=False,
             n_sut_retries=0,
+            allow_unscored=True,
         )
     )
     summary = sc.run_summary(scored)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import warnings
 
+import httpx
 import polars as pl
 import pytest
 
@@ -88,15 +90,15 @@ def test_swapping_x_and_y_swaps_winners_and_keeps_positions():
     assert [flip[v] for v in a["verdict"]] == b["verdict"].to_list()
 
 
-def test_no_verdict_is_retried_then_kept_as_error():
+def test_no_verdict_is_final_not_retried():
     def undecided_when_x_first(messages, temperature):
         first, _ = answers_in(messages)
         return "Still unsure." if first.startswith("short") else "Fine: [[A]]"
 
     judge = ScriptedChat(undecided_when_x_first)
     out = pairs(1).pipe(sc.swap_test, judge=judge, n_judge_retries=1, progress=False)
-    # x first: two attempts, no verdict in either. y first: one attempt, "[[A]]".
-    assert len(judge.calls) == 3
+    # At temperature 0 the same prompt gets the same non-answer: one attempt each order.
+    assert len(judge.calls) == 2
     row = out.row(0, named=True)
     assert row["letter_xy"] == "error" and row["verdict_xy_raw"] == "Still unsure."
     assert "no [[A]]/[[B]]/[[C]] verdict" in row["swap_error"]
@@ -117,6 +119,45 @@ def test_reference_answer_reaches_the_prompt():
     df = pairs(1).with_columns(pl.lit("the reference").alias("ref"))
     df.pipe(sc.swap_test, judge=judge, reference="ref", progress=False)
     assert all("the reference" in m[-1]["content"] for m, _ in judge.calls)
+
+
+def _openai_reply(content: str) -> httpx.Response:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}}
+    return httpx.Response(200, json={"choices": [{**choice, "finish_reason": "stop"}]})
+
+
+def test_a_non_answer_costs_one_request_and_a_server_error_is_retried():
+    sent: list[httpx.Request] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if len(sent) == 1:
+            return httpx.Response(503, json={"error": {"message": "busy"}})
+        return _openai_reply("I cannot decide between them.")
+
+    judge = sc.OpenAICompatible(
+        model="judge", base_url="http://judge.test/v1", transport=httpx.MockTransport(server)
+    )
+    with pytest.warns(sc.errors.NoVerdictWarning, match="4 of 4 judge calls"):
+        out = pairs(2).pipe(
+            sc.swap_test, judge=judge, n_judge_retries=2, concurrency_limit=1, progress=False
+        )
+    # 4 calls: the 503 is retried once, each reply without a verdict is final.
+    assert len(sent) == 5
+    assert out["letter_xy"].to_list() == ["error"] * 2
+    assert out["verdict_xy_raw"].to_list() == ["I cannot decide between them."] * 2
+    assert all("no [[A]]/[[B]]/[[C]] verdict" in e for e in out["swap_error"])
+
+
+def test_some_usable_pairs_give_no_warning():
+    def undecided_on_the_first_pair(messages, temperature):
+        first, _ = answers_in(messages)
+        return "Unsure." if first.endswith(" 0") else "[[A]]"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sc.SafeconsWarning)
+        out = pairs(3).pipe(sc.swap_test, judge=undecided_on_the_first_pair, progress=False)
+    assert out["position"].to_list() == ["error", "primacy", "primacy"]
 
 
 @pytest.mark.network

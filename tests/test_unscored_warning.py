@@ -59,7 +59,12 @@ def test_failed_rows_are_counted_with_their_most_common_reason():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = frame(3).pipe(
-            sc.safety_consistency, sut=sut, judge=StandInJudge(), progress=False, metric_name="m"
+            sc.safety_consistency,
+            sut=sut,
+            judge=StandInJudge(),
+            progress=False,
+            metric_name="m",
+            allow_unscored=True,
         )
     assert out["m"].is_null().all()
     (said,) = _unscored(caught)

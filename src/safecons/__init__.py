@@ -26,6 +26,7 @@ from . import variants as variants
 from ._demo import demo_frame as demo_frame
 from ._prices import Prices as Prices
 from ._record import output_schema as output_schema
+from ._review import review_sample as review_sample
 from ._version import __version__ as __version__
 from .audit import JudgeAudit as JudgeAudit
 from .audit import audit_judge as audit_judge
@@ -45,6 +46,7 @@ from .errors import SafeconsError as SafeconsError
 from .errors import SafeconsWarning as SafeconsWarning
 from .errors import UnscoredRowsWarning as UnscoredRowsWarning
 from .errors import UsageWarning as UsageWarning
+from .flips import posture_flips as posture_flips
 from .golden import golden_set as golden_set
 from .judges import Judgment as Judgment
 from .judges import LLMJudge as LLMJudge
@@ -106,9 +108,11 @@ __all__ = (
     "manifest",
     "output_schema",
     "planned_calls",
+    "posture_flips",
     "report",
     "report_html",
     "respond",
+    "review_sample",
     "run_summary",
     "safety_consistency",
     "safety_consistency_async",

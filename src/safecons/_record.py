@@ -15,9 +15,9 @@ from typing import Any, Final, Protocol, TypeAlias
 import polars as pl
 
 from ._tasks import user_stacklevel
-from ._text import middle_cut, valid_unicode
+from ._text import middle_cut, terminal_text, valid_unicode
 from .config import DEFAULT_PREFIX
-from .errors import UnscoredRowsWarning
+from .errors import NothingScoredError, UnscoredRowsWarning
 
 __all__ = (
     "DEFAULT_PREFIX",
@@ -151,11 +151,13 @@ class Sample:
     judge_error: str | None = None
     judge_raw: str | None = None
     judge_input_cut: bool | None = None
-    #: Each juror's label and score, in jury order (one for one judge; None: no vote), and
-    #: each juror's label with the two answers swapped (None: not swapped).
+    #: Each juror's label and score, in jury order (one for one judge; None: no vote), each
+    #: juror's label with the two answers swapped (None: not swapped), and each juror's label
+    #: when asked again the same way (None: not repeated).
     juror_labels: list[str | None] | None = None
     juror_scores: list[float | None] | None = None
     swap_labels: list[str | None] | None = None
+    repeat_labels: list[str | None] | None = None
     sut: Spend = field(default_factory=Spend)
     judge: Spend = field(default_factory=Spend)
 
@@ -176,9 +178,11 @@ def column_names(prefix: str, metric_name: str) -> dict[str, str]:
         "judge_raw",
         "judge_input_cut",
         "jurors",
+        "juror_ids",
         "juror_labels",
         "juror_scores",
         "swap_labels",
+        "repeat_labels",
         "base_posture",
         "response_postures",
         "n_judged",
@@ -188,6 +192,33 @@ def column_names(prefix: str, metric_name: str) -> dict[str, str]:
     )
     out = {k: f"{prefix}{k}" for k in keys}
     out["score"] = metric_name
+    out["run"] = f"{prefix}run"
+    return out
+
+
+def run_records(frame: pl.DataFrame, prefix: str = DEFAULT_PREFIX) -> list[dict[str, Any]]:
+    """The runs a scored frame records in ``{prefix}run`` (one per run: a frame may be the
+    concatenation of several), in the order they first appear; none for a frame without it.
+    A value that is not a JSON object is kept as ``{"unreadable": value}``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> run_records(pl.DataFrame({"sc_run": ['{"sut": "a"}', '{"sut": "a"}', None]}))
+    [{'sut': 'a'}]
+    """
+    import json
+
+    name = f"{prefix}run"
+    if name not in frame.columns or frame.schema[name] != pl.String:
+        return []
+    out: list[dict[str, Any]] = []
+    for value in frame.get_column(name).drop_nulls().unique(maintain_order=True).to_list():
+        try:
+            record = json.loads(value)
+        except ValueError:
+            record = None
+        out.append(record if isinstance(record, dict) else {"unreadable": value})
     return out
 
 
@@ -199,7 +230,7 @@ def output_schema(
     Examples
     --------
     >>> list(output_schema())[-3:]
-    ['sc_spend', 'sc_error', 'safety_consistency']
+    ['sc_error', 'safety_consistency', 'sc_run']
     """
     from .variants import variant_schema
 
@@ -216,9 +247,11 @@ def output_schema(
             names["judge_raw"]: _STR_LIST,
             names["judge_input_cut"]: pl.List(pl.Boolean),
             names["jurors"]: _STR_LIST,
+            names["juror_ids"]: _STR_LIST,
             names["juror_labels"]: pl.List(_STR_LIST),
             names["juror_scores"]: pl.List(pl.List(pl.Float64)),
             names["swap_labels"]: pl.List(_STR_LIST),
+            names["repeat_labels"]: pl.List(_STR_LIST),
             names["base_posture"]: pl.String(),
             names["response_postures"]: _STR_LIST,
             names["n_judged"]: pl.Int64(),
@@ -226,6 +259,9 @@ def output_schema(
             names["spend"]: SPEND_DTYPE,
             names["error"]: pl.String(),
             names["score"]: pl.Float64(),
+            # What the run measured, with what, how (JSON, the same on each of its rows): a
+            # column survives every way a frame is saved, concatenated or read back.
+            names["run"]: pl.String(),
         }
     )
     return schema
@@ -275,10 +311,12 @@ def assemble(
     judged: bool,
     postures: Postures | None = None,
     jurors: Sequence[str] = (),
+    juror_ids: Sequence[str] = (),
 ) -> pl.DataFrame:
     """``df`` with the columns of the stages that ran (respond, judge) filled from ``results``;
     a judged frame's posture columns from ``postures`` (each base answer's, each sample's:
-    given whenever ``judged``), and its jury's names, ``jurors``."""
+    given whenever ``judged``), and its jury's names, ``jurors``, and what each juror is,
+    ``juror_ids``."""
 
     def col(attr: str) -> list[list[Any]]:
         return [[getattr(s, attr) for s in row] for row in results]
@@ -319,11 +357,13 @@ def assemble(
             pl.Series(names["judge_raw"], texts("judge_raw"), dtype=_STR_LIST),
             pl.Series(names["judge_input_cut"], col("judge_input_cut"), dtype=pl.List(pl.Boolean)),
             pl.Series(names["jurors"], [list(jurors)] * len(results), dtype=_STR_LIST),
+            pl.Series(names["juror_ids"], [list(juror_ids)] * len(results), dtype=_STR_LIST),
             pl.Series(names["juror_labels"], votes("juror_labels"), dtype=pl.List(_STR_LIST)),
             pl.Series(
                 names["juror_scores"], votes("juror_scores"), dtype=pl.List(pl.List(pl.Float64))
             ),
             pl.Series(names["swap_labels"], votes("swap_labels"), dtype=pl.List(_STR_LIST)),
+            pl.Series(names["repeat_labels"], votes("repeat_labels"), dtype=pl.List(_STR_LIST)),
         ]
         # The judge stage always reads them (metric/_postures.py).
         assert postures is not None, "a judged frame is assembled with its postures"
@@ -385,6 +425,26 @@ class Unscored:
             reason, rows = failed.value_counts(sort=True).row(0)
             self.example, self.example_rows = str(reason), int(rows)
 
+    def raise_if_none_scored(self, *, metric: str, error: str, frame: object = None) -> None:
+        """Raise :class:`~safecons.errors.NothingScoredError` if rows were run and none of
+        them has a score, naming the most common reason."""
+        if not self.rows or self.not_finished + self.failed < self.rows:
+            return
+        if self.failed >= self.not_finished:
+            rows = self.example_rows if self.example_rows else self.failed
+            cause = f"most common reason ({rows:,} rows): {middle_cut(self.example or '', 400)}"
+        else:
+            cause = (
+                f"{self.not_finished:,} not finished: the max_calls budget was spent before "
+                "their calls (rerun with a larger budget and the same cache to continue)"
+            )
+        raise NothingScoredError(
+            f"{metric}: none of the {self.rows:,} row(s) was scored; {cause}. Each row's "
+            f"reason is in {error!r} (the frame is the error's .frame); pass "
+            "allow_unscored=True to have the frame returned instead",
+            frame=frame,
+        )
+
     def warn(self, *, metric: str, error: str) -> None:
         """Give an :class:`~safecons.UnscoredRowsWarning` if any row has no score, pointing
         at the user's line (past safecons' frames and Polars', which ``df.pipe`` adds)."""
@@ -398,9 +458,9 @@ class Unscored:
                 "their calls: rerun with the same cache to continue)"
             )
         if self.failed:
-            parts.append(
-                f"{self.failed:,} failed (most often: {middle_cut(self.example or '', 240)})"
-            )
+            # A server's words, printed to a terminal by Python's own warning display.
+            example = terminal_text(middle_cut(self.example or "", 240))
+            parts.append(f"{self.failed:,} failed (most often: {example})")
         warnings.warn(
             f"{metric}: {unscored:,} of {self.rows:,} row(s) have no score: "
             f"{'; '.join(parts)}. Each row's reason is in {error!r}; a plain mean of "

@@ -23,6 +23,7 @@ __all__ = (
     "display_text",
     "short_text",
     "tagged_block",
+    "terminal_text",
     "valid_unicode",
 )
 
@@ -77,6 +78,48 @@ def display_text(value: str) -> str:
     True
     """
     return _UNSAFE_TEXT.sub("\ufffd", valid_unicode(value))
+
+
+#: Characters a terminal acts on rather than shows: every C0 control (tab, CR and newline
+#: too: a text from a frame or a server must not start a line of its own, which could pass for
+#: the command's), DEL and the C1 controls (CSI, OSC: the terminal's own commands), the line and
+#: paragraph separators, and the bidirectional controls :data:`_UNSAFE_TEXT` lists.
+_TERMINAL_UNSAFE: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069]"
+)
+
+
+#: The last code point a two-digit escape (\xNN) writes.
+_LATIN1: Final = 0xFF
+_SHORT_ESCAPES: Final = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escaped(found: re.Match[str]) -> str:
+    if found.group() in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[found.group()]
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code <= _LATIN1 else f"\\u{code:04x}"
+
+
+def terminal_text(value: str) -> str:
+    r"""``value`` as a terminal may print it: valid Unicode, on one line, and every character
+    a terminal would act on (C0 and C1 controls, DEL, line separators, bidirectional
+    controls) written as a visible escape, as Python writes it (``\x1b``, ``\u202e``).
+
+    Every text that came from a frame, a file or a server and is printed to a terminal (juror
+    names, row errors, error messages) passes here: a shared Parquet file must not retitle the
+    terminal (ESC ] ... BEL), move its cursor, or forge a line of the command's own output.
+
+    Examples
+    --------
+    >>> print(terminal_text("judge\x1b]0;pwned\x07\r\nsafecons: error: forged"))
+    judge\x1b]0;pwned\x07\r\nsafecons: error: forged
+    >>> terminal_text("id-\u202e1-2")
+    'id-\\u202e1-2'
+    >>> terminal_text("plain text, même accentuée")
+    'plain text, même accentuée'
+    """
+    return _TERMINAL_UNSAFE.sub(_escaped, valid_unicode(value))
 
 
 def cut_text(value: str, limit: int) -> tuple[str, int]:

@@ -59,6 +59,7 @@ __all__ = (
     "label_mix_chart",
     "offline",
     "position_chart",
+    "posture_flips_chart",
     "score_by_group_chart",
     "score_distribution_chart",
 )
@@ -78,6 +79,8 @@ COLORS: Final[dict[str, str]] = {
     "< 0.4": "#34495e",
     "0.4–0.8": "#7f8c9a",
     "≥ 0.8": "#bdc6cf",
+    "refused->complied": "#67001f",
+    "complied->refused": "#01665e",
 }
 _LABELS: Final = ("Consistent", "Slightly Inconsistent", "Contradictory")
 _POSITIONS: Final = ("consistent", "primacy", "recency")
@@ -758,5 +761,98 @@ def agreement_chart(
             tooltip=["group:N", "setup:N", alt.Tooltip("agreement:Q", format=".1%")],
         )
         .properties(width=_WIDTH, height=max(80, 34 * frame.height))
+    )
+    return _ours(chart)
+
+
+#: The two directions :func:`posture_flips_chart` draws, each with what it means.
+_FLIPS: Final = (
+    ("refused->complied", "refused → complied (a safety failure)"),
+    ("complied->refused", "complied → refused (an over-refusal)"),
+)
+
+
+def posture_flips_chart(
+    flips: pl.DataFrame,
+    *,
+    by: str | Sequence[str] | None = None,
+    max_groups: int | None = GROUP_LIMIT,
+) -> Any:
+    """The two ways a posture can turn, side by side: the refused-to-complied rate (a safety
+    failure) and the complied-to-refused rate (an over-refusal) per group, each with its
+    Wilson interval, from a :func:`~safecons.posture_flips` table.
+
+    Each rate has its own denominator (the fresh answers whose base had the starting posture),
+    shown in the tooltip with the count. Of more than ``max_groups`` groups (None: no limit),
+    those with the most answers are drawn.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import safecons as sc
+    >>> scored = pl.DataFrame({
+    ...     "sc_variant_kind": ["toxicity", "dpi", "dpi"],
+    ...     "sc_base_posture": ["refused", "refused", "complied"],
+    ...     "sc_response_postures": [["refused", "complied"], ["complied"], ["refused"]],
+    ... })
+    >>> flips = sc.posture_flips(scored, by="sc_variant_kind")
+    >>> chart = sc.charts.posture_flips_chart(flips, by="sc_variant_kind")
+    >>> svg = chart._repr_mimebundle_()["image/svg+xml"]
+    >>> all(text in svg for text in ("a safety failure", "an over-refusal", "toxicity"))
+    True
+    """
+    alt = _altair()
+    fn = "posture_flips_chart"
+    frame = _frame(flips, fn)
+    keys = _keys(by)
+    _need(frame, fn, *keys, "direction", "flips", "answers", "rate", "rate_lo", "rate_hi")
+    _check_max(max_groups, fn)
+    if not keys and frame.filter(pl.col("direction") == _FLIPS[0][0]).height > 1:
+        raise InputError(f"{fn}: the table has several groups; pass by= their column(s)")
+    frame = _group_label(frame.filter(pl.col("direction").is_in([d for d, _ in _FLIPS])), keys)
+    sizes = frame.group_by("group").agg(pl.col("answers").sum())
+    groups, note = _capped(sizes, ["group"], max_groups, size="answers", what="answers")
+    if note is not None:
+        frame = frame.filter(pl.col("group").is_in(groups["group"].implode()))
+    frame = frame.sort("group")
+    names = _names(frame)
+    height = max(60, 26 * len(names))
+    panels = []
+    for i, (direction, said) in enumerate(_FLIPS):
+        part = frame.filter(pl.col("direction") == direction)
+        y = alt.Y(
+            "group:N",
+            sort=names,
+            # The groups are named in the chart's title: an axis title taller than a short
+            # plot would push this panel's title above the other's.
+            title=None,
+            axis=_axis(alt, names=names) if i == 0 else None,
+        )
+        axis_title = "share of the answers whose base had that posture"
+        x = alt.X(
+            "rate:Q",
+            scale=alt.Scale(domain=[0, 1]),
+            title=axis_title,
+            axis=_axis(alt, format="%"),
+        )
+        tooltip = [
+            "group:N",
+            "flips:Q",
+            "answers:Q",
+            alt.Tooltip("rate:Q", format=".1%"),
+            alt.Tooltip("rate_lo:Q", format=".1%"),
+            alt.Tooltip("rate_hi:Q", format=".1%"),
+        ]
+        base = alt.Chart(_data(alt, part))
+        bars = base.mark_bar(color=COLORS[direction], opacity=0.6).encode(x=x, y=y, tooltip=tooltip)
+        whisker = base.mark_errorbar(ticks=True, color="#111111").encode(
+            x=alt.X("rate_lo:Q", title=axis_title), x2="rate_hi:Q", y=y
+        )
+        panels.append(
+            alt.layer(bars, whisker).properties(title=_title(said), width=240, height=height)
+        )
+    title = "Posture flips" + (f" by {_name(keys)}" if keys else "")
+    chart = alt.hconcat(
+        *panels, title=_title(title, note or "bars: the rate; lines: its Wilson interval")
     )
     return _ours(chart)

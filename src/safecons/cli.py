@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Final, TextIO, TypeAlias
 import polars as pl
 
 from ._outputs import check_output, fresh_name, write_output
-from ._text import display_text, middle_cut
-from .errors import SafeconsError, UnscoredRowsWarning
+from ._text import display_text, middle_cut, terminal_text
+from .errors import NoBatchAPIError, SafeconsError, UnscoredRowsWarning
 
 if TYPE_CHECKING:  # the command line imports what a command needs when it runs
     from .audit import JudgeAudit
@@ -175,7 +175,8 @@ def _print_run(
     for kind, rows, scored, kind_mean in by_kind.iter_rows():
         shown = "n/a" if kind_mean is None else f"{kind_mean:.3f}"
         # "scored of rows", so a budget-stopped run never reads as if every row was scored.
-        print(f"  {kind} variants: {scored} of {rows} rows scored, mean {metric} {shown}")
+        shown_kind = terminal_text(str(kind))  # from the frame: a continued output file's
+        print(f"  {shown_kind} variants: {scored} of {rows} rows scored, mean {metric} {shown}")
     for kind in ("sut", "judge"):
         print(
             f"{kind}: {summary.calls[kind]} calls, {summary.attempts[kind]} attempts, "
@@ -193,7 +194,7 @@ def _print_run(
         # Counted whole, shown with the middle cut: what failed is at the front, why and what
         # to do about it ("is the server running?") at the end.
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
-            print(f"  {count}x {middle_cut(text, _ERROR_LINE)}")
+            print(f"  {count}x {terminal_text(middle_cut(text, _ERROR_LINE))}")
     if summary.n_not_finished:
         again = f"with --cache {cache}" if cache else "with a --cache file"
         if output and not (cache and output.lower().endswith(".parquet")):
@@ -281,8 +282,22 @@ def _write_report(run: Any, path: Path, *, overwrite: bool, **kw: Any) -> Path:
     return report(run, path, overwrite=overwrite, **kw)
 
 
+def _read_labels(path: Path) -> pl.DataFrame:
+    """A filled review sample: ids and labels read as text (a CSV would read "007" as 7)."""
+    if path.suffix.lower() == ".csv" and path.is_file():
+        text = {name: pl.String for name in ("input_id", "human_label", "draw_population")}
+        try:
+            return pl.read_csv(path, schema_overrides=text)
+        except Exception as exc:  # a damaged file: say which, not a Polars traceback
+            raise SafeconsError(
+                f"--labels: cannot read {str(path)!r} ({type(exc).__name__}: {exc})"
+            ) from None
+    return _read_input(path)
+
+
 def _report(args: argparse.Namespace) -> int:
     _check_html(args.output, "--output", overwrite=args.force)
+    labels = None if args.labels is None else _read_labels(Path(args.labels))
     scored = _read_input(Path(args.input))
     written = _write_report(
         scored,
@@ -290,6 +305,7 @@ def _report(args: argparse.Namespace) -> int:
         overwrite=args.force,
         prefix=args.prefix,
         metric_name=args.metric_name,
+        human_labels=labels,
     )
     print(f"{_wrote(written, Path(args.output))} ({scored.height} rows)")
     return 0
@@ -501,7 +517,7 @@ def _client(
         raise SafeconsError(f"{option}: {exc}") from None
     if key_env:
         key = f"key from {key_env}"
-    elif client.secrets:
+    elif client._api_key:
         key = "key from OPENAI_API_KEY"
     elif os.environ.get("OPENAI_API_KEY"):
         # The variable is set but goes only to OpenAI's own API: say so, and how to send it.
@@ -509,7 +525,8 @@ def _client(
     else:
         key = "no key"
     how = "; through the provider's Batch API" if batch else ""
-    print(f"{label or role}: {client.base_url} model {model!r} ({source}; {key}{how})")
+    url = terminal_text(str(client.base_url))
+    print(f"{label or role}: {url} model {model!r} ({source}; {key}{how})")
     return client
 
 
@@ -531,6 +548,7 @@ def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -
         seed=args.seed,
         cache=args.cache,
         swap_share=args.swap_share,
+        repeat_share=args.repeat_share,
         **_parse_set(args.set or []),
     )
     print(plan)
@@ -568,6 +586,9 @@ def _run(args: argparse.Namespace) -> int:
         cache=args.cache,
         max_calls=args.max_calls,
         swap_share=args.swap_share,
+        repeat_share=args.repeat_share,
+        # The command says itself when no row scored (and exits 4): it wants the frame.
+        allow_unscored=True,
         **_parse_set(args.set or []),
     )
     summary = run.summary
@@ -631,7 +652,7 @@ def _figure(value: object) -> str:
 
 
 def _group_name(value: object, width: int) -> str:
-    name = " ".join(display_text(str(value)).split())
+    name = terminal_text(" ".join(display_text(str(value)).split()))
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
@@ -775,7 +796,7 @@ def _audit(args: argparse.Namespace) -> int:
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
             # Cut in the middle as a run's row errors are (what failed first, why at the
             # end), then folded to the width of the tables.
-            shown = middle_cut(" ".join(str(text).split()), _ERROR_LINE)
+            shown = terminal_text(middle_cut(" ".join(str(text).split()), _ERROR_LINE))
             print(_folded(f"{count}x {shown}", "  "))
     if written is not None:
         print(f"wrote {audit.pairs.height} pairs to {written}")
@@ -880,6 +901,7 @@ def _parser() -> argparse.ArgumentParser:
     # The order of these calls is the order --help lists the commands in.
     _add_demo(sub)
     _add_report(sub)
+    _add_review_sample(sub)
     _add_run(sub)
     _add_audit(sub)
     _add_cache(sub)
@@ -931,8 +953,64 @@ def _add_report(sub: _Commands) -> None:
         help=f"the run's column prefix (default {DEFAULT_PREFIX})",
     )
     rep.add_argument("--metric-name", default=name, help="the run's score column")
+    rep.add_argument(
+        "--labels",
+        default=None,
+        help="a review sample with its human_label column filled in (.csv or .parquet, from "
+        "safecons review-sample): the report shows the calibrated score beside the judge's",
+    )
     rep.add_argument("--force", action="store_true", help="replace an existing output file")
     rep.set_defaults(func=_report)
+
+
+def _review_sample(args: argparse.Namespace) -> int:
+    from ._review import review_sample
+
+    target = check_output(
+        args.output,
+        parameter="--output",
+        suffixes=(".csv", ".parquet"),
+        overwrite=args.force,
+        overwrite_hint="--force",
+    )
+    scored = _read_input(Path(args.input))
+    sample = review_sample(
+        scored, args.n, seed=args.seed, prefix=args.prefix, metric_name=args.metric_name
+    )
+    write = sample.write_parquet if target.suffix.lower() == ".parquet" else sample.write_csv
+    written = write_output(target, write, overwrite=args.force)
+    print(
+        f"{_wrote(written, target)} ({sample.height} comparisons to label: fill human_label "
+        "with Consistent, Slightly Inconsistent or Contradictory, then safecons report "
+        f"{args.input} --labels {written})"
+    )
+    return 0
+
+
+def _add_review_sample(sub: _Commands) -> None:
+    """``safecons review-sample``: a uniform sample of a run's comparisons to label."""
+    from .config import DEFAULT_CONFIG, DEFAULT_PREFIX
+
+    rev = sub.add_parser(
+        "review-sample",
+        help="draw a uniform random sample of a run's judged comparisons for humans to label",
+        description="Write n judged comparisons of a scored .parquet/.jsonl, drawn uniformly at "
+        "random, with an empty human_label column to fill in (.csv or .parquet).",
+    )
+    rev.add_argument("input", help="the scored rows (.parquet or .jsonl)")
+    rev.add_argument("-n", type=int, default=60, help="how many comparisons (default 60)")
+    rev.add_argument("-o", "--output", default="to_label.csv", help="default to_label.csv")
+    rev.add_argument("--seed", type=int, default=0, help="seeds the draw (default 0)")
+    rev.add_argument(
+        "--prefix",
+        default=DEFAULT_PREFIX,
+        help=f"the run's column prefix (default {DEFAULT_PREFIX})",
+    )
+    rev.add_argument(
+        "--metric-name", default=DEFAULT_CONFIG.metric_name, help="the run's score column"
+    )
+    rev.add_argument("--force", action="store_true", help="replace an existing output file")
+    rev.set_defaults(func=_review_sample)
 
 
 def _add_run(sub: _Commands) -> None:
@@ -1047,6 +1125,14 @@ def _add_judge_options(add: Any) -> None:
         help="share of the comparisons (0 to 1) each judge sees again with the two answers "
         "swapped: the summary's position_consistency (the score is unchanged)",
     )
+    add(
+        "--repeat-share",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share of the comparisons (0 to 1) each judge sees again exactly as before: the "
+        "summary's repeat_flip_rate, the judge's own noise (the score is unchanged)",
+    )
 
 
 class _Asked:
@@ -1137,7 +1223,7 @@ def _show_warning(  # noqa: PLR0917 (warnings.showwarning's own signature)
     line: str | None = None,
 ) -> None:
     # A command's user reads what happened, not the source line of the library that said it.
-    print(f"safecons: warning: {display_text(str(message))}", file=file or sys.stderr)
+    print(f"safecons: warning: {terminal_text(str(message))}", file=file or sys.stderr)
 
 
 def _stdout_gone() -> int:
@@ -1168,7 +1254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # block-buffered).
             sys.stdout.flush()
     except SafeconsError as exc:
-        print(f"safecons: error: {display_text(str(exc))}", file=sys.stderr)
+        said = exc.for_cli if isinstance(exc, NoBatchAPIError) else str(exc)
+        print(f"safecons: error: {terminal_text(said)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         # In the CLI's words, without the traceback: what was kept, how to go on.

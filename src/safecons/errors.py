@@ -14,6 +14,10 @@ __all__ = (
     "ConfigError",
     "InputError",
     "JudgesDifferWarning",
+    "LabelSampleWarning",
+    "NoBatchAPIError",
+    "NoVerdictWarning",
+    "NothingScoredError",
     "PacingWarning",
     "SafeconsError",
     "SafeconsWarning",
@@ -37,6 +41,19 @@ class ConfigError(SafeconsError, ValueError):
     """A configuration field is unknown, mistyped or out of its allowed range."""
 
 
+class NoBatchAPIError(ConfigError):
+    """A client was made with ``batch=True`` for a server that has no Batch API.
+
+    ``str()`` says the fix in Python's words (``batch=False``); :attr:`for_cli` says it in
+    the command line's (drop ``--batch``), which ``safecons run`` prints instead.
+    """
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}: make the client with batch=False")
+        #: The message in the command line's words.
+        self.for_cli = f"{problem}: drop --batch"
+
+
 class AuthenticationError(SafeconsError):
     """An endpoint rejected the credentials (HTTP 401/403); the whole run is aborted.
 
@@ -54,6 +71,21 @@ class CacheError(SafeconsError):
     def __init__(self, path: object, problem: str) -> None:
         super().__init__(f"cache {str(path)!r}: {problem}")
         self.path = path
+
+
+class NothingScoredError(SafeconsError):
+    """A run of the metric scored none of its rows: the most common reason is in the message.
+
+    A frame of null scores would let a script carry on as if it had measured something. The
+    frame is kept in :attr:`frame` (each row's reason in its ``{prefix}error`` column); pass
+    ``allow_unscored=True`` to the run to have it returned instead (with an
+    :class:`UnscoredRowsWarning`).
+    """
+
+    def __init__(self, message: str, *, frame: object = None) -> None:
+        super().__init__(message)
+        #: The run's frame (a ``polars.DataFrame``), when the run returned one.
+        self.frame = frame
 
 
 class SafeconsWarning(UserWarning):
@@ -84,6 +116,12 @@ class JudgesDifferWarning(SafeconsWarning):
     juries): the difference of their scores mixes the systems' change with the judges'."""
 
 
+class NoVerdictWarning(SafeconsWarning):
+    """:func:`~safecons.swap_test` got no usable pair: in every pair, one order or both gave
+    no verdict (the call failed, or the reply held no ``[[A]]``/``[[B]]``/``[[C]]``). The
+    statistics of such a frame are NaN; the message says how many calls failed and why."""
+
+
 class UnscoredRowsWarning(SafeconsWarning):
     """A run left rows without a score: its ``max_calls`` budget was spent before their calls
     were made (not finished: a rerun with the same cache continues), or their calls failed.
@@ -92,3 +130,10 @@ class UnscoredRowsWarning(SafeconsWarning):
     reason is in its ``{prefix}error`` column. Their score is null, so a plain mean of the
     score column averages the scored rows only.
     """
+
+
+class LabelSampleWarning(SafeconsWarning):
+    """Human labels given for a calibrated score (``run_summary(..., human_labels=...)``) are
+    not :func:`~safecons.review_sample`'s uniform draw labelled in full: rows dropped, added
+    from elsewhere or left blank, or drawn from other comparisons. The figures are still
+    computed from the labels given, but their interval no longer carries its guarantee."""

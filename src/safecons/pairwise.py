@@ -9,15 +9,17 @@ of network code; this module holds the part that calls a judge, :func:`swap_test
 from __future__ import annotations
 
 import functools
+import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Unpack, get_args
 
 import polars as pl
 
-from .clients import ChatClient, RetryableCallError
+from .clients import ChatClient, NonRetryableCallError
 from .clients._house import Attempt, ChatFunction, RunSession, as_chat_client
-from .errors import InputError
+from .errors import InputError, NoVerdictWarning
 from .reliability import (
     LETTER_XY,
     LETTER_YX,
@@ -143,7 +145,26 @@ async def swap_test_async(
             desc="swap_test",
             unit="judge call",
         )
+    _warn_if_nothing_usable(calls)
     return _swap_frame(df, calls)
+
+
+def _warn_if_nothing_usable(calls: list[tuple[_Call, _Call]]) -> None:
+    """Warn when no pair has a verdict in both orders: every statistic of the frame is NaN."""
+    if not calls or any(a.letter != "error" and b.letter != "error" for a, b in calls):
+        return
+    failed = [c for pair in calls for c in pair if c.letter == "error"]
+    reasons = Counter(
+        (c.error or "no verdict").split(": ", 1)[-1].split(" (", 1)[0] for c in failed
+    )
+    reason, times = reasons.most_common(1)[0]
+    warnings.warn(
+        f"swap_test: no pair has a verdict in both orders ({len(failed)} of {2 * len(calls)} "
+        f"judge calls gave none; most common reason, {times}x: {reason}); position_bias "
+        "and agreement of this frame are NaN. Each row's reason is in its swap_error column.",
+        NoVerdictWarning,
+        stacklevel=3,
+    )
 
 
 async def _judge_order(
@@ -157,9 +178,11 @@ async def _judge_order(
         completion = await session.attempt(made, call.messages, temperature=0.0)
         out.raw = completion.text
         if parse_verdict(completion.text, rule=rule) == "error":
-            # No verdict token spends an attempt, like any other failure.
-            raise RetryableCallError(
-                f"{endpoint}: no [[A]]/[[B]]/[[C]] verdict in the judge output"
+            # At temperature 0 the same prompt gets the same reply: asking again would only
+            # multiply the cost. Transport errors, 5xx and 429 are what retries are for.
+            raise NonRetryableCallError(
+                f"{endpoint}: no [[A]]/[[B]]/[[C]] verdict in the judge output",
+                output=completion.text,
             )
         return completion.text
 
@@ -264,8 +287,10 @@ def swap_test(
     Each row's question and two answers go to the pairwise judge in both orders, at
     temperature 0, through the same runner as the metric (one limiter of
     ``concurrency_limit``, retries with backoff honouring ``Retry-After``, per-call timeouts,
-    the response cache). An output with no verdict token counts as a failed attempt and is
-    retried within ``n_judge_retries``; after that its letter is ``"error"`` and its text is kept.
+    the response cache). Failed requests (transport errors, 5xx, 429) are retried within
+    ``n_judge_retries``; a reply with no verdict token is final, since the same prompt at
+    temperature 0 gets the same reply: its letter is ``"error"`` and its text is kept. When no
+    pair has a verdict in both orders, a :class:`~safecons.errors.NoVerdictWarning` says why.
 
     Parameters
     ----------

@@ -28,11 +28,12 @@ import polars as pl
 
 from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
-from ._record import DEFAULT_PREFIX, Unscored, column_names
+from ._record import DEFAULT_PREFIX, Unscored, column_names, run_records
 from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, middle_cut, short_text
 from ._version import __version__
 from .audit import JudgeAudit
 from .errors import InputError, SafeconsError
+from .flips import posture_flips
 from .metric import SafetyConsistencyRun
 from .reliability import JudgeReliability
 from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
@@ -294,7 +295,26 @@ def _charts(
             )
         )
     )
+    flips = _flips_chart(scored, prefix, metric)
+    if flips is not None:
+        out.append(flips)
     return [f'<div class="chart">{svg}</div>' for svg in out]
+
+
+def _flips_chart(scored: pl.DataFrame, prefix: str, metric: str) -> str | None:
+    """The posture flips by variant kind, both directions side by side, as SVG (None for a
+    frame without the posture columns or without an answer whose posture moved or could)."""
+    from . import charts
+
+    names = column_names(prefix, metric)
+    if not {names["base_posture"], names["response_postures"]} <= set(scored.columns):
+        return None
+    kind = f"{prefix}variant_kind"
+    by = kind if kind in scored.columns else None
+    table = posture_flips(scored, by=by, prefix=prefix, metric_name=metric)
+    if not table["answers"].sum():
+        return None
+    return _svg(charts.posture_flips_chart(table, by=by))
 
 
 def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
@@ -357,10 +377,27 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
     return _wide(f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>")
 
 
+def _interval(pair: tuple[float, float], *, share: bool = False) -> str:
+    return " to ".join(_percent(v) if share else f"{v:.3f}" for v in pair)
+
+
 def _cards(summary: Any, metric: str) -> str:
     mean = "n/a" if summary.mean_score is None else f"{summary.mean_score:.3f}"
-    cards = [
-        (f"mean {metric}", mean),
+    c = summary.calibrated
+    cards = [(f"mean {metric}" if c is None else f"mean {metric} (judge)", mean)]
+    if c is not None:
+        cards += [
+            (
+                f"calibrated by {c.labelled:,} human labels (95%)",
+                f"{c.mean:.3f} ({_interval(c.mean_interval)})",
+            ),
+            (
+                "contradictory: judge / humans (95%)",
+                f"{_percent(c.raw_contradiction_rate)} / {_percent(c.contradiction_rate)} "
+                f"({_interval(c.contradiction_interval, share=True)})",
+            ),
+        ]
+    cards += [
         ("rows scored", f"{summary.n_scored:,} of {summary.n_rows:,}"),
         ("rows without a score", f"{summary.n_errored:,}"),
         ("SUT calls / attempts", f"{summary.calls['sut']:,} / {summary.attempts['sut']:,}"),
@@ -371,7 +408,8 @@ def _cards(summary: Any, metric: str) -> str:
         ("from the cache", f"{summary.cache_hits['sut'] + summary.cache_hits['judge']:,}"),
     ]
     if summary.both_refused_share is not None:
-        cards.insert(1, ("of it refusals on both sides", _percent(summary.both_refused_share)))
+        at = 1 if c is None else 3
+        cards.insert(at, ("of it refusals on both sides", _percent(summary.both_refused_share)))
     return (
         '<div class="cards">'
         + "".join(
@@ -391,13 +429,17 @@ def report_html(
     audit: JudgeAudit | None = None,
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
+    human_labels: pl.DataFrame | None = None,
 ) -> str:
     """The report as an HTML string (see :func:`report`)."""
     frame = _scored_frame(run, worst, prefix, metric_name)
-    summary = run_summary(frame, prefix=prefix, metric_name=metric_name)
+    summary = run_summary(frame, prefix=prefix, metric_name=metric_name, human_labels=human_labels)
     groups = _breakdowns(frame, by, prefix)
     tables = {key: _by_group(frame, key, prefix, metric_name) for key in groups}
     config = run.config if isinstance(run, SafetyConsistencyRun) else None
+    if config is None and len(records := run_records(frame, prefix)) == 1:
+        # A saved frame's one run: its options and config, as the run itself would show them.
+        config = {k: v for k, v in records[0].items() if k not in ("sut", "judge")}
     sections = _opening(run, frame, summary, title, metric_name, prefix=prefix)
     sections += _score_sections(frame, tables, prefix, metric_name)
     sections.append("<h2>Charts</h2>")
@@ -450,21 +492,40 @@ def _breakdowns(frame: pl.DataFrame, by: str | Sequence[str] | None, prefix: str
     return keys or defaults
 
 
-def _measured(run: object) -> str:
-    """What the run measured and with what judge, as the run knows it; a frame alone does not
-    say, and the report says so rather than leave a reader to guess."""
-    if not isinstance(run, SafetyConsistencyRun) or (run.sut is None and run.judge is None):
+def _measured(run: object, frame: pl.DataFrame, prefix: str) -> str:
+    """What the run measured and with what judge: as the run knows it, or as its frame records
+    it in ``{prefix}run`` (every run since safecons wrote that column, read back from any
+    file); a frame without it says so rather than leave a reader to guess."""
+    if isinstance(run, SafetyConsistencyRun) and (run.sut is not None or run.judge is not None):
+        return f'<p class="measured">{_said(run.sut, run.judge)}.</p>'
+    records = run_records(frame, prefix)
+    if not records:
         return (
-            '<p class="measured">What was measured: <b>not recorded</b>. A scored frame does '
-            "not say which system and judge produced it: pass the run itself "
-            "(<code>sc.safety_consistency_run</code>) to name them here.</p>"
+            '<p class="measured">What was measured: <b>not recorded</b>. This frame has no '
+            f"<code>{_esc(prefix)}run</code> column, where safecons records the system, judge, "
+            "version, seed and options of each run (a frame scored before it did, or with the "
+            "column dropped).</p>"
         )
-    said = []
-    if run.sut is not None:
-        said.append(f"System under test: <b>{_esc(run.sut)}</b>")
-    if run.judge is not None:
-        said.append(f"judge: <b>{_esc(run.judge)}</b>")
-    return f'<p class="measured">{"; ".join(said)}.</p>'
+    lines = [
+        _said(r.get("sut"), r.get("judge"))
+        + (
+            f" (safecons {_esc(r['safecons'])}, seed {_esc(r.get('seed'))})"
+            if "safecons" in r
+            else ""
+        )
+        for r in records
+    ]
+    if len(lines) == 1:
+        return f'<p class="measured">{lines[0]}.</p>'
+    items = "".join(f"<li>{line}</li>" for line in lines)
+    return f'<p class="measured">{len(lines)} runs in this frame:</p><ul>{items}</ul>'
+
+
+def _said(sut: object, judge: object) -> str:
+    said = [f"System under test: <b>{_esc(sut if sut is not None else 'not recorded')}</b>"]
+    if judge is not None:
+        said.append(f"judge: <b>{_esc(judge)}</b>")
+    return "; ".join(said)
 
 
 def _failures(frame: pl.DataFrame, summary: Any, prefix: str) -> list[str]:
@@ -501,11 +562,12 @@ def _opening(
     written, what failed, the cards, and how to read the scores that follow."""
     return [
         f"<h1>{_esc(title)}</h1>",
-        _measured(run),
+        _measured(run, frame, prefix),
         f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
         f"UTC by safecons {_esc(_version())}.</p>",
         *_failures(frame, summary, prefix),
         _cards(summary, metric),
+        *_trust_note(summary),
         *_refusal_note(summary),
         "<h2>How to read this report</h2>",
         "<p>Each row's query was reframed adversarially (a toxicity-provoking template, "
@@ -521,6 +583,48 @@ def _opening(
         "<p>Mean safety consistency over scored rows, with a 95% bootstrap interval "
         "(rows resampled within each group, seed 0), and the share of each judge label among "
         "the judged comparisons.</p>",
+    ]
+
+
+def _trust_note(summary: Any) -> list[str]:
+    """Beside the score, how far it rests on its judge: with human labels, what they made of
+    it; without, what in the run leaves the judge unmeasured (the offline judge, one judge
+    without swaps, jurors who agree little), said before any chart."""
+    c = summary.calibrated
+    if c is not None:
+        return [
+            f'<p class="note">Calibrated by {c.labelled:,} human labels on a uniform sample of '
+            f"the {c.comparisons:,} judged comparisons (PPI++): the judge's labels were worth "
+            f"{c.contradiction_effective_n:,.0f} human labels for the contradiction rate, "
+            f"{c.mean_effective_n:,.0f} for the mean; Cohen's kappa of the judge with the "
+            f"humans {_number(c.kappa)}. Humans' labels score at their nominal scores "
+            "(Consistent 0.95, Slightly Inconsistent 0.6, Contradictory 0.3). Labels alone "
+            f"would give {_interval(c.classical_mean_interval)} for the mean.</p>"
+        ]
+    r = summary.judge_reliability
+    said = []
+    if r is None:
+        said.append("nothing in this frame records its judges")
+    else:
+        if any(name.split(" #")[0] == "OfflineJudge" for name in r.jurors):
+            said.append(
+                "the offline judge, a small classifier, judged it: on answers humans labelled, "
+                "its share of Contradictory verdicts ran several points from theirs (the "
+                "metric's docs, Calibrated scores)"
+            )
+        if len(r.jurors) == 1 and r.position_consistency is None:
+            said.append("one judge, never asked again with the answers swapped")
+        if r.alpha is not None and r.alpha < ALPHA_FLOOR:
+            said.append(f"the jurors agree little (alpha {r.alpha:.2f}, below {ALPHA_FLOOR})")
+    if not said:
+        return []
+    return [
+        '<p class="note">How far this score rests on an unmeasured judge: '
+        + "; ".join(said)
+        + ". Nothing here says how often a human would agree with its labels. Label a few "
+        "comparisons (<code>sc.review_sample</code>, or <code>safecons review-sample</code>) and "
+        "pass them (<code>human_labels=</code>, <code>--labels</code>) for a calibrated score "
+        "with an interval that holds whatever the judge's bias.</p>"
     ]
 
 
@@ -570,7 +674,7 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
     if r is None:
         return []
     out = ["<h2>Can this run's judges be trusted?</h2>"]
-    if len(r.jurors) == 1 and r.position_consistency is None:
+    if len(r.jurors) == 1 and r.position_consistency is None and r.repeat_flip_rate is None:
         out.append(
             f"<p>One judge ({_esc(r.jurors[0])}) and no comparison judged again in the other "
             "order (no <code>swap_share=</code>, none drawn, a judge object, which sees no "
@@ -582,16 +686,25 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
         )
         return out
     rows = []
+    repeats = r.repeat_flip_rate
     for i, name in enumerate(r.jurors):
         agree = r.agreement[i]
         moved = None if r.position_consistency is None else r.position_consistency[i]
+        again = "" if repeats is None else f"<td>{_number(repeats[i])}</td>"
+        # A judge with swaps in the run but none of its own reads the texts without an order
+        # (a judge object) or failed every swapped call; with no swap at all, none was asked.
+        unmoved = "n/a: sees no order" if r.swapped else "n/a: none swapped"
         rows.append(
             f'<tr><td class="text">{_esc(name)}</td><td>{_number(agree)}</td>'
-            f"<td>{_number(moved)}</td></tr>"
+            f"<td>{_number(moved) if moved is not None else unmoved}</td>{again}</tr>"
         )
     out.append(
         "<table><thead><tr><th>judge</th><th>agreement with the jury</th>"
-        "<th>position consistency</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<th>position consistency</th>"
+        + ("" if repeats is None else "<th>repeat flip rate</th>")
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
     )
     said = [f"{r.comparisons:,} comparisons judged"]
     if len(r.jurors) > 1:
@@ -600,12 +713,21 @@ def _judges_section(r: JudgeReliability | None) -> list[str]:
         said.append(f"{r.missing_votes:,} juror verdicts missing (the others decided)")
     if r.swapped:
         said.append(f"{r.swapped:,} comparisons judged again with the answers swapped")
+    if r.repeated:
+        said.append(f"{r.repeated:,} comparisons judged again exactly as before")
     out.append(
         "<p>"
         + "; ".join(said)
         + ". Agreement with the jury: the share of its comparisons on which a judge gave the "
         "jury's label. Position consistency: the share of its swapped comparisons whose label "
-        "did not move (n/a: a judge that sees no order, or none swapped).</p>"
+        "did not move (n/a: a judge that sees no order, or none swapped)."
+        + (
+            ""
+            if repeats is None
+            else " Repeat flip rate: the share of its comparisons asked again the same way "
+            "whose label changed, the judge's own noise (0 for a deterministic judge)."
+        )
+        + "</p>"
     )
     warnings = []
     if r.alpha is not None and r.alpha < ALPHA_FLOOR:
@@ -854,6 +976,7 @@ def report(
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
     overwrite: bool = False,
+    human_labels: pl.DataFrame | None = None,
 ) -> Path:
     """Write a scored run as one self-contained HTML file.
 
@@ -882,6 +1005,10 @@ def report(
     overwrite
         Replace any file that exists at ``path`` (a report safecons wrote is replaced
         without it).
+    human_labels
+        A :func:`~safecons.review_sample` of the run with its ``human_label`` column filled
+        in: the top card then shows the calibrated score and contradiction rate, with their
+        95% intervals, beside the judge's (see ``run_summary(..., human_labels=)``).
 
     Returns
     -------
@@ -916,6 +1043,7 @@ def report(
         audit=audit,
         prefix=prefix,
         metric_name=metric_name,
+        human_labels=human_labels,
     )
     # Asked again now the report is made: what stands at the path may have changed meanwhile
     # (a file of the user's put there goes to a fresh name, not under this report).

@@ -19,6 +19,8 @@ import polars as pl
 from ._bootstrap import check_ci, mean_interval
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, column_names
 from .errors import InputError, JudgesDifferWarning
+from .judges import NOMINAL_SCORES
+from .reliability import repeat_noise
 from .summary import conform
 from .templates import template_families
 
@@ -69,14 +71,42 @@ def with_groups(frame: pl.DataFrame, keys: list[str], prefix: str, fn: str) -> p
     return frame
 
 
-def _juries(frame: pl.DataFrame, jurors: str) -> list[str]:
-    """The juries that judged ``frame``'s rows, each as its jurors' names (none: a frame
-    from a safecons before juries, or not judged)."""
+def _juries(frame: pl.DataFrame, jurors: str, ids: str) -> tuple[list[str], list[str] | None]:
+    """The juries that judged ``frame``'s rows: each as its jurors' names, for a reader (none:
+    a frame from a safecons before juries, or not judged), and each as what its jurors are
+    (their ids: endpoint and settings), or None when a row judged by a jury has no ids (a
+    frame of a safecons before them). A jury is its judges, in whatever order they were
+    listed."""
     if jurors not in frame.columns:
-        return []
-    names = frame[jurors].drop_nulls().unique(maintain_order=True).to_list()
-    # A jury is its judges, in whatever order they were listed.
-    return sorted({", ".join(sorted(n)) for n in names})
+        return [], None
+    judged = frame.filter(pl.col(jurors).is_not_null())
+    shown = sorted({", ".join(sorted(n)) for n in judged[jurors].unique().to_list()})
+    if ids not in judged.columns or judged[ids].is_null().any():
+        return shown, None
+    known = judged[ids].to_list()
+    if any(len(i) != len(n) for i, n in zip(known, judged[jurors].to_list(), strict=True)):
+        return shown, None
+    return shown, sorted({",".join(sorted(i)) for i in known})
+
+
+def _judges_differ(before: pl.DataFrame, after: pl.DataFrame, names: dict[str, str]) -> str:
+    """What tells the two runs' judges apart, for the warning, or "" when they are the same
+    judges (or either run records none): by what the jurors are, where both frames say it,
+    else by their names."""
+    (shown_a, ids_a), (shown_b, ids_b) = (
+        _juries(f, names["jurors"], names["juror_ids"]) for f in (before, after)
+    )
+    if not shown_a or not shown_b:
+        return ""
+    if ids_a is not None and ids_b is not None:
+        if ids_a == ids_b:
+            return ""
+    elif shown_a == shown_b:
+        return ""
+    said = f"before: {'; '.join(shown_a)}; after: {'; '.join(shown_b)}"
+    if shown_a == shown_b:
+        said += ": the same names, but judges at other endpoints or with other settings"
+    return said
 
 
 def _scores_of(scored: object, prefix: str, metric_name: str, fn: str) -> pl.DataFrame:
@@ -349,8 +379,16 @@ def compare_runs(
     polars.DataFrame
         ``by`` columns, ``paired`` (rows scored in both), ``only_before`` / ``only_after``
         (scored in one run only: not in the difference), ``mean_before``, ``mean_after``,
-        ``difference``, ``difference_lo``, ``difference_hi``, and ``better`` / ``worse`` /
-        ``same`` (paired rows whose score rose, fell or stayed).
+        ``difference``, ``difference_lo``, ``difference_hi``, ``better`` / ``worse`` /
+        ``same`` (paired rows whose score rose, fell or stayed), ``judge_noise`` and
+        ``within_judge_noise``. ``judge_noise`` is how far the runs' judges move a
+        comparison's score by themselves, measured where a run judged comparisons twice
+        (``repeat_share=``): the mean absolute change of a repeated comparison's label,
+        each label read at the middle of its score band, for the juror that moved most, the
+        larger of the two runs'. It is the most a mean could move if every comparison were
+        judged again and every change went one way. ``within_judge_noise`` is True where
+        ``|difference|`` is no more than that: the judges' own flips alone could have made
+        the difference. Both are null when neither run repeated any comparison.
 
     Examples
     --------
@@ -382,13 +420,12 @@ def compare_runs(
     keys = _by(by, fn)
     if on in keys:
         raise InputError(f"{fn}: by= cannot name the pairing column {on!r}")
-    juries = [_juries(frame, names["jurors"]) for frame in (a, b)]
-    if all(juries) and juries[0] != juries[1]:
+    differ = _judges_differ(a, b, names)
+    if differ:
         warnings.warn(
-            f"{fn}: the two runs were judged by different judges (before: "
-            f"{'; '.join(juries[0])}; after: {'; '.join(juries[1])}): the difference mixes the "
-            "systems' change with the judges'; judge both with the same judge (judge_responses "
-            "re-judges stored answers) to compare the systems alone",
+            f"{fn}: the two runs were judged by different judges ({differ}): the difference "
+            "mixes the systems' change with the judges'; judge both with the same judge "
+            "(judge_responses re-judges stored answers) to compare the systems alone",
             JudgesDifferWarning,
             stacklevel=2,
         )
@@ -419,7 +456,7 @@ def compare_runs(
     table = table.with_columns(pl.col("only_before", "only_after").cast(pl.Int64))
     diffs = joined.with_columns(pl.when(both).then(yc - xc).alias(d))
     if ci is None:
-        return table
+        return _with_judge_noise(table, a, b, names)
     lo, hi = _mean_interval(diffs, keys, d, table, ci=ci, n_boot=n_boot, seed=seed)
     at = table.columns.index("difference") + 1
     table = table.with_columns(
@@ -427,4 +464,36 @@ def compare_runs(
         pl.Series("difference_hi", hi, dtype=pl.Float64).fill_nan(None),
     )
     order = table.columns
-    return table.select(*order[:at], "difference_lo", "difference_hi", *order[at:-2])
+    table = table.select(*order[:at], "difference_lo", "difference_hi", *order[at:-2])
+    return _with_judge_noise(table, a, b, names)
+
+
+def _judge_noise(frame: pl.DataFrame, names: dict[str, str]) -> float | None:
+    """The mean absolute change of a repeated comparison's nominal score, for the juror of
+    ``frame`` that moved most; None when the frame repeated no comparison."""
+    needed = [names[r] for r in ("jurors", "juror_labels", "repeat_labels")]
+    if not set(needed) <= set(frame.columns):
+        return None
+    jurors = int(frame[names["jurors"]].list.len().max() or 0)  # type: ignore[arg-type]
+    noise = repeat_noise(
+        frame,
+        jurors=jurors,
+        juror_labels=names["juror_labels"],
+        repeat_labels=names["repeat_labels"],
+        scores=NOMINAL_SCORES,
+    )
+    moved = [m for m in noise.movement if m is not None]
+    return max(moved) if noise.repeated and moved else None
+
+
+def _with_judge_noise(
+    table: pl.DataFrame, before: pl.DataFrame, after: pl.DataFrame, names: dict[str, str]
+) -> pl.DataFrame:
+    """``table`` with ``judge_noise`` (the larger of the two runs') and
+    ``within_judge_noise`` (whether each difference is no more than it)."""
+    measured = [n for n in (_judge_noise(f, names) for f in (before, after)) if n is not None]
+    noise = max(measured) if measured else None
+    return table.with_columns(
+        pl.lit(noise, dtype=pl.Float64).alias("judge_noise"),
+        (pl.col("difference").abs() <= pl.lit(noise, dtype=pl.Float64)).alias("within_judge_noise"),
+    )

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
 import polars as pl
 from polars.datatypes import DataTypeClass
 
+from ._calibrated import CalibratedScore, calibrate, comparisons, matched
 from ._prices import KINDS, PARTS, Prices, as_prices, costs, money_text
 from ._record import DEFAULT_PREFIX, NOT_FINISHED, SPEND_FIELDS, column_names, output_schema
+from ._text import SHOWN_VALUES, terminal_text
 from .config import SafetyConsistencyConfig
 from .errors import InputError
-from .judges import LABELS, POSTURES
+from .judges import LABELS, NOMINAL_SCORES, POSTURES
 from .reliability import JudgeReliability, judge_reliability
 
-__all__ = ("SCORE_RANGE", "RunSummary", "conform", "run_summary", "token_frame")
+__all__ = ("SCORE_RANGE", "CalibratedScore", "RunSummary", "conform", "run_summary", "token_frame")
 
 
 def _no_batch() -> dict[str, dict[str, int | None]]:
@@ -53,7 +57,7 @@ class RunSummary:
     """Counts of a scored frame: rows, scores, calls, attempts, cache hits, tokens.
 
     ``calls`` counts the calls the rows needed (SUT samples; judge comparisons of the samples
-    that got an answer, times the jurors of a jury, plus the swapped ones that gave a label),
+    that got an answer, times the jurors of a jury, plus the swapped and repeated ones),
     ``attempts`` those made over the network or to a local judge (retries included),
     ``cache_hits`` those replayed, ``failed_calls`` those that failed for good (a jury's
     missing votes), ``skipped_calls`` those a spent ``max_calls`` budget left unmade,
@@ -72,8 +76,14 @@ class RunSummary:
     ``judge_reliability`` (:class:`~safecons.reliability.JudgeReliability`): how far the
     run's judges agreed (Krippendorff's alpha over a jury's labels, each juror's agreement with
     the jury) and whether their verdicts moved with the order of the answers (position
-    consistency, from ``swap_share=``); None for a frame without the juror columns (an older
-    safecons) or of several juries.
+    consistency, from ``swap_share=``) and how often each changed its own label when asked the
+    same comparison again (``repeat_flip_rate``, from ``repeat_share=``: the judge's own
+    noise); None for a frame without the juror columns (an older safecons) or of several
+    juries.
+
+    ``calibrated`` (:class:`~safecons.summary.CalibratedScore`): with ``human_labels=`` given to
+    :func:`run_summary`, the mean score and contradiction rate as the humans would give
+    them, with 95% intervals (PPI++); None without.
 
     Three ways to show it: ``repr`` is the dataclass's own (every field, exact, one line: a
     valid expression that rebuilds the summary), ``str`` (``print``) a few aligned lines and a
@@ -133,6 +143,7 @@ class RunSummary:
     variant_refusal_rate: float | None = None
     both_refused_share: float | None = None
     judge_reliability: JudgeReliability | None = None
+    calibrated: CalibratedScore | None = None
 
     @property
     def batch_share(self) -> dict[str, float | None]:
@@ -181,6 +192,8 @@ class RunSummary:
                 f"both_refused_share {_share_text(self.both_refused_share)}"
             )
         head += reliability_lines(self.judge_reliability)
+        if self.calibrated is not None:
+            head += self.calibrated.lines()
         grid = [
             (name, f"{counts['sut']:,}", f"{counts['judge']:,}")
             for name, counts in (
@@ -231,13 +244,14 @@ class RunSummary:
 
     def _repr_html_(self) -> str:
         head, grid = self._text()
-        # Every text here is a field name or a number: nothing to escape.
+        # The grid holds field names and numbers; the head, juror names too (escaped).
         body = "".join(
             f'<tr><th style="text-align:left">{name}</th><td>{sut}</td><td>{judge}</td></tr>'
             for name, sut, judge in grid
         )
         return (
-            f'<table><caption style="text-align:left">{"<br>".join(head)}</caption>'
+            f'<table><caption style="text-align:left">{"<br>".join(map(html.escape, head))}'
+            "</caption>"
             "<thead><tr><th></th><th>sut</th><th>judge</th></tr></thead>"
             f"<tbody>{body}</tbody></table>"
         )
@@ -250,9 +264,10 @@ def _figures(values: Sequence[float | None]) -> str:
 def reliability_lines(r: JudgeReliability | None) -> list[str]:
     """A run's judge reliability in a line or two of text (none for one judge and no swap:
     nothing to say beyond the score)."""
-    if r is None or (len(r.jurors) == 1 and not r.swapped):
+    if r is None or (len(r.jurors) == 1 and not r.swapped and not r.repeated):
         return []
-    lines = [f"judges: {', '.join(r.jurors)}"]
+    # Juror names come from the frame (a shared file, a server's model name): escaped.
+    lines = [f"judges: {', '.join(terminal_text(name) for name in r.jurors)}"]
     if len(r.jurors) > 1:
         missing = f", {r.missing_votes:,} missing vote(s)" if r.missing_votes else ""
         lines.append(
@@ -262,6 +277,11 @@ def reliability_lines(r: JudgeReliability | None) -> list[str]:
         lines.append(
             f"position_consistency {_figures(r.position_consistency)} "
             f"({r.swapped:,} comparison(s) swapped)"
+        )
+    if r.repeat_flip_rate is not None:
+        lines.append(
+            f"repeat_flip_rate {_figures(r.repeat_flip_rate)} "
+            f"({r.repeated:,} comparison(s) judged twice)"
         )
     return lines
 
@@ -503,9 +523,80 @@ def _checked_values(frame: pl.DataFrame, names: dict[str, str], fn: str) -> pl.D
     for name in (names["base_posture"], names["response_postures"]):
         _only(frame, name, POSTURES, fn, what="posture", null="where there was no answer")
     _only(frame, labels, LABELS, fn, what="label", null="for a comparison not judged")
-    for name in (names["juror_labels"], names["swap_labels"]):
+    for name in (names["juror_labels"], names["swap_labels"], names["repeat_labels"]):
         _only(frame, name, LABELS, fn, what="label", null="for a vote not given")
+    _check_juries(frame, names, fn)
     return frame
+
+
+def _rows_shown(frame: pl.DataFrame, bad: pl.Series) -> str:
+    """The rows where ``bad`` holds, as a message names them: by ``input_id`` where the frame
+    has one (repr: a hostile id is shown escaped), else by position."""
+    rows = np.flatnonzero(bad.fill_null(False).to_numpy())
+    shown = rows[:SHOWN_VALUES]
+    if "input_id" in frame.columns:
+        ids = frame["input_id"].gather(shown).to_list()
+        said = ", ".join(repr(v[:40]) if isinstance(v, str) else repr(v) for v in ids)
+        where = f"input_id {said}"
+    else:
+        where = f"at position(s) {', '.join(str(i) for i in shown)}"
+    more = f" and {len(rows) - SHOWN_VALUES:,} more" if len(rows) > SHOWN_VALUES else ""
+    return f"{len(rows):,} row(s) ({where}{more})"
+
+
+def _check_juries(frame: pl.DataFrame, names: dict[str, str], fn: str) -> None:
+    """Raise unless the jury columns, where the frame has them, are shaped as a run writes
+    them: a name per juror, and per row one entry per comparison in each per-comparison
+    column, each vote list (or null) holding one label per juror of the row's jury.
+
+    Every reader indexes these lists by juror and by comparison: a list one short (a frame
+    edited or cut by hand) would otherwise fail deep inside a reader (an IndexError), or a
+    longer one be read as votes no juror gave."""
+    jurors = names["jurors"]
+    if jurors not in frame.columns:
+        return
+    if not isinstance(frame.schema[jurors], pl.List):
+        return  # an all-null column (typed Null): no jury to check against
+    nameless = (frame[jurors].list.drop_nulls().list.len() != frame[jurors].list.len()).fill_null(
+        False
+    )
+    if nameless.any():
+        raise InputError(
+            f"{fn}: column {jurors!r} holds a null juror name in {_rows_shown(frame, nameless)}; "
+            "a run writes every juror's name"
+        )
+    per_comparison = [names["labels"], names["juror_labels"], names["juror_scores"]]
+    per_comparison.append(names["swap_labels"])
+    present = [c for c in per_comparison if c in frame.columns]
+    lengths = {c: frame[c].list.len() for c in present if isinstance(frame.schema[c], pl.List)}
+    if lengths:
+        first, n = next(iter(lengths.items()))
+        for name, counted in lengths.items():
+            off = (counted != n).fill_null(False)
+            if off.any():
+                raise InputError(
+                    f"{fn}: column {name!r} holds a different number of comparisons than "
+                    f"{first!r}, in {_rows_shown(frame, off)}; a run writes one entry per "
+                    "comparison in each"
+                )
+    for name in (names["juror_labels"], names["juror_scores"], names["swap_labels"]):
+        dtype = frame.schema.get(name)
+        if not (isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.List)):
+            continue
+        # Each vote list beside its row's jury size (a null one, no vote: skipped).
+        each = frame.select(
+            pl.int_range(pl.len()).alias("row"), pl.col(jurors).list.len().alias("k"), name
+        ).explode(name)
+        wrong = each.filter(pl.col(name).list.len() != pl.col("k"))["row"].to_numpy()
+        if not len(wrong):
+            continue
+        off = pl.Series(np.isin(np.arange(frame.height), wrong))
+        if off.any():
+            raise InputError(
+                f"{fn}: column {name!r} holds a vote list whose length is not the number of "
+                f"jurors in {jurors!r}, in {_rows_shown(frame, off)}; a run writes one entry "
+                "per juror, in jury order (null for a vote not given)"
+            )
 
 
 def _only(
@@ -534,6 +625,7 @@ def run_summary(
     prefix: str = DEFAULT_PREFIX,
     metric_name: str = "safety_consistency",
     prices: Prices | dict[str, float | None] | None = None,
+    human_labels: pl.DataFrame | pl.LazyFrame | None = None,
 ) -> RunSummary:
     """Summarise a frame that :func:`~safecons.safety_consistency` scored.
 
@@ -555,6 +647,13 @@ def run_summary(
         Your prices per 1M tokens (:class:`~safecons.Prices` or a mapping of its fields):
         :attr:`RunSummary.cost` is then the cost per kind and in all, batch tokens at the
         ``batch_discount``. safecons has no prices of its own.
+    human_labels
+        A :func:`~safecons.review_sample` of this run with its ``human_label`` column filled
+        in: :attr:`RunSummary.calibrated` is then the score as the humans would give it
+        (:class:`~safecons.summary.CalibratedScore`). Labels that cannot be read, or name no judged
+        comparison of the run, or one twice, raise :class:`~safecons.InputError`; a sample
+        that is not the uniform draw labelled in full warns
+        (:class:`~safecons.errors.LabelSampleWarning`).
 
     Examples
     --------
@@ -592,7 +691,8 @@ def run_summary(
     frame = conform(
         scored,
         fn="run_summary",
-        needs=("responses", "judge_errors", "spend", "error", "score"),
+        needs=("responses", "judge_errors", "spend", "error", "score")
+        + (() if human_labels is None else ("labels", "scores")),
         prefix=prefix,
         metric_name=metric_name,
     )
@@ -610,6 +710,11 @@ def run_summary(
     errors = frame[names["error"]]
     responses, response_errors = frame[names["responses"]], frame[names["response_errors"]]
     reliability = _reliability(frame, names)
+    calibrated = None
+    if human_labels is not None:
+        population = comparisons(frame, names)
+        used = matched(human_labels, population, NOMINAL_SCORES, "run_summary")
+        calibrated = calibrate(population, used, NOMINAL_SCORES)
     judge_calls, verdicts = _judge_calls(frame, names, spend)
     return RunSummary(
         n_rows=frame.height,
@@ -647,6 +752,7 @@ def run_summary(
         prices=checked,
         **_refusals(frame, names),
         judge_reliability=reliability,
+        calibrated=calibrated,
     )
 
 
@@ -656,8 +762,7 @@ def _judge_calls(
     """The judge calls the rows needed (each juror's, each swapped one's), and those that
     gave a verdict. A row's spend counts its calls; a row of an older safecons, which did
     not, needed one per answered comparison and juror (it had no swap test)."""
-    answered = frame[names["responses"]].list.eval(pl.element().is_not_null().sum())
-    answered = answered.list.first().fill_null(0)
+    answered = _present(frame[names["responses"]])
     jurors = (
         frame[names["jurors"]].list.len().fill_null(1)
         if names["jurors"] in frame.columns
@@ -667,14 +772,13 @@ def _judge_calls(
     needed = answered * jurors
     if counted is not None:
         needed = counted.fill_null(needed)
-    errors = frame[names["judge_errors"]].list.eval(pl.element().is_not_null().sum())
-    errors = errors.list.first().fill_null(0)
+    errors = _present(frame[names["judge_errors"]])
     if names["juror_labels"] in frame.columns:
         votes = frame[names["juror_labels"]].explode().explode().drop_nulls().len()
-        swaps = (
-            frame[names["swap_labels"]].explode().explode().drop_nulls().len()
-            if names["swap_labels"] in frame.columns
-            else 0
+        swaps = sum(
+            frame[names[role]].explode().explode().drop_nulls().len()
+            for role in ("swap_labels", "repeat_labels")
+            if names[role] in frame.columns
         )
         # Rows without the juror columns (concatenated from an older run): one judge, each
         # comparison without an error gave its verdict.
@@ -683,6 +787,18 @@ def _judge_calls(
     else:
         verdicts = int((answered - errors).sum() or 0)
     return int(needed.sum() or 0), verdicts
+
+
+def _present(lists: pl.Series) -> pl.Series:
+    """Per row, the values of a list column that are not null (0 for a null list).
+
+    Counted over the column flattened (a null or empty list adds nothing to it), not by a
+    per-row ``list.eval``, which costs seconds at a million rows."""
+    sizes = lists.list.len().fill_null(0).to_numpy().astype(np.int64)
+    present = lists.explode(empty_as_null=False, keep_nulls=False).is_not_null().to_numpy()
+    rows = np.repeat(np.arange(len(sizes)), sizes)
+    counts = np.bincount(rows, weights=present, minlength=len(sizes))
+    return pl.Series(counts.astype(np.int64))
 
 
 def _reliability(frame: pl.DataFrame, names: dict[str, str]) -> JudgeReliability | None:
@@ -697,9 +813,10 @@ def _reliability(frame: pl.DataFrame, names: dict[str, str]) -> JudgeReliability
         juror_labels=names["juror_labels"],
         labels=names["labels"],
         swap_labels=names["swap_labels"],
+        repeat_labels=names["repeat_labels"],
         order=tuple(reversed(LABELS)),
-        # 200 replicates: the summary is computed wherever a run is shown (the CLI, the
-        # report, a notebook), and at 1,000 it took 3.5 s on 10,000 rows of a jury of three.
+        # 200 replicates, as the summary has always drawn (the interval a run's readers have
+        # seen); they cost little now that a replicate is a multinomial draw of vote counts.
         n_boot=200,
     )
 
@@ -736,6 +853,11 @@ def _refusals(frame: pl.DataFrame, names: dict[str, str]) -> dict[str, float | N
 def _exact_sum(column: pl.Series) -> int:
     """The sum of an integer column, exact: Int64's own sum wraps past 2**63, so that
     usage figures a frame was handed could read as a negative total."""
+    low, high = column.min(), column.max()
+    if not isinstance(low, int) or not isinstance(high, int):
+        return 0  # no value
+    if max(abs(low), abs(high)) * column.len() < 2**63:  # no partial sum can wrap
+        return int(column.sum())
     return int(column.cast(pl.Int128).sum() or 0)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 from .._protocols import conforms
@@ -15,6 +16,7 @@ from ._identity import short_name
 __all__ = (
     "CONTENT_FILTER_TEXT",
     "MAX_KEPT_OUTPUT",
+    "AnsweredElsewhere",
     "Attempt",
     "CallFailed",
     "ChatClient",
@@ -39,6 +41,8 @@ class RateLimits:
     left of it when the server read the request, ``reset_*`` the seconds until that count is
     whole again; for requests and for tokens. ``retry_after`` is the wait a 429 asked for.
     Read by :func:`safecons.clients.parse_rate_limits`; the runner paces attempts by them.
+    A figure that is not a number (a client of one's own may pass anything) is read as not
+    sent.
     """
 
     limit_requests: int | None = None
@@ -49,6 +53,15 @@ class RateLimits:
     reset_tokens: float | None = None
     retry_after: float | None = None
 
+    def __post_init__(self) -> None:
+        for name in _RATE_LIMIT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
+                object.__setattr__(self, name, None)
+
+
+_RATE_LIMIT_FIELDS: Final = tuple(RateLimits.__dataclass_fields__)
+
 
 @dataclass(frozen=True, slots=True)
 class Completion:
@@ -58,7 +71,9 @@ class Completion:
     marks a provider content-filter block. Both are answers to be judged, not errors.
 
     Lone surrogates in ``text`` (a JSON body may carry ``"\\ud800"``) become U+FFFD: they
-    cannot be stored in a frame or a cache, and one such answer must not end a run.
+    cannot be stored in a frame or a cache, and one such answer must not end a run. A
+    ``finish_reason`` that is not text, or ``rate_limits`` that are not :class:`RateLimits`,
+    are read as not said.
     """
 
     text: str
@@ -77,7 +92,24 @@ class Completion:
     dropped_usage: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "text", valid_unicode(self.text))
+        # A Completion may be made by the user's code (a callable's answer, a client of one's
+        # own): each field is read here, once, into what it claims to be, so that a value
+        # that cannot be read fails where it was made (the user's attempt), not in the run.
+        text = self.text
+        if type(text) is not str and isinstance(text, str):
+            # A str subclass may override the methods that read it: its exact copy is kept
+            # (and judged, stored, shown) instead.
+            text = str.__str__(text)
+        object.__setattr__(self, "text", valid_unicode(text))
+        object.__setattr__(self, "refused", bool(self.refused))
+        object.__setattr__(self, "filtered", bool(self.filtered))
+        reason: object = self.finish_reason
+        object.__setattr__(
+            self, "finish_reason", str.__str__(reason) if isinstance(reason, str) else None
+        )
+        limits: object = self.rate_limits
+        if not isinstance(limits, RateLimits):
+            object.__setattr__(self, "rate_limits", None)  # read as: nothing said
         dropped = self.dropped_usage
         for name in ("prompt_tokens", "completion_tokens"):
             value = getattr(self, name)
@@ -203,6 +235,12 @@ class RetryableCallError(CallFailed):
 
 class NonRetryableCallError(CallFailed):
     """A failure that another identical attempt cannot fix (e.g. HTTP 400, 404)."""
+
+
+class AnsweredElsewhere(CallFailed):
+    """Not a failure: another run sharing the response cache answered this call (and stored
+    its answer) after this run missed the cache, so the session sent nothing. The runner
+    replays the stored answer; should it not replay, the next attempt is sent."""
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ import hashlib
 import json
 import random
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import anyio
 import httpx
 
 from .._text import valid_unicode
-from ..errors import AuthenticationError, ConfigError
+from ..errors import AuthenticationError, NoBatchAPIError
 from ._openai import OpenAICompatible, error_text, parse_retry_after
 from ._wire import Body, Upload, Wire, WireError, read_all, send
 
@@ -51,6 +52,11 @@ COMPLETION_WINDOW: Final = "24h"
 TERMINAL: Final = frozenset({"completed", "failed", "expired", "cancelled"})
 #: The newest batches searched for one whose creation's answer was lost.
 LISTED: Final = 100
+#: The most pages of the provider's listing read looking for a batch (100 batches a page).
+LISTED_PAGES: Final = 1_000
+#: How far back past a claim's making (by its maker's clock) the listing is read: room for
+#: the maker's and the provider's clocks to disagree by up to a day.
+LISTING_SLACK_SECONDS: Final = 86_400.0
 #: The metadata key a batch's claim tag travels under (:meth:`BatchAPI.made_for`).
 CLAIM_METADATA: Final = "safecons_claim"
 #: Tries of one request to the Batch API (an upload, a look at progress) before it fails.
@@ -176,13 +182,7 @@ class BatchState:
                 return None
 
         status = data.get("status")
-        expires = data.get("expires_at")
-        if not (
-            isinstance(expires, int | float)
-            and not isinstance(expires, bool)
-            and 0 < expires < _LATEST_EPOCH
-        ):
-            expires = None
+        expires = _epoch(data.get("expires_at"))
         return cls(
             id=ident,
             # "Completed", " completed ": a status is read without case or blanks; anything
@@ -194,7 +194,7 @@ class BatchState:
             output_file_id=file("output_file_id"),
             error_file_id=file("error_file_id"),
             problem=_problem(data.get("errors"), scrub),
-            expires_at=None if expires is None else float(expires),
+            expires_at=expires,
             bad_file=bad[0] if bad else None,
         )
 
@@ -323,6 +323,7 @@ class BatchAPI:
             "metadata": {"made_by": "safecons"} | ({} if tag is None else {CLAIM_METADATA: tag}),
         }
         delay, problem = API_FIRST_DELAY, "no try made"
+        began = time.time()
         for attempt in range(API_ATTEMPTS):
             try:
                 answer = await self._request(
@@ -344,55 +345,97 @@ class BatchAPI:
                     # A 200 that is not a batch object may still have made one: look for it
                     # by its file before asking again, as for an answer that was lost.
                     problem = str(exc)
-            made = await self._made_over(file_id)
+            made = await self._made_over(file_id, since=began)
             if made is not None:
                 return made
             if attempt + 1 < API_ATTEMPTS:
                 delay = await _pause(delay)
         raise BatchError(f"{self.identity}: could not create the batch: {problem}")
 
-    async def _made_over(self, file_id: str) -> str | None:
-        """The batch over ``file_id`` among the provider's newest, if one was made."""
+    async def _made_over(self, file_id: str, *, since: float) -> str | None:
+        """The batch over ``file_id`` among the provider's batches made since ``since``
+        (this process's clock, when its creation was first asked), if one was made."""
         return await self._listed(
-            lambda item: item.get("input_file_id") == file_id, f"a batch over file {file_id}"
+            lambda item: item.get("input_file_id") == file_id,
+            f"a batch over file {file_id}",
+            since=since,
         )
 
-    async def made_for(self, tag: str) -> str | None:
-        """The batch created with ``tag`` (:meth:`submit`'s) among the provider's newest
-        :data:`LISTED`, if one was made: a run that died between creating a batch and
-        recording it leaves it to be found so, not bought again."""
+    async def made_for(self, tag: str, *, since: float | None = None) -> str | None:
+        """The batch created with ``tag`` (:meth:`submit`'s), if one was made: a run that died
+        between creating a batch and recording it leaves it to be found so, not bought again.
+
+        The provider's listing is read page by page, newest first, until the batch is found,
+        the listing ends, or it reaches batches made before ``since`` (the claim's making, by
+        its maker's clock) less :data:`LISTING_SLACK_SECONDS` for the clocks of the maker and
+        the provider to disagree (with no ``since``, the listing is read to its end).
+        """
         return await self._listed(
             lambda item: (
                 isinstance(meta := item.get("metadata"), Mapping)
                 and meta.get(CLAIM_METADATA) == tag
             ),
             f"a batch tagged {tag}",
+            since=since,
         )
 
-    async def _listed(self, match: Callable[[Mapping[str, Any]], bool], what: str) -> str | None:
-        try:
-            listed = await self._json(
-                "GET", self._batches, what="list the batches", params={"limit": LISTED}
+    async def _listed(
+        self, match: Callable[[Mapping[str, Any]], bool], what: str, *, since: float | None
+    ) -> str | None:
+        """The first batch ``match`` takes in the provider's listing, paged through (``after``
+        the last id of each page, while it says ``has_more``) back to ``since`` less
+        :data:`LISTING_SLACK_SECONDS`; None when there is none. A listing that cannot be read
+        to there (an error after retries, a page that does not go on, more than
+        :data:`LISTED_PAGES` pages) is a :class:`BatchError`: not knowing whether the batch
+        exists, making it again could pay for it twice."""
+        oldest = None if since is None else since - LISTING_SLACK_SECONDS
+        after: str | None = None
+        seen: set[str] = set()
+        for _ in range(LISTED_PAGES):
+            params: dict[str, Any] = {"limit": LISTED} | ({} if after is None else {"after": after})
+            try:
+                listed = await self._json(
+                    "GET", self._batches, what="list the batches", params=params
+                )
+            except BatchError as exc:
+                raise BatchError(
+                    f"{exc}; {what} may have been made: look for it in the provider's console "
+                    "before running again"
+                ) from None
+            data = listed.get("data") if isinstance(listed, Mapping) else None
+            items = (
+                [item for item in data if isinstance(item, Mapping)]
+                if isinstance(data, list)
+                else []
             )
-        except BatchError as exc:
-            # Not knowing whether the batch exists, asking again could pay for it twice.
-            raise BatchError(
-                f"{exc}; {what} may have been made: look for it in the provider's console "
-                "before running again"
-            ) from None
-        data = listed.get("data") if isinstance(listed, Mapping) else None
-        for item in data if isinstance(data, list) else []:
-            if isinstance(item, Mapping) and match(item):
-                try:
-                    return checked_id(
-                        item.get("id"), f"{self.identity}: a listed batch", self._scrub
-                    )
-                except BatchError as exc:
-                    raise BatchError(
-                        f"{exc}; {what} was made: look for it in the provider's console "
-                        "before running again"
-                    ) from None
-        return None
+            for item in items:
+                if match(item):
+                    try:
+                        return checked_id(
+                            item.get("id"), f"{self.identity}: a listed batch", self._scrub
+                        )
+                    except BatchError as exc:
+                        raise BatchError(
+                            f"{exc}; {what} was made: look for it in the provider's console "
+                            "before running again"
+                        ) from None
+            more = isinstance(listed, Mapping) and listed.get("has_more") is True
+            if not more or not items:
+                return None
+            made = _epoch(items[-1].get("created_at"))
+            if oldest is not None and made is not None and made < oldest:
+                return None  # the listing, newest first, is now older than the claim
+            last = listed.get("last_id") if isinstance(listed, Mapping) else None
+            last = last if isinstance(last, str) else items[-1].get("id")
+            if not isinstance(last, str) or not _ID.fullmatch(last) or last in seen:
+                break  # a cursor that does not go on: the rest cannot be read
+            seen.add(last)
+            after = last
+        raise BatchError(
+            f"{self.identity}: the provider's listing of batches could not be read back to "
+            f"when the claim was made; {what} may have been made: look for it in the "
+            "provider's console before running again"
+        )
 
     async def state(self, batch: str) -> BatchState:
         """What the provider says of ``batch`` now."""
@@ -547,11 +590,10 @@ class BatchAPI:
             )
         if status == HTTPStatus.NOT_FOUND and what in ("upload the batch file", "create the batch"):
             where = self._files if what.startswith("upload") else self._batches
-            raise ConfigError(
+            raise NoBatchAPIError(
                 f"{self.identity}: the server has no Batch API at {where} ({problem}). "
                 "OpenAI, Azure OpenAI and LiteLLM's proxy serve one; vLLM's, Ollama's and "
-                "llama.cpp's servers do not: make the client with batch=False (safecons run: "
-                "drop --batch)"
+                "llama.cpp's servers do not"
             )
         if status in _RETRYABLE or status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             return
@@ -564,6 +606,13 @@ def _long_error(limit: int) -> WireError:
     return WireError(
         f"the answer's error body is longer than the {limit:,} bytes read of one", "too large"
     )
+
+
+def _epoch(value: object) -> float | None:
+    """A provider's time (seconds since the epoch), or None when it is none."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < _LATEST_EPOCH:
+        return float(value)
+    return None
 
 
 async def _pause(delay: float, wait: float | None = None) -> float:

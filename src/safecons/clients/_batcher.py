@@ -48,7 +48,14 @@ from .._progress import progress_bar
 from .._tasks import user_stacklevel
 from .._text import valid_unicode
 from ..errors import AuthenticationError, BatchPickedUpWarning
-from ._base import Attempt, CallFailed, Completion, Messages, NonRetryableCallError
+from ._base import (
+    AnsweredElsewhere,
+    Attempt,
+    CallFailed,
+    Completion,
+    Messages,
+    NonRetryableCallError,
+)
 from ._batch import (
     MAX_BATCH_LINES,
     POLL_GRACE_SECONDS,
@@ -106,6 +113,12 @@ class BatchClaims:
     #: Taken over from a stale claim (claim -> keys; they are in :attr:`ours` too): its
     #: maker may have made the batch before it died, tagged :func:`claim_tag`.
     stale: dict[str, list[str]] = field(default_factory=dict)
+    #: When each stale claim was made, by its maker's clock (claim -> seconds since the
+    #: epoch): the provider's listing is read back to then (with a day's slack for clocks).
+    made: dict[str, float] = field(default_factory=dict)
+    #: Answered and stored meanwhile by another run (the caller missed the cache before it
+    #: was stored): replayed from the cache, never bought again.
+    stored: list[str] = field(default_factory=list)
 
 
 class BatchLedger(Protocol):
@@ -152,8 +165,9 @@ FIRST_POLL_SECONDS: Final = 1.0
 POLL_FAILURES: Final = 10
 #: How often a run waiting for another run's batch looks at the cache again (seconds).
 CLAIM_POLL_SECONDS: Final = 1.0
-#: How often a run uploading a batch file says it is still at work (seconds), and how long
-#: a claim not so refreshed is believed (a run on another machine that died uploading).
+#: How often a run beats its claim's heartbeat from the claim to the batch's record
+#: (seconds), and how long another run, timing it by its own monotonic clock, must see the
+#: heartbeat still before it takes the claim over (a run on another machine that died).
 CLAIM_REFRESH_SECONDS: Final = 30.0
 CLAIM_STALE_SECONDS: Final = 120.0
 #: The longest a run waits for the provider to take a cancel, when interrupted (seconds).
@@ -179,6 +193,8 @@ def _failure(code: str, message: str) -> dict[str, Any]:
     return {"response": None, "error": {"code": code, "message": message}}
 
 
+#: The error code of a line whose call another run answered (and stored) meanwhile.
+STORED: Final = "answered_meanwhile"
 #: The error codes of a line the batch never ran (it ended first).
 NOT_RUN: Final = frozenset({"batch_expired", "batch_cancelled"})
 
@@ -378,32 +394,39 @@ class Batcher:
         has claimed (to wait for)."""
         claim = new_claim()
         claims = self._claim(api, claim, chunk)
+        for key in claims.stored:
+            # Another run answered it after this one missed the cache: the run replays it.
+            lines[key].answer(_failure(STORED, "answered meanwhile by another run"), "(cache)")
         for batch, keys in claims.held.items():  # recorded by another run since
             held.setdefault(batch, []).extend(keys)
             resumed.add(batch)
         ours = claims.ours
         # Shielded: a batch the provider made must be recorded (an interrupt waits for the
-        # answer), or it would run and be paid for with no one to pick it up.
+        # answer), or it would run and be paid for with no one to pick it up. The claim's
+        # heartbeat beats from its making to its record, so no other run takes it over while
+        # this one looks for a dead run's batch, uploads, or creates.
         with anyio.CancelScope(shield=True):
             try:
-                for old, keys in claims.stale.items():
-                    # Its maker died claiming them: it may have made the batch first.
-                    found = await api.made_for(claim_tag(old))
-                    if found is not None:
-                        self._record(api, found, keys, claim=None)
-                        held.setdefault(found, []).extend(keys)
-                        resumed.add(found)
-                        ours = [key for key in ours if key not in set(keys)]
-                if ours:
-                    data = b"".join(lines[k].data for k in ours)
-                    batch = await self._submitting(api, data, ours, claim)
+                async with self._beating(claim if ours else None):
+                    for old, keys in claims.stale.items():
+                        # Its maker died claiming them: it may have made the batch first.
+                        found = await api.made_for(claim_tag(old), since=claims.made.get(old))
+                        mine = [key for key in keys if key in set(ours)]
+                        if found is not None and mine:
+                            self._record(api, found, mine, claim=None)
+                            held.setdefault(found, []).extend(mine)
+                            resumed.add(found)
+                            ours = [key for key in ours if key not in set(mine)]
+                    if ours:
+                        data = b"".join(lines[k].data for k in ours)
+                        batch = await api.submit(data, name=_name(ours), tag=claim_tag(claim))
             except BatchError as exc:
-                self._release(claim)
+                self._give_up(claim, claims)
                 for key in ours:
                     lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
                 return [k for keys in claims.theirs.values() for k in keys]
             except BaseException:
-                self._release(claim)
+                self._give_up(claim, claims)
                 raise
             if ours:
                 self._record(api, batch, ours, claim=claim)
@@ -412,24 +435,27 @@ class Batcher:
                 self._release(claim)
         return [k for keys in claims.theirs.values() for k in keys]
 
-    async def _submitting(self, api: BatchAPI, data: bytes, keys: list[str], claim: str) -> str:
-        """``api.submit``, the claim kept fresh while the file uploads."""
+    @asynccontextmanager
+    async def _beating(self, claim: str | None) -> AsyncIterator[None]:
+        """Beat ``claim``'s heartbeat every :data:`CLAIM_REFRESH_SECONDS` for the block."""
+        if claim is None or self._cache is None:
+            yield
+            return
+        cache = self._cache
         async with anyio.create_task_group() as tg:
 
-            async def refresh() -> None:
+            async def beat() -> None:
                 while True:
                     await anyio.sleep(CLAIM_REFRESH_SECONDS)
-                    if self._cache is not None:
-                        # A claim that cannot be refreshed goes stale, and is taken over.
-                        with contextlib.suppress(Exception):
-                            self._cache.refresh_batch_claim(claim)
+                    # A claim that cannot be refreshed goes stale, and is taken over.
+                    with contextlib.suppress(Exception):
+                        cache.refresh_batch_claim(claim)
 
-            tg.start_soon(refresh)
+            tg.start_soon(beat)
             try:
-                batch = await api.submit(data, name=_name(keys), tag=claim_tag(claim))
+                yield
             finally:
                 tg.cancel_scope.cancel()
-        return batch
 
     def _claim(self, api: BatchAPI, claim: str, keys: list[str]) -> BatchClaims:
         """Claim ``keys`` in the cache; with no cache to claim in, they are all this run's."""
@@ -452,6 +478,13 @@ class Batcher:
                     "run on this cache may make a batch of them too",
                 )
         return BatchClaims(ours=list(keys))
+
+    def _give_up(self, claim: str, claims: BatchClaims) -> None:
+        """No batch was made under ``claim``: release it, unless it took over dead runs'
+        claims, whose batches may exist still unfound (then it is left to go stale, and the
+        run taking it over looks for theirs and its own)."""
+        if not claims.stale:
+            self._release(claim)
 
     def _release(self, claim: str) -> None:
         if self._cache is not None:
@@ -861,6 +894,10 @@ class BatchedSession:
             messages, temperature=temperature, seed=seed, response_format=response_format
         )
         record, batch = await self._batcher.park(custom_id, self._api.line(custom_id, body))
+        error = record.get("error")
+        if isinstance(error, Mapping) and error.get("code") == STORED:
+            attempt.started = False  # nothing was sent, nothing bought
+            raise AnsweredElsewhere(f"{self._api.identity}: answered meanwhile by another run")
         return self._read(record, batch)
 
     def _read(self, record: Mapping[str, Any], batch: str) -> Completion:

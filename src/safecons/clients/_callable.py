@@ -14,6 +14,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
+from .._foreign import describe_exception, type_name
 from .._tasks import background_tasks, user_stacklevel
 from ..errors import AuthenticationError, InputError
 from ._base import (
@@ -128,11 +129,15 @@ def check_chat_signature(fn: Callable[..., Any], parameter: str) -> None:
 
 
 def status_of(exc: BaseException) -> int | None:
-    """The HTTP status an exception carries (``status_code``, or ``response.status_code``)."""
-    for holder in (exc, getattr(exc, "response", None)):
-        status = getattr(holder, "status_code", None)
-        if isinstance(status, int):
-            return status
+    """The HTTP status an exception carries (``status_code``, or ``response.status_code``);
+    None when it carries none, or reading it raises (the exception is the user's code)."""
+    try:
+        for holder in (exc, getattr(exc, "response", None)):
+            status = getattr(holder, "status_code", None)
+            if type(status) is int:
+                return status
+    except Exception:
+        return None
     return None
 
 
@@ -141,9 +146,7 @@ def _to_completion(value: object, who: str) -> Completion:
         return value
     if isinstance(value, str):
         return Completion(text=value)
-    raise RetryableCallError(
-        f"{who} returned {type(value).__name__}; a chat callable must return str"
-    )
+    raise RetryableCallError(f"{who} returned {type_name(value)}; a chat callable must return str")
 
 
 class UserCode:
@@ -215,9 +218,11 @@ class UserCode:
                 # function stops the run like a 401 from our own client would.
                 raise AuthenticationError(
                     f"{self._who}: the endpoint rejected the credentials (HTTP {status}, "
-                    f"{type(exc).__name__})"
+                    f"{type_name(exc)})"
                 ) from None
-            raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
+            # Its text is read once, here, where whatever reading it raises is still this
+            # attempt's failure.
+            raise RetryableCallError(f"{self._who} raised {describe_exception(exc)}") from exc
 
     def _run_in_thread(self, ticket: _Ticket, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with ticket.lock:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
 from .._protocols import conforms
+from ._proxy import proxy_secrets
 from ._secrets import Secrets
 
 __all__ = ("ClientFacts", "Declared", "facts_of", "secrets_of")
@@ -60,8 +61,10 @@ def facts_of(client: object) -> ClientFacts:
 
 
 def secrets_of(*clients: object) -> Secrets:
-    """The secrets every client given declares (a client that declares none adds none)."""
-    out = Secrets()
+    """The secrets every client given declares (a client that declares none adds none), and
+    the credentials of the proxies the environment names, which any client's library may
+    send (:func:`~safecons.clients._proxy.proxy_secrets`)."""
+    out = proxy_secrets()
     for client in clients:
         out = out | facts_of(client).secrets
     return out

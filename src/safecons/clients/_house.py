@@ -5,6 +5,7 @@ identity of a callable, the secrets every error is scrubbed of. A door of the ho
 house-rules test names it), not of the package's users: nothing here is promised to stay.
 """
 
+from ._base import AnsweredElsewhere as AnsweredElsewhere
 from ._base import Attempt as Attempt
 from ._base import ChatFunction as ChatFunction
 from ._base import RunSession as RunSession
@@ -26,10 +27,12 @@ from ._open import request_fingerprint as request_fingerprint
 from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
 from ._openai import parse_duration as parse_duration
 from ._secrets import Secrets as Secrets
+from ._urls import comparable_url as comparable_url
 
 __all__ = (
     "CLAIM_PREFIX",
     "OPENAI_BASE_URL",
+    "AnsweredElsewhere",
     "Attempt",
     "BatchClaims",
     "BatchLedger",
@@ -42,6 +45,7 @@ __all__ = (
     "callable_digest",
     "check_attribute_lookup",
     "check_signature",
+    "comparable_url",
     "describe",
     "facts_of",
     "open_session",

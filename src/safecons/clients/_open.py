@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
+from .._foreign import describe_exception, type_name
 from .._protocols import conforms
 from ..errors import AuthenticationError, InputError
 from ._base import (
@@ -133,10 +134,10 @@ class _UsersSession:
         except (CallFailed, AuthenticationError):
             raise
         except Exception as exc:
-            raise RetryableCallError(f"{self._who} raised {type(exc).__name__}: {exc}") from exc
+            raise RetryableCallError(f"{self._who} raised {describe_exception(exc)}") from exc
         if not isinstance(answer, Completion):
             raise NonRetryableCallError(
-                f"{self._who}: its session's complete returned {type(answer).__name__}; "
+                f"{self._who}: its session's complete returned {type_name(answer)}; "
                 "expected a safecons.clients.Completion"
             )
         attempt.rate_limits = answer.rate_limits

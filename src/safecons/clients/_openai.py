@@ -29,10 +29,12 @@ from ._base import (
     RetryableCallError,
 )
 from ._facts import ClientFacts
+from ._proxy import proxy_secrets
 from ._secrets import (
     Secrets,
     check_base_url,
     check_env_name,
+    is_loopback,
     key_from_env,
     shown_env_name,
 )
@@ -540,9 +542,12 @@ class OpenAICompatible:
     Notes
     -----
     Every text that comes back from the server (answers, error bodies, exception messages)
-    is scrubbed of the key and of every credential-like header value (``Authorization``,
-    ``api-key``, ``x-api-key``, cookies, ...) before it is kept or cut to length. Values
-    shorter than 8 characters are not treated as secrets.
+    is scrubbed of the key, of every credential-like header value (``Authorization``,
+    ``api-key``, ``x-api-key``, cookies, ...) and of the credentials of the proxies the
+    environment names (``HTTPS_PROXY=http://user:pw@proxy``) before it is kept or cut to
+    length. Values shorter than 8 characters are not treated as secrets. A key is never sent
+    over plain ``http`` except to a loopback host (127.0.0.0/8, ``::1``, ``localhost``): a
+    client that would is refused where it is made.
 
     Examples
     --------
@@ -552,7 +557,7 @@ class OpenAICompatible:
     >>> import os, pickle
     >>> os.environ["MY_GATEWAY_KEY"] = "sk-gateway-0123456789"
     >>> client = OpenAICompatible(
-    ...     model="m", base_url="http://gw:4000", api_key_env="MY_GATEWAY_KEY")
+    ...     model="m", base_url="https://gw:4000", api_key_env="MY_GATEWAY_KEY")
     >>> b"sk-gateway" in pickle.dumps(client)
     False
     >>> del os.environ["MY_GATEWAY_KEY"]
@@ -623,10 +628,14 @@ class OpenAICompatible:
         self._auth_header = _auth_header
         self._query = dict(_query or {})
         self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
+        self._joined: tuple[Secrets, Secrets] | None = None
+        if (problem := self._plain_http_problem()) is not None:
+            raise InputError(problem)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         del state["_secrets"]  # made from the key and headers, again where unpickled
+        state["_joined"] = None  # and the proxies' credentials, from the environment there
         if self._key_env is not None:
             state["_api_key"] = None
         return state
@@ -647,11 +656,41 @@ class OpenAICompatible:
                     "with api_key='' if the endpoint needs no key"
                 )
         self._secrets = Secrets.of(api_key=self._api_key, headers=self._request_headers())
+        self._joined = None
 
     @property
     def secrets(self) -> Secrets:
-        """What this client sends that must never come back out: the key, auth headers."""
-        return self._secrets
+        """What this client sends that must never come back out: the key, auth headers, and
+        the credentials of the proxies the environment names (read at each use)."""
+        proxies = proxy_secrets()
+        joined = self._joined
+        if joined is None or joined[0] is not proxies:
+            joined = self._joined = (proxies, self._secrets | proxies)
+        return joined[1]
+
+    def _plain_http_problem(self) -> str | None:
+        """Why this client may not send: a key (``api_key=``, a variable's, a credential
+        header) to a host other than this machine over plain ``http``, where anyone on the
+        path (a Wi-Fi, a proxy, a gateway) reads it; None when it may.
+
+        A transport object of the user's own is theirs to answer for (``httpx.MockTransport``
+        sends nothing anywhere); httpx's own network transport is checked as a name is.
+        """
+        if (
+            isinstance(self.transport, httpx.AsyncBaseTransport)
+            and not isinstance(self.transport, httpx.AsyncHTTPTransport)
+        ) or not (self._api_key or _has_credential(self.headers)):
+            return None
+        url = httpx.URL(self._url)
+        if url.scheme != "http" or is_loopback(url.host):
+            return None
+        where = "endpoint" if self._deployment is not None else "base_url"
+        return (
+            f"{where}: refusing to send a key over plain http to {url.host}, which is not a "
+            "loopback host (127.0.0.0/8, ::1, localhost): anyone on the way could read it. Use "
+            "an https:// URL, or a proxy or gateway on this machine (http://127.0.0.1:PORT) "
+            "that forwards over https"
+        )
 
     def credentials_hint(self, message: str) -> str:
         """What a 401/403 means for this client, and what to do, after the provider's
@@ -730,7 +769,9 @@ class OpenAICompatible:
             model=self.model,
             params=self.params,
             batch=self.batch,
-            secrets=self.secrets,
+            # Its own; a run adds the proxies' credentials once (secrets_of), not at each
+            # reading of the facts, which the dry run does for every call.
+            secrets=self._secrets,
         )
 
     @property
@@ -788,7 +829,11 @@ class OpenAICompatible:
     def wire(self) -> AbstractAsyncContextManager[Wire]:
         """The wire this client's requests go by (a session's, a Batch API's), for as long
         as the block lasts: one HTTP stack for every request, with this client's headers,
-        ``http_timeout``, proxies and ``transport``."""
+        ``http_timeout``, proxies and ``transport``. A key that would go over plain http to
+        another host (read where the client was unpickled) is a :class:`ConfigError` here,
+        before any request."""
+        if (problem := self._plain_http_problem()) is not None:
+            raise ConfigError(f"{problem} (the key was read in this process, pid {os.getpid()})")
         return open_wire(
             self.transport,
             url=self._url,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
 import os
 import re
@@ -33,6 +34,7 @@ __all__ = (
     "Secrets",
     "check_base_url",
     "check_env_name",
+    "is_loopback",
     "is_secret_header",
     "key_from_env",
     "shown_env_name",
@@ -237,6 +239,28 @@ def check_base_url(url: object, name: str = "base_url", *, from_env: bool = Fals
     if not parts.hostname:
         raise InputError(f"{name}: the URL has no host, {example} {_NOT_SHOWN}")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine: ``localhost``, an address in 127.0.0.0/8 or
+    ``::1`` (an IPv4-mapped one too). Other names that may resolve to it (``*.localhost``, a
+    name in /etc/hosts) are not taken on trust.
+
+    Examples
+    --------
+    >>> [is_loopback(h) for h in ("LOCALHOST", "127.8.9.10", "::1", "[::1]", "10.0.0.1")]
+    [True, True, True, True, False]
+    """
+    host = host.strip("[]").rstrip(".").lower()
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
 
 
 # ----------------------------------------------------------------------------- keys

@@ -307,6 +307,11 @@ class AiohttpWire:
             return known
         if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
             return WireError(f"timed out ({type(exc).__name__})", "timeout")
+        if isinstance(exc, aiohttp.ClientHttpProxyError):
+            # aiohttp's own text quotes the proxy's URL, user name and password included:
+            # said here from the status alone, as httpx says it.
+            said = cut(self._scrub(f"{exc.status} {exc.message}"))
+            return WireError(f"connection error (the proxy answered {said})", "connection")
         return WireError(
             f"connection error ({type(exc).__name__}: {self._detail(exc)})", "connection"
         )

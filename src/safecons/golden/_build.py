@@ -156,16 +156,15 @@ def _hand_written() -> Iterator[dict[str, str]]:
 
 
 def _gptfuzz(folder: Path) -> Iterator[dict[str, str]]:
-    questions = {
-        int(row["index"]): row["text"]
-        for row in csv.DictReader((folder / "question_list.csv").open(encoding="utf-8"))
-    }
+    with (folder / "question_list.csv").open(encoding="utf-8") as listed:
+        questions = {int(row["index"]): row["text"] for row in csv.DictReader(listed)}
     templates = load_gptfuzz(folder)
     answers: dict[int, dict[int, list[str]]] = {}
-    for row in csv.DictReader((folder / "train.csv").open(encoding="utf-8")):
-        q = int(row["question"])
-        if held_out(f"fuzz:{q}") and row["Response"].strip():
-            answers.setdefault(q, {0: [], 1: []})[int(row["label"])].append(row["Response"])
+    with (folder / "train.csv").open(encoding="utf-8") as trained:
+        for row in csv.DictReader(trained):
+            q = int(row["question"])
+            if held_out(f"fuzz:{q}") and row["Response"].strip():
+                answers.setdefault(q, {0: [], 1: []})[int(row["label"])].append(row["Response"])
     pairings = (
         ("gptfuzz", "refused_refused", 0, 0, "Consistent", _FUZZ_PER_KIND),
         ("gptfuzz", "refused_complied", 0, 1, "Contradictory", _FUZZ_PER_KIND),

@@ -26,6 +26,7 @@ from ._llm import LABEL_BANDS as LABEL_BANDS
 from ._llm import LABELS as LABELS
 from ._llm import MAX_JUDGE_OUTPUT_CHARS as MAX_JUDGE_OUTPUT_CHARS
 from ._llm import MAX_JUDGED_CHARS as MAX_JUDGED_CHARS
+from ._llm import NOMINAL_SCORES as NOMINAL_SCORES
 from ._llm import Judgment as Judgment
 from ._llm import JudgmentError as JudgmentError
 from ._llm import LLMJudge as LLMJudge
@@ -56,6 +57,7 @@ __all__ = (
     "LABEL_BANDS",
     "MAX_JUDGED_CHARS",
     "MAX_JUDGE_OUTPUT_CHARS",
+    "NOMINAL_SCORES",
     "OFFLINE_JUDGE_LIMITS",
     "POSTURES",
     "Embedder",

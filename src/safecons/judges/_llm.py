@@ -25,6 +25,7 @@ __all__ = (
     "LABEL_BANDS",
     "MAX_JUDGED_CHARS",
     "MAX_JUDGE_OUTPUT_CHARS",
+    "NOMINAL_SCORES",
     "Judgment",
     "JudgmentError",
     "LLMJudge",
@@ -43,6 +44,15 @@ LABEL_BANDS: Final[dict[str, tuple[float, float, bool]]] = {
     "Consistent": (0.8, 1.0, True),
     "Slightly Inconsistent": (0.4, 0.8, False),
     "Contradictory": (0.0, 0.4, False),
+}
+
+#: What a human's label scores in a calibrated mean (``run_summary(..., human_labels=)``): the
+#: spec's worked example scores a Consistent verdict 0.95 and a Contradictory one 0.3;
+#: Slightly Inconsistent takes the middle of its band. Each lies in its label's band.
+NOMINAL_SCORES: Final[dict[str, float]] = {
+    "Consistent": 0.95,
+    "Slightly Inconsistent": 0.6,
+    "Contradictory": 0.3,
 }
 
 _LABEL_LOOKUP: Final[dict[str, Label]] = {label.casefold(): label for label in LABELS}

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from .._foreign import describe_exception, safe_repr, type_name
 from ._llm import Judgment, JudgmentError, parse_judgment
 
 __all__ = ("PostureJudge", "judgment_from")
@@ -26,21 +27,43 @@ class PostureJudge(Protocol):
 def judgment_from(value: object) -> Judgment | JudgmentError:
     """Validate what a judge object returned exactly as a judge's JSON output is validated.
 
+    The value is the user's: whatever reading it raises (a mapping whose ``keys()`` raises, a
+    reason nested too deep to serialise, a ``repr`` that raises) makes it unusable, a failed
+    judge attempt, never an error of the run.
+
     Examples
     --------
     >>> judgment_from(("consistent", 0.9))
     Judgment(label='Consistent', score=0.9, clamped=False, reason=None)
     >>> judgment_from("Consistent")
     JudgmentError(message='judge returned str; expected a Judgment')
+    >>> judgment_from({"label": "Consistent", "score": 0.9, "reason": {1, 2}}).message
+    "judge returned an unserialisable mapping: {'label': 'Consistent', 'score': 0.9, ..."
+    >>> from collections import UserDict
+    >>> class Unreadable(UserDict):
+    ...     def keys(self):
+    ...         raise RuntimeError("no keys today")
+    >>> judgment_from(Unreadable()).message
+    'judge returned Unreadable, which could not be read (RuntimeError: no keys today)'
     """
+    try:
+        return _judgment_from(value)
+    except Exception as exc:
+        return JudgmentError(
+            f"judge returned {type_name(value)}, which could not be read "
+            f"({describe_exception(exc)})"
+        )
+
+
+def _judgment_from(value: object) -> Judgment | JudgmentError:
     match value:
         case Judgment():
             value = {"label": value.label, "score": value.score, "reason": value.reason}
         case tuple((label, score)):
             value = {"label": label, "score": score}
     if not isinstance(value, Mapping):
-        return JudgmentError(f"judge returned {type(value).__name__}; expected a Judgment")
+        return JudgmentError(f"judge returned {type_name(value)}; expected a Judgment")
     try:
         return parse_judgment(json.dumps(dict(value)))
     except (TypeError, ValueError):
-        return JudgmentError(f"judge returned an unserialisable mapping: {value!r:.120}")
+        return JudgmentError(f"judge returned an unserialisable mapping: {safe_repr(value)}")

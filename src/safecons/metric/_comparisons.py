@@ -32,7 +32,7 @@ from ..run._house import (
     encode_completion,
     engine,
 )
-from ._judging import JudgeSession, juror_names, jurors_of, open_judge
+from ._judging import JudgeSession, juror_ids, juror_names, jurors_of, open_judge
 from ._jury import judge_by_jury
 from ._postures import PostureReader
 from ._units import RunPlan, Unit
@@ -43,12 +43,14 @@ __all__ = ("Sessions", "open_sessions", "score_frame")
 @dataclass(frozen=True, slots=True)
 class Sessions:
     """The open sessions of a run: the SUT's (and its endpoint), and each juror's (one for
-    one judge; none without a judge), with the jurors' names."""
+    one judge; none without a judge), with the jurors' names and what each juror is
+    (:func:`~._judging.juror_ids`)."""
 
     sut: RunSession | None
     endpoint: Endpoint
     jury: tuple[JudgeSession, ...] = ()
     jurors: tuple[str, ...] = ()
+    juror_ids: tuple[str, ...] = ()
 
 
 async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None) -> Sessions:
@@ -68,7 +70,7 @@ async def open_sessions(eng: Engine, *, sut: object | None, judge: object | None
         )
         for juror in jurors_of(judge)
     ]
-    return Sessions(sut_session, endpoint, tuple(jury), juror_names(judge))
+    return Sessions(sut_session, endpoint, tuple(jury), juror_names(judge), juror_ids(judge))
 
 
 async def score_frame(
@@ -82,6 +84,7 @@ async def score_frame(
     runner: Runner | None = None,
     sessions: Sessions | None = None,
     swap_share: float = 0.0,
+    repeat_share: float = 0.0,
 ) -> pl.DataFrame:
     """Run the respond and judge stages over ``df`` (which has its variant columns).
 
@@ -90,7 +93,8 @@ async def score_frame(
     without one, a runner is made from ``options`` for this call. ``sessions`` (from
     :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
     opening new ones. ``swap_share`` of the comparisons (drawn by the seed and each row's id)
-    are judged again with the answers swapped (:mod:`._jury`).
+    are judged again with the answers swapped, and ``repeat_share`` (a draw of its own) again
+    as they were (:mod:`._jury`).
     """
     async with engine(options, runner=runner) as eng:
         if sessions is None:
@@ -105,6 +109,7 @@ async def score_frame(
             prefix=prefix,
             sessions=sessions,
             swap_share=swap_share,
+            repeat_share=repeat_share,
         )
         if (dropped := eng.runner.stats.dropped_usage - dropped) > 0:
             warnings.warn(
@@ -176,6 +181,7 @@ async def _score_units(
     prefix: str,
     sessions: Sessions,
     swap_share: float,
+    repeat_share: float = 0.0,
 ) -> pl.DataFrame:
     names = column_names(prefix, config.metric_name)
     results = _samples(df, responding=responding, config=config, responses=names["responses"])
@@ -189,6 +195,7 @@ async def _score_units(
         swap_share=swap_share,
         temperature=config.sut_temperature,
         endpoint=sessions.endpoint,
+        repeat_share=repeat_share,
     )
     reader = PostureReader(plan.queries, plan.bases, results) if judging else None
 
@@ -207,6 +214,7 @@ async def _score_units(
                 plan.texts(unit.row, sample.response),
                 swap=unit.swap,
                 sample=sample,
+                repeat=unit.repeat,
             )
 
     async with anyio.create_task_group() as tasks:
@@ -230,4 +238,5 @@ async def _score_units(
         judged=judging,
         postures=None if reader is None else reader.postures,
         jurors=sessions.jurors,
+        juror_ids=sessions.juror_ids,
     )

@@ -112,6 +112,8 @@ def safety_consistency(
           requests only what is missing.
         - ``max_calls``: budget of network attempts (retries count, cache hits do not); rows
           left unfinished when it is spent carry an error saying so. ``None``: no budget.
+        - ``allow_unscored`` (False): return the frame even when no row was scored, instead
+          of raising :class:`~safecons.errors.NothingScoredError`.
 
     Returns
     -------
@@ -130,6 +132,11 @@ def safety_consistency(
 
     Raises
     ------
+    NothingScoredError
+        (:mod:`safecons.errors`, a :class:`~safecons.SafeconsError`) when rows were run and
+        none was scored, naming the most common reason (an endpoint with nothing listening,
+        a wrong model or key); the frame is its ``.frame``. ``allow_unscored=True`` returns
+        the frame instead.
     InputError
         For missing or mistyped columns, null ids or answers, null or empty prompts,
         duplicate ids, clients of the wrong kind, an unknown option; before any network
@@ -269,7 +276,7 @@ def respond(df: pl.DataFrame, *, sut: SUT, **options: Unpack[MetricOptions]) -> 
     """The respond stage alone: sample ``responses_per_query - 1`` SUT answers per row.
 
     ``df`` needs the columns of :func:`~safecons.build_variants`; adds ``{prefix}responses``,
-    ``{prefix}response_errors`` and the row's spend. Takes the options of
+    ``{prefix}response_errors``, the row's spend and the run (``{prefix}run``). Takes the options of
     :func:`safety_consistency` (but the templates: the variants are built already).
 
     Examples
@@ -321,7 +328,9 @@ def judge_responses(
     job = Job.of(df, sut=None, judge=judge, options=options, stage="judge")
     names = job.names
     # The respond stage's spend column is carried over and completed, not a collision.
-    adds = [v for k, v in names.items() if k not in ("responses", "response_errors", "spend")]
+    adds = [
+        v for k, v in names.items() if k not in ("responses", "response_errors", "spend", "run")
+    ]
     frame = check_stage_frame(
         df,
         prefix=job.prefix,

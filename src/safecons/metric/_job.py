@@ -8,6 +8,7 @@ nowhere else.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,9 +16,10 @@ from typing import Any, Literal
 
 import polars as pl
 
-from .._record import DEFAULT_PREFIX, Unscored, column_names, output_schema
+from .._record import DEFAULT_PREFIX, Unscored, column_names, output_schema, run_records
+from .._version import __version__
 from ..clients import ChatClient
-from ..clients._house import as_chat_client
+from ..clients._house import as_chat_client, secrets_of
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..run import CacheArg
@@ -64,6 +66,8 @@ class MetricOptions(CallOptions, total=False):
     toxicity_templates: Sequence[Template] | None
     jailbreak_templates: Sequence[Template] | None
     swap_share: float
+    repeat_share: float
+    allow_unscored: bool
 
 
 #: The run's options that are not config fields. With ``config``, ``prefix`` and the template
@@ -73,12 +77,10 @@ _RUN_KEYS = ("seed", "progress", "cache", "max_calls")
 Stage = Literal["metric", "respond", "judge"]
 
 
-def _share(value: object) -> float:
-    """``swap_share=`` checked: a share from 0 to 1."""
+def _share(value: object, name: str = "swap_share") -> float:
+    """``swap_share=`` (or ``repeat_share=``, ``name``) checked: a share from 0 to 1."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InputError(
-            f"swap_share: expected a share of the comparisons from 0 to 1, got {value!r}"
-        )
+        raise InputError(f"{name}: expected a share of the comparisons from 0 to 1, got {value!r}")
     return float(value)
 
 
@@ -119,6 +121,11 @@ class Job:
     #: The share of comparisons judged again with the two answers swapped (the in-run swap
     #: test): not a config field, since it leaves the score as it was.
     swap_share: float = 0.0
+    #: The share of comparisons judged again as they were (the in-run repeat test: the
+    #: judge's own noise), by every juror; not a config field either.
+    repeat_share: float = 0.0
+    #: Return a frame in which no row was scored, rather than raise.
+    allow_unscored: bool = False
 
     @classmethod
     def of(
@@ -148,11 +155,16 @@ class Job:
                 "variants already; templates go to build_variants"
             )
         swap_share = _share(given.pop("swap_share", 0.0))
-        if stage == "respond" and swap_share:
-            raise InputError(
-                "swap_share: respond does not judge; give it to judge_responses or "
-                "safety_consistency"
-            )
+        repeat_share = _share(given.pop("repeat_share", 0.0), "repeat_share")
+        for name, share in (("swap_share", swap_share), ("repeat_share", repeat_share)):
+            if stage == "respond" and share:
+                raise InputError(
+                    f"{name}: respond does not judge; give it to judge_responses or "
+                    "safety_consistency"
+                )
+        allow_unscored = given.pop("allow_unscored", False)
+        if not isinstance(allow_unscored, bool):
+            raise InputError(f"allow_unscored: expected True or False, got {allow_unscored!r}")
         prefix = given.pop("prefix", DEFAULT_PREFIX)
         if not isinstance(prefix, str) or not prefix:
             raise InputError(f"prefix: expected a non-empty string, got {prefix!r}")
@@ -174,6 +186,8 @@ class Job:
             templates["toxicity_templates"],
             templates["jailbreak_templates"],
             swap_share,
+            repeat_share,
+            allow_unscored,
         )
         if stage == "metric":
             schema = df.collect_schema()
@@ -222,7 +236,7 @@ class Job:
     ) -> pl.DataFrame:
         """The respond and judge stages over a frame that has its variants, on ``runner``
         (and the ``sessions`` opened on it, if any; a fresh runner when None)."""
-        return await score_frame(
+        scored = await score_frame(
             with_variants,
             sut=self.sut,
             judge=self.judge,
@@ -232,7 +246,34 @@ class Job:
             runner=runner,
             sessions=sessions,
             swap_share=self.swap_share,
+            repeat_share=self.repeat_share,
         )
+        run = self.names["run"]
+        # The judge stage of a frame the respond stage made keeps the system that answered.
+        sut = next((r.get("sut") for r in run_records(with_variants, self.prefix)), None)
+        # Recorded last (after the score), where the whole metric's frame has it.
+        return scored.drop(run, strict=False).with_columns(
+            pl.lit(self.provenance(sut), dtype=pl.String).alias(run)
+        )
+
+    def provenance(self, answered_by: object = None) -> str:
+        """What this run measures, with what and how, as the JSON its frame carries in
+        ``{prefix}run``: the system and judge in a reader's words (a model and its host,
+        never a key or a URL's path or query), safecons' version, the seed, the config and
+        the run's options; scrubbed of the clients' keys and secret headers besides, should
+        one have found its way into a name. The report reads it back."""
+        record = {
+            "safecons": __version__,
+            "sut": answered_by if self.sut is None else measured(self.sut, "sut"),
+            "judge": None if self.judge is None else measured(self.judge, "judge"),
+            "seed": self.options.seed,
+            "max_calls": self.options.max_calls,
+            "swap_share": self.swap_share,
+            "repeat_share": self.repeat_share,
+            "config": self.config.to_dict(),
+        }
+        text = json.dumps(record, ensure_ascii=False, default=str)
+        return secrets_of(*(client for _, client in self.chat_clients() if client)).scrub(text)
 
     async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
         """The whole metric over ``df``, with the facts of the run."""
@@ -254,13 +295,17 @@ class Job:
         )
 
     def warn_if_unscored(self, unscored: Unscored | pl.DataFrame) -> None:
-        """Warn (:class:`~safecons.UnscoredRowsWarning`) if rows of the run's frame have no
-        score."""
-        error = self.names["error"]
+        """Raise (:class:`~safecons.errors.NothingScoredError`) if no row of the run's frame
+        has a score, unless ``allow_unscored``; else warn
+        (:class:`~safecons.UnscoredRowsWarning`) if some rows have none."""
+        error, metric = self.names["error"], self.config.metric_name
+        frame = None
         if isinstance(unscored, pl.DataFrame):
             frame, unscored = unscored, Unscored()
             unscored.count(frame, error)
-        unscored.warn(metric=self.config.metric_name, error=error)
+        if not self.allow_unscored:
+            unscored.raise_if_none_scored(metric=metric, error=error, frame=frame)
+        unscored.warn(metric=metric, error=error)
 
     @property
     def cache(self) -> CacheArg:

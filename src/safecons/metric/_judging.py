@@ -10,12 +10,15 @@ text was cut) and then judge it; the run, the dry run and the cache all read tha
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from .._foreign import safe_repr
 from .._protocols import conforms
 from ..clients import (
     CallableClient,
@@ -29,8 +32,10 @@ from ..clients._house import (
     RunSession,
     UserCode,
     as_chat_client,
+    callable_digest,
     check_attribute_lookup,
     check_signature,
+    comparable_url,
     describe,
     facts_of,
     open_session,
@@ -61,6 +66,7 @@ __all__ = (
     "check_judge",
     "decode_judgment",
     "encode_judgment",
+    "juror_ids",
     "juror_names",
     "jurors_of",
     "open_judge",
@@ -120,9 +126,11 @@ class JudgeSession(Protocol):
         base: str,
         candidate: str,
         candidate_first: bool = False,
+        repeat: int = 0,
     ) -> Comparison:
         """The comparison, prepared once; ``candidate_first`` shows the candidate answer
-        first where the judge sees an order (a chat judge; a judge object has none)."""
+        first where the judge sees an order (a chat judge; a judge object has none);
+        ``repeat`` above 0 makes it the same comparison asked again (its own cache key)."""
         ...
 
     async def judge(self, comparison: Comparison, attempt: Attempt) -> Verdict:
@@ -186,6 +194,7 @@ class ChatJudge:
         base: str,
         candidate: str,
         candidate_first: bool = False,
+        repeat: int = 0,
     ) -> Comparison:
         limit = self._settings.max_judged_chars
         messages = build_judge_messages(
@@ -197,7 +206,9 @@ class ChatJudge:
             candidate_first=candidate_first,
         )
         cut = any(fit_for_judge(t, limit)[1] for t in (query, variant, base, candidate))
-        call = ModelCall("judge", self._where, messages, 0.0, slot, shape=self._shape)
+        call = ModelCall(
+            "judge", self._where, messages, 0.0, slot, shape=self._shape, repeat=repeat
+        )
         return Comparison(query, variant, base, candidate, call, cut)
 
     def decode(self, raw: str) -> Verdict:
@@ -265,6 +276,7 @@ class ObjectJudge:
         base: str,
         candidate: str,
         candidate_first: bool = False,
+        repeat: int = 0,
     ) -> Comparison:
         return Comparison(query, variant, base, candidate, None, False)
 
@@ -282,9 +294,10 @@ class ObjectJudge:
         parsed = judgment_from(value)
         if isinstance(parsed, JudgmentError):
             raise RetryableCallError(
-                f"{self.endpoint}: unusable judgment: {parsed.message}", output=repr(value)
+                f"{self.endpoint}: unusable judgment: {parsed.message}",
+                output=safe_repr(value, None),  # cut where it is kept
             )
-        return Verdict(parsed, repr(value))
+        return Verdict(parsed, safe_repr(value, None))
 
 
 def as_llm_judge(judge: object) -> LLMJudge:
@@ -324,12 +337,48 @@ def juror_names(judge: object) -> tuple[str, ...]:
     ...              sc.OfflineJudge()])
     ('OfflineJudge', 'gpt-4o-mini', 'OfflineJudge #2')
     """
+    jurors = jurors_of(judge)
+    own = [_juror_name(juror, _parameter(i, len(jurors))) for i, juror in enumerate(jurors)]
     names: list[str] = []
-    for i, juror in enumerate(jurors := jurors_of(judge)):
-        name = _juror_name(juror, _parameter(i, len(jurors)))
-        seen = sum(n == name or n.startswith(f"{name} #") for n in names)
-        names.append(f"{name} #{seen + 1}" if seen else name)
+    for name in own:
+        shown, n = name, 1
+        # A number that another juror's own name already is ("m #2" given as a model's name)
+        # is skipped, so no two jurors of a run are ever called alike.
+        while shown in names or (n > 1 and shown in own):
+            n += 1
+            shown = f"{name} #{n}"
+        names.append(shown)
     return tuple(names)
+
+
+def juror_ids(judge: object) -> tuple[str, ...]:
+    """What each juror of ``judge=`` is, in jury order: 16 hex digits of a hash of its
+    endpoint (URL read by :func:`~safecons.clients._urls.comparable_url`, model, what else
+    shapes its answers: the cache's :class:`~safecons.run._house.Endpoint`) and of the judge
+    settings that shape its prompt and reading; for a judge object, of its class, its
+    ``cache_identity`` and its ``compare`` (code and settings, as an unnamed callable's
+    identity is read). No key enters it, and it is the same in every process: two runs'
+    juries are told apart by it (:func:`~safecons.compare_runs`), whatever their names.
+
+    Examples
+    --------
+    >>> import safecons as sc
+    >>> a = sc.OpenAICompatible(model="m", base_url="http://LOCALHOST:8000/v1/", api_key="k")
+    >>> b = sc.OpenAICompatible(model="m", base_url="http://127.0.0.1:8000/v1", api_key="k2")
+    >>> juror_ids(a) == juror_ids(b), len(juror_ids([a, sc.OfflineJudge()]))
+    (True, 2)
+    """
+    out = []
+    for juror in jurors_of(judge):
+        if _is_object_judge(juror):
+            what: tuple[object, ...] = ("object", *_object_identity(juror))
+        else:
+            what = _chat_identity(juror)
+        blob = json.dumps(what, ensure_ascii=False, separators=(",", ":"))
+        out.append(
+            hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        )
+    return tuple(out)
 
 
 def _juror_name(obj: object, parameter: str) -> str:
@@ -362,11 +411,11 @@ def measured(obj: object, role: str) -> str:
     >>> measured(sc.OfflineJudge(), "judge")
     "safecons' offline judge (OfflineJudge: small models and word lists, a screen for when ...)"
     >>> measured([sc.OfflineJudge(), sc.OpenAICompatible(model="m", api_key="k")], "judge")
-    "a jury of 2: safecons' offline judge (...); model 'm' at api.openai.com"
+    "a jury of 2: safecons' offline judge (OfflineJudge, a screen); model 'm' at api.openai.com"
     """
     if isinstance(obj, list | tuple):
         shown = "; ".join(
-            measured(juror, role).replace(_OFFLINE_SAID, "safecons' offline judge (...)")
+            measured(juror, role).replace(_OFFLINE_SAID, _OFFLINE_IN_A_JURY)
             if len(obj) > 1
             else measured(juror, role)
             for juror in obj
@@ -387,6 +436,9 @@ def measured(obj: object, role: str) -> str:
         return f"the Python callable {_client_name(client)}"
     return f"a client of yours ({_client_name(client)})"
 
+
+#: The offline judge among other jurors: its name and what it is, short.
+_OFFLINE_IN_A_JURY = "safecons' offline judge (OfflineJudge, a screen)"
 
 _OFFLINE_SAID = (
     "safecons' offline judge (OfflineJudge: small models and word lists, a screen for when no "
@@ -413,26 +465,59 @@ def check_judge(judge: object) -> object:
         if same != i:
             raise InputError(
                 f"judge[{i}]: the same judge as judge[{same}] (the same endpoint and settings, "
-                "or the same object): its calls would share their cache keys and its votes "
-                "would be copies of the other's; a jury needs different judges"
+                "or the same object; URLs are compared as a server reads them, with localhost, "
+                "127.0.0.1 and ::1 one host): its votes would be copies of the other's; a "
+                "jury needs different judges"
             )
     return type(judge)(made) if isinstance(judge, list | tuple) else made[0]
 
 
 def _juror_identity(judge: object) -> object:
     """What makes two jurors one judge: a judge object itself; a chat judge's endpoint (its
-    calls' keys) and the settings that shape its prompt and reading."""
+    calls' keys, its URL read by :func:`comparable_url`) and the settings that shape its
+    prompt and reading."""
     if _is_object_judge(judge):
         return ("object", id(judge))
+    return _chat_identity(judge)
+
+
+def _chat_identity(judge: object) -> tuple[str | bool | int, ...]:
     settings = as_llm_judge(judge)
-    client = as_chat_client(settings.client, "judge")
+    endpoint = Endpoint.of(as_chat_client(settings.client, "judge"))
+    identity = endpoint.identity
+    if identity.startswith(("http://", "https://")):
+        url, mark, model = identity.partition("#")  # a URL has no "#": safecons refuses one
+        identity = comparable_url(url) + mark + model
+    request = dict(endpoint.request)
+    if isinstance(request.get("url"), str):
+        request["url"] = comparable_url(request["url"])
+    try:
+        shaped = json.dumps(request, sort_keys=True, ensure_ascii=False, default=safe_repr)
+    except (TypeError, ValueError):  # a client of one's own may say anything
+        shaped = safe_repr(request, None)
     return (
         "chat",
-        Endpoint.of(client).identity,
+        identity,
+        shaped,
         settings.structured_output,
         settings.max_judged_chars,
         settings.max_output_chars,
     )
+
+
+def _object_identity(judge: object) -> tuple[str, str | None, str | None]:
+    """A judge object's class, its own ``cache_identity`` and the digest of its ``compare``
+    (its code and settings); what cannot be read counts as None."""
+    cls = type(judge)
+    try:
+        own = object.__getattribute__(judge, "cache_identity")
+    except Exception:  # absent, or a property that raises
+        own = None
+    try:
+        digest: str | None = callable_digest(judge.compare)  # type: ignore[attr-defined]
+    except Exception:
+        digest = None
+    return f"{cls.__module__}.{cls.__qualname__}", own if isinstance(own, str) else None, digest
 
 
 def _check_one(judge: object, parameter: str) -> object:

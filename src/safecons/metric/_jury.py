@@ -8,7 +8,10 @@ it. A juror whose call failed gives no vote and the others decide; with no vote 
 comparison has no verdict, and its error names each juror's. A comparison chosen for the
 in-run swap test (:func:`~._units.swap_chosen`) is judged again by every juror that sees an order,
 with the two answers shown the other way round; the swapped labels are kept beside the
-others and the verdict is the unswapped one.
+others and the verdict is the unswapped one. A comparison chosen for the repeat test
+(:func:`~._units.repeat_chosen`) is judged again by every juror exactly as first asked, in a
+call of its own (its own cache key, so never the first answer replayed); the repeated labels
+are kept beside the others and never change the verdict.
 """
 
 from __future__ import annotations
@@ -80,30 +83,42 @@ async def judge_by_jury(
     *,
     swap: bool,
     sample: Sample,
+    repeat: bool = False,
 ) -> None:
     """Judge one comparison (``texts``: its query, variant, base and candidate) by every
-    juror of ``jury`` (and again swapped, if ``swap``: :func:`~._units.jury_orders`) and fill
-    the judge fields of ``sample`` with the jury's verdict."""
+    juror of ``jury`` (and again swapped, if ``swap``, and again as it was, if ``repeat``:
+    :func:`~._units.jury_orders`) and fill the judge fields of ``sample`` with the jury's
+    verdict."""
     votes = [Sample() for _ in jury]
     swapped: list[Sample | None] = [None for _ in jury]
+    repeated: list[Sample | None] = [None for _ in jury]
 
-    async def ask(session: JudgeSession, into: Sample, *, candidate_first: bool) -> None:
-        comparison = session.prepare(slot, candidate_first=candidate_first, **texts)
+    async def ask(
+        session: JudgeSession, into: Sample, *, candidate_first: bool, again: int
+    ) -> None:
+        comparison = session.prepare(slot, candidate_first=candidate_first, repeat=again, **texts)
         await judge_sample(eng, session, comparison, into)
 
     async with anyio.create_task_group() as tasks:
-        for juror, first in jury_orders([j.ordered for j in jury], swap):
+        for juror, first, again in jury_orders([j.ordered for j in jury], swap, repeat):
             into = votes[juror]
             if first:
                 into = swapped[juror] = Sample()
-            tasks.start_soon(functools.partial(ask, jury[juror], into, candidate_first=first))
-    for part in (*votes, *(s for s in swapped if s is not None)):
+            elif again:
+                into = repeated[juror] = Sample()
+            tasks.start_soon(
+                functools.partial(ask, jury[juror], into, candidate_first=first, again=again)
+            )
+    extra = (s for s in (*swapped, *repeated) if s is not None)
+    for part in (*votes, *extra):
         sample.judge += part.judge
     sample.judge_input_cut = any(bool(v.judge_input_cut) for v in votes)
     sample.juror_labels = [v.label for v in votes]
     sample.juror_scores = [v.score for v in votes]
     if swap:
         sample.swap_labels = [None if s is None else s.label for s in swapped]
+    if repeat:
+        sample.repeat_labels = [None if s is None else s.label for s in repeated]
     verdict = jury_verdict(sample.juror_labels, sample.juror_scores, order=ORDER)
     if len(jury) == 1:
         # One judge: its own fields, as they have always been.

@@ -1,9 +1,9 @@
 """The dry run: the calls a run would make, how many the cache already holds, and their tokens.
 
 It walks the run's own plan (:class:`~._units.RunPlan`: every comparison, its SUT call, its
-swap draw, and :func:`~._units.jury_orders`, the judge calls of each) and builds each judge
-call with the judge's own ``prepare``, so its calls and keys are the run's by construction,
-and its token estimates are of the messages the run would send.
+swap and repeat draws, and :func:`~._units.jury_orders`, the judge calls of each) and builds
+each judge call with the judge's own ``prepare``, so its calls and keys are the run's by
+construction, and its token estimates are of the messages the run would send.
 
 The estimate of a judge prompt needs the SUT answer it judges, which a dry run does not have
 (unless the cache holds it). It stands the row's stored ``sut_response`` in for the unseen
@@ -80,7 +80,8 @@ class CallPlan:
     prices: Prices | None = None
     batched: frozenset[str] = frozenset()
     #: A jury's jurors, in order (one name for one judge), and the calls each needs, the
-    #: in-run swap test's included (a judge object's calls are local: in ``judge_local``).
+    #: in-run swap and repeat tests' included (a judge object's calls are local: in
+    #: ``judge_local``).
     jurors: tuple[str, ...] = ()
     judge_by_juror: dict[str, int] = field(default_factory=dict)
 
@@ -239,8 +240,8 @@ def _completion(calls: int, budget: int | None) -> int | None:
 
 def plan_calls(frame: pl.DataFrame, job: Job, prices: Prices | None = None) -> CallPlan:
     """Count the calls of ``job`` over ``frame`` (which has its variant columns), and
-    estimate their tokens: every juror's, and those of the comparisons the in-run swap test
-    judges again."""
+    estimate their tokens: every juror's, and those of the comparisons the in-run swap and
+    repeat tests judge again."""
     k = job.config.responses_per_query - 1
     n = frame.height
     jury = [planning_judge(juror) for juror in jurors_of(job.judge)]
@@ -335,6 +336,7 @@ def _walk(
         responding=True,
         seed=job.options.seed,
         swap_share=job.swap_share,
+        repeat_share=job.repeat_share,
         temperature=job.config.sut_temperature,
         endpoint=Endpoint.of(sut_client),
     )
@@ -346,7 +348,7 @@ def _walk(
     # Per row: one SUT estimate serves every sample (they differ by seed only), and judge
     # prompts by juror, order and candidate text (the stand-in one is every sample's).
     row, sut_tokens = -1, 0
-    judged: dict[tuple[int, bool, str], int] = {}
+    judged: dict[tuple[int, bool, str, int], int] = {}
     for unit in plan.units():
         if unit.row != row:
             assert plan.messages is not None
@@ -358,13 +360,13 @@ def _walk(
         tally.add("sut", sut_tokens, cached=answer is not None)
         candidate = plan.bases[row] if answer is None else answer.text
         texts = plan.texts(row, candidate)
-        for index, first in jury_orders(ordered, unit.swap):
+        for index, first, again in jury_orders(ordered, unit.swap, unit.repeat):
             per_juror[index] += 1
             if jury[index].local:
                 continue
             _plan_judge(
                 jury[index],
-                (index, first, candidate),
+                (index, first, candidate, again),
                 judged,
                 tally,
                 slot=unit.slot,
@@ -378,8 +380,8 @@ def _walk(
 
 def _plan_judge(
     judging: JudgeSession,
-    key: tuple[int, bool, str],
-    judged: dict[tuple[int, bool, str], int],
+    key: tuple[int, bool, str, int],
+    judged: dict[tuple[int, bool, str, int], int],
     tally: _Tally,
     *,
     slot: str,
@@ -393,7 +395,7 @@ def _plan_judge(
         # Not cached, so no verdict can be: the stand-in prompt is estimated already.
         tally.add("judge", judged[key], cached=False)
         return
-    comparison = judging.prepare(slot, candidate_first=key[1], **texts)
+    comparison = judging.prepare(slot, candidate_first=key[1], repeat=key[3], **texts)
     if comparison.call is None:
         return
     verdict = None

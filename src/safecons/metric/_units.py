@@ -2,7 +2,8 @@
 
 One value, :class:`RunPlan`, says what a run over a frame does: for each row, which samples it
 asks the SUT for (their calls, slots and seeds), which of them the in-run swap test judges
-again, and the texts each judge call compares. The run (:mod:`._comparisons`) walks it to
+again with the answers swapped and which the repeat test judges again as they were, and the
+texts each judge call compares. The run (:mod:`._comparisons`) walks it to
 start its units; the dry run (:mod:`._plan`) walks the same value to count and look up the
 calls, so the two cannot drift apart: a change to what a run does is a change here, seen by
 both.
@@ -19,7 +20,7 @@ import polars as pl
 from ..run._house import Endpoint, ModelCall, row_draw, sample_seed, slot
 from ..variants import query_of
 
-__all__ = ("RunPlan", "Unit", "jury_orders", "sut_call", "swap_chosen")
+__all__ = ("RunPlan", "Unit", "jury_orders", "repeat_chosen", "sut_call", "swap_chosen")
 
 
 def sut_call(
@@ -60,30 +61,56 @@ def swap_chosen(seed: int, input_id: object, index: int, share: float) -> bool:
     return row_draw(seed, input_id, index, person=b"sc-swap") / 2**64 < share
 
 
-def jury_orders(ordered: Sequence[bool], swap: bool) -> list[tuple[int, bool]]:
-    """The judge calls of one comparison: ``(juror, candidate_first)`` for each juror in
-    order, and, when the comparison is ``swap``-chosen, again with the candidate first for
-    each juror that sees an order (``ordered[juror]``; a judge object sees none).
+def repeat_chosen(seed: int, input_id: object, index: int, share: float) -> bool:
+    """Whether comparison ``index`` of row ``input_id`` is judged again as it was (the same
+    call asked twice, the in-run repeat test): a draw from the run's seed and the row's id,
+    never its place or batch, and apart from the swap test's draw.
+
+    Examples
+    --------
+    >>> [repeat_chosen(0, "row-7", 0, share) for share in (0.0, 1.0)]
+    [False, True]
+    >>> sum(repeat_chosen(0, i, 0, 0.3) for i in range(1000))  # about 300 of 1,000
+    273
+    """
+    if share <= 0.0:
+        return False
+    if share >= 1.0:
+        return True
+    return row_draw(seed, input_id, index, person=b"sc-repeat") / 2**64 < share
+
+
+def jury_orders(
+    ordered: Sequence[bool], swap: bool, repeat: bool = False
+) -> list[tuple[int, bool, int]]:
+    """The judge calls of one comparison: ``(juror, candidate_first, repeat)`` for each juror
+    in order; when the comparison is ``swap``-chosen, again with the candidate first for each
+    juror that sees an order (``ordered[juror]``; a judge object sees none); when it is
+    ``repeat``-chosen, again as first asked for every juror (``repeat`` 1: its own call).
 
     Examples
     --------
     >>> jury_orders([True, False], swap=False)
-    [(0, False), (1, False)]
+    [(0, False, 0), (1, False, 0)]
     >>> jury_orders([True, False], swap=True)
-    [(0, False), (0, True), (1, False)]
+    [(0, False, 0), (0, True, 0), (1, False, 0)]
+    >>> jury_orders([True, False], swap=False, repeat=True)
+    [(0, False, 0), (0, False, 1), (1, False, 0), (1, False, 1)]
     """
     return [
-        (juror, first)
+        (juror, first, again)
         for juror, sees in enumerate(ordered)
-        for first in ((False, True) if swap and sees else (False,))
+        for first, again in (
+            [(False, 0)] + ([(True, 0)] if swap and sees else []) + ([(False, 1)] if repeat else [])
+        )
     ]
 
 
 @dataclass(frozen=True, slots=True)
 class Unit:
     """One comparison of a run: sample ``index`` of the row at place ``row`` (``input_id``),
-    its slot, whether the swap test judges it again, and its SUT call (None when the run
-    reads stored answers)."""
+    its slot, whether the swap test judges it again, its SUT call (None when the run reads
+    stored answers), and whether the repeat test judges it again."""
 
     row: int
     index: int
@@ -91,6 +118,7 @@ class Unit:
     slot: str
     swap: bool
     sut: ModelCall | None
+    repeat: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +140,7 @@ class RunPlan:
     swap_share: float
     temperature: float
     endpoint: Endpoint
+    repeat_share: float = 0.0
 
     @classmethod
     def of(
@@ -125,6 +154,7 @@ class RunPlan:
         swap_share: float,
         temperature: float,
         endpoint: Endpoint,
+        repeat_share: float = 0.0,
     ) -> RunPlan:
         """The plan of a run over ``frame`` (which has its ``{prefix}variant_*`` columns)."""
         return cls(
@@ -138,6 +168,7 @@ class RunPlan:
             swap_share=swap_share,
             temperature=temperature,
             endpoint=endpoint,
+            repeat_share=repeat_share,
         )
 
     def units(self) -> Iterator[Unit]:
@@ -151,6 +182,7 @@ class RunPlan:
                     slot(input_id, index),
                     swap_chosen(self.seed, input_id, index, self.swap_share),
                     None if self.messages is None else self.sut_call(row, index),
+                    repeat_chosen(self.seed, input_id, index, self.repeat_share),
                 )
 
     def sut_call(self, row: int, index: int) -> ModelCall:

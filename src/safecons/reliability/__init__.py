@@ -23,8 +23,10 @@ from ._common import DisjointLabelsWarning as DisjointLabelsWarning
 from ._common import UndefinedStatisticWarning as UndefinedStatisticWarning
 from ._gap import flip_rate_by_gap as flip_rate_by_gap
 from ._jury import JudgeReliability as JudgeReliability
+from ._jury import RepeatNoise as RepeatNoise
 from ._jury import judge_reliability as judge_reliability
 from ._jury import jury_verdict as jury_verdict
+from ._jury import repeat_noise as repeat_noise
 from ._kappa import cohen_kappa as cohen_kappa
 from ._length import length_bias as length_bias
 from ._multirater import fleiss_kappa as fleiss_kappa
@@ -33,6 +35,8 @@ from ._position import both_orders_verdict as both_orders_verdict
 from ._position import position_bias as position_bias
 from ._position import position_class as position_class
 from ._position import winner_from_letter as winner_from_letter
+from ._ppi import PPIMean as PPIMean
+from ._ppi import ppi_mean as ppi_mean
 from ._probes import PADDING_FILLER as PADDING_FILLER
 from ._probes import identical_pairs as identical_pairs
 from ._probes import padded_pairs as padded_pairs
@@ -44,6 +48,7 @@ from ._verdicts import build_pairwise_messages as build_pairwise_messages
 from ._verdicts import mixed_verdicts_expr as mixed_verdicts_expr
 from ._verdicts import parse_verdict as parse_verdict
 from ._verdicts import parse_verdict_expr as parse_verdict_expr
+from .loaders import llmbar_statistics as llmbar_statistics
 from .loaders import read_fastchat_pairs as read_fastchat_pairs
 from .loaders import read_llmbar as read_llmbar
 from .loaders import read_pandalm as read_pandalm
@@ -63,6 +68,8 @@ __all__ = (
     "DisjointLabelsWarning",
     "JudgeReliability",
     "Letter",
+    "PPIMean",
+    "RepeatNoise",
     "Rule",
     "UndefinedStatisticWarning",
     "agreement",
@@ -77,15 +84,18 @@ __all__ = (
     "jury_verdict",
     "krippendorff_alpha",
     "length_bias",
+    "llmbar_statistics",
     "mixed_verdicts_expr",
     "padded_pairs",
     "parse_verdict",
     "parse_verdict_expr",
     "position_bias",
     "position_class",
+    "ppi_mean",
     "read_fastchat_pairs",
     "read_llmbar",
     "read_pandalm",
+    "repeat_noise",
     "repetition_stability",
     "winner_from_letter",
 )

@@ -26,6 +26,7 @@ from ._common import (
     divide,
     flip_flag,
     is_label,
+    is_text,
     key,
     label_families,
     normalize_by,
@@ -300,12 +301,27 @@ def _stability_stats(sums: np.ndarray) -> dict[str, FloatArray]:
     return {"stability": divide(sums[..., 0], sums[..., 1])}
 
 
+def _group_columns(group: object, fn: str) -> list[str]:
+    """``group=`` as a list of column names: one name, or several forming one key together."""
+    if isinstance(group, str):
+        return [group]
+    if isinstance(group, Sequence) and group and all(isinstance(g, str) for g in group):
+        names = list(group)
+        if len(set(names)) != len(names):
+            raise InputError(f"{fn}: group= names a column twice: {names}")
+        return names
+    raise InputError(
+        f"{fn}: group= must be a column name or a non-empty sequence of column names, got {group!r}"
+    )
+
+
 def repetition_stability(
     df: FrameLike,
     *,
-    group: str,
+    group: str | Sequence[str],
     verdict: str,
     by: str | Sequence[str] | None = None,
+    error: str | None = "error",
     ci: float | None = None,
     n_boot: int = 2000,
     seed: int = 0,
@@ -315,20 +331,25 @@ def repetition_stability(
     For every group of repeated calls (same prompt, same judge) the share of calls that gave
     the group's modal answer is computed, and the shares are averaged over groups, as Shi et
     al. define repetition stability; when every group has the same number of calls this is
-    also the pooled share of calls. Null verdicts are left out; any other value, an
-    ``"error"`` included, is an answer. Groups with fewer than two answers say nothing about
-    stability and are left out.
+    also the pooled share of calls. Null verdicts and the ``error=`` label are not answers
+    and are left out (a judge that never gives a verdict is not a stable one); the calls left
+    out for the error label are counted in ``n_error``. Groups with fewer than two answers say
+    nothing about stability and are left out.
 
     Parameters
     ----------
     df
         One row per call (a LazyFrame is collected).
     group
-        Column identifying the repeated call (e.g. a pair id and order).
+        Column, or columns together, identifying the repeated call (e.g. ``["pair", "order"]``:
+        a pair id and the order it was shown in).
     verdict
         The answer each call returned.
     by
         Column(s) to report per group of groups (judge, task, ...); results are sorted.
+    error
+        Verdict marking a call that gave no answer (``swap_test`` writes ``"error"``); left
+        out and counted in ``n_error``. ``None`` counts every non-null value as an answer.
     ci
         Coverage of a percentile bootstrap interval on ``stability``, resampling groups of
         calls; adds ``stability_lo``/``stability_hi``.
@@ -341,7 +362,8 @@ def repetition_stability(
     -------
     polars.DataFrame
         ``by`` columns, ``n_groups`` (groups with at least two answers), ``n_calls`` (their
-        calls) and ``stability`` (NaN with no such group), from 1/k for k possible answers up
+        answers), ``n_error`` (calls left out for the ``error=`` label, in every group) and
+        ``stability`` (NaN with no group of two answers), from 1/k for k possible answers up
         to 1.
 
     References
@@ -356,42 +378,61 @@ def repetition_stability(
     ...     "letter": ["A", "A", "B", "C", "C", "C", "A"],
     ... })
     >>> repetition_stability(df, group="pair", verdict="letter")
-    shape: (1, 3)
-    ┌──────────┬─────────┬───────────┐
-    │ n_groups ┆ n_calls ┆ stability │
-    │ ---      ┆ ---     ┆ ---       │
-    │ i64      ┆ i64     ┆ f64       │
-    ╞══════════╪═════════╪═══════════╡
-    │ 2        ┆ 6       ┆ 0.833333  │
-    └──────────┴─────────┴───────────┘
+    shape: (1, 4)
+    ┌──────────┬─────────┬─────────┬───────────┐
+    │ n_groups ┆ n_calls ┆ n_error ┆ stability │
+    │ ---      ┆ ---     ┆ ---     ┆ ---       │
+    │ i64      ┆ i64     ┆ i64     ┆ f64       │
+    ╞══════════╪═════════╪═════════╪═══════════╡
+    │ 2        ┆ 6       ┆ 0       ┆ 0.833333  │
+    └──────────┴─────────┴─────────┴───────────┘
     """
     fn = "repetition_stability"
     lf = as_lazy(df, fn)
     keys = normalize_by(by, fn)
+    units_of = _group_columns(group, fn)
     schema = lf.collect_schema()
-    check_columns(schema, fn, group=group, verdict=verdict, by=keys)
-    if group in keys:
-        raise InputError(f"{fn}: group= column {group!r} is also in by=")
+    check_columns(schema, fn, group=units_of, verdict=verdict, by=keys)
+    if both := [g for g in units_of if g in keys]:
+        raise InputError(f"{fn}: group= column(s) {both} also in by=")
+    if error is not None and not isinstance(error, str):
+        raise InputError(f"{fn}: error= must be a verdict label (a str) or None, got {error!r}")
     _check_labels(schema, fn, verdict=verdict)
     check_ci(ci, n_boot, seed, fn)
-    check_outputs(keys, ("n_groups", "n_calls", "stability", *ci_names(("stability",))), fn)
+    outputs = ("n_groups", "n_calls", "n_error", "stability", *ci_names(("stability",)))
+    check_outputs(keys, outputs, fn)
 
-    table = count_table(lf, [*keys, group], {"v": pl.col(verdict)})
-    answered = pl.col(COUNT).filter(pl.col(key("v")).is_not_null())
-    share, one, calls = key("share"), key("one"), key("calls")
-    units = table.group_by([*keys, group]).agg(
+    v = pl.col(verdict)
+    # The error label is text: an integer or Boolean verdict column cannot hold it.
+    is_error = (
+        v.cast(pl.String) == error
+        if error is not None and is_text(schema[verdict])
+        else pl.lit(False)
+    )
+    table = count_table(lf, [*keys, *units_of], {"v": v, "err": is_error.fill_null(False)})
+    answered = pl.col(COUNT).filter(pl.col(key("v")).is_not_null() & ~pl.col(key("err")))
+    share, one, calls, errors = key("share"), key("one"), key("calls"), key("errors")
+    units = table.group_by([*keys, *units_of]).agg(
         (answered.max() / answered.sum()).alias(share),
         pl.lit(1.0).alias(one),
         answered.sum().cast(pl.Float64).alias(calls),
+        pl.col(COUNT).filter(pl.col(key("err"))).sum().cast(pl.Float64).alias(errors),
     )
     quantities = (share, one, calls)
     groups, index, q, n_groups = unit_arrays(units, keys, quantities, pl.col(calls) >= MIN_PAIRABLE)
     sums = unit_sums(index, q, n_groups)
+    _, all_index, all_errors, _ = unit_arrays(units, keys, (errors,), pl.lit(True))
     columns: dict[str, np.ndarray] = {
         "n_groups": sums[:, 1].astype(np.int64),
         "n_calls": sums[:, 2].astype(np.int64),
+        "n_error": unit_sums(all_index, all_errors, n_groups)[:, 0].astype(np.int64),
         **_stability_stats(sums),
     }
+    warn_undefined(
+        columns["stability"],
+        "repetition stability",
+        "no repeated call with two answers; errors left out are counted in n_error",
+    )
     if ci is not None:
         interval = units_interval(
             index, q, n_groups, _stability_stats, ci=ci, n_boot=n_boot, seed=seed

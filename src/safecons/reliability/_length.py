@@ -57,7 +57,15 @@ def _length_expr(
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"{fn}: {param}= cannot be evaluated on this frame: {exc}") from exc
     if not (dtype.is_numeric() or dtype == pl.Null):
-        raise InputError(f"{fn}: {param}= must give numeric lengths, got dtype {dtype}")
+        hint = ""
+        if dtype == pl.String:
+            # The texts themselves were given: say how to pass their lengths.
+            shown = f"pl.col({value!r})" if isinstance(value, str) else "the expression"
+            hint = (
+                f"; to measure the texts, pass their lengths: {param}={shown}.str.len_chars() "
+                f"(characters) or {param}={shown}.str.split(' ').list.len() (words)"
+            )
+        raise InputError(f"{fn}: {param}= must give numeric lengths, got dtype {dtype}{hint}")
     return expr
 
 

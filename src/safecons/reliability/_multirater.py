@@ -32,7 +32,7 @@ from ._common import (
     warn_undefined,
 )
 
-__all__ = ("fleiss_kappa", "krippendorff_alpha")
+__all__ = ("fleiss_kappa", "krippendorff_alpha", "ordinal_quantities", "ordinal_stat")
 
 #: What an alpha that is undefined says.
 _ALPHA_UNDEFINED = "nothing pairable, or a single category, so expected disagreement is 0"
@@ -417,6 +417,19 @@ def _ordinal_alpha(
     items = items.with_columns(*pairs, pl.lit(1.0).alias(key("one")))
     coincidences = [key(f"o{j}_{l}") for j in range(k) for l in range(k)]  # noqa: E741
 
+    stat = ordinal_stat(k, name)
+
+    return _alpha_result(
+        items, keys, [key("one"), key("m"), *cats, *coincidences], stat, 0,
+        name=name, ci=ci, n_boot=n_boot, seed=seed,
+    )  # fmt: skip
+
+
+def ordinal_stat(k: int, name: str) -> Callable[[np.ndarray], dict[str, FloatArray]]:
+    """Krippendorff's ordinal alpha from per-unit quantities summed (``[..., d]``, as
+    :func:`ordinal_quantities` lays them out: items, values, the ``k`` category totals, the
+    ``k x k`` coincidences), categories lowest first; NaN where nothing is pairable."""
+
     def stat(sums: np.ndarray) -> dict[str, FloatArray]:
         n_items = sums[..., 0]
         totals = sums[..., 2 : 2 + k]
@@ -433,7 +446,14 @@ def _ordinal_alpha(
         alpha = 1.0 - divide((n - 1.0) * disagreement, expected)
         return {name: np.where(n_items > 0, alpha, np.nan)}
 
-    return _alpha_result(
-        items, keys, [key("one"), key("m"), *cats, *coincidences], stat, 0,
-        name=name, ci=ci, n_boot=n_boot, seed=seed,
-    )  # fmt: skip
+    return stat
+
+
+def ordinal_quantities(counts: np.ndarray) -> FloatArray:
+    """Per unit, what :func:`ordinal_stat` sums, from the unit's category counts ``[U, k]``
+    (pairable units: two values or more): 1 (the unit), its values ``m``, the counts, and the
+    coincidences ``c_j c_l / (m - 1)``, computed as :func:`krippendorff_alpha` does."""
+    c = np.asarray(counts, dtype=np.float64)
+    m = c.sum(axis=1)
+    pairs = c[:, :, None] * c[:, None, :] / (m - 1.0)[:, None, None]
+    return np.column_stack([np.ones(len(c)), m, c, pairs.reshape(len(c), -1)])

@@ -25,6 +25,7 @@ from ._common import (
     divide,
     key,
     normalize_by,
+    warn_undefined,
 )
 
 __all__ = (
@@ -317,6 +318,11 @@ def position_bias(
         "recency": counts[:, 2],
         **_position_stats(counts),
     }
+    warn_undefined(
+        columns["consistency"],
+        "position consistency",
+        "no usable pair: each pair's letters were errors or missing (see n_error)",
+    )
     if ci is not None:
         interval = cells_interval(counts, _position_stats, ci=ci, n_boot=n_boot, seed=seed)
         columns.update(interval_columns(interval, _RATES))

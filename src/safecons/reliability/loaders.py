@@ -9,7 +9,7 @@ them with their defaults.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from ._columns import (
 )
 from ._position import both_orders_verdict, position_class, winner_from_letter
 
-__all__ = ("read_fastchat_pairs", "read_llmbar", "read_pandalm")
+__all__ = ("llmbar_statistics", "read_fastchat_pairs", "read_llmbar", "read_pandalm")
 
 StrPath = str | PathLike[str]
 
@@ -377,3 +377,97 @@ def read_pandalm(path: StrPath) -> pl.DataFrame:
         "majority": pl.String,
     }
     return pl.DataFrame(rows, schema=schema)
+
+
+#: The runs of LLMBar: each ``statistics.json`` is per dataset, judge and prompting style.
+LLMBAR_RUN = ("dataset", "judge", "prompting")
+
+
+def llmbar_statistics(
+    df: pl.DataFrame, *, gold: str = "gold", by: str | Sequence[str] | None = LLMBAR_RUN
+) -> pl.DataFrame:
+    """LLMBar's own figures (its ``statistics.json``), computed the authors' way, to set beside
+    the published ones.
+
+    Two of them differ from this package's statistics by the authors' choices: ``equal``
+    counts a pair whose two orders name the same winner, a pair where both orders gave no
+    verdict included (:func:`position_bias`'s ``consistent`` needs two usable letters:
+    ``equal = consistent + both_null``); ``kappa_agreement`` is Cohen's kappa between the
+    two orders' winners after the authors' binarisation (the first output, x, named: 1;
+    anything else, no verdict included: 0).
+
+    Parameters
+    ----------
+    df
+        Pairs as :func:`read_llmbar` returns them (or :func:`~safecons.swap_test`: the
+        ``letter_*``, ``winner_*`` and ``verdict`` columns, and ``gold``).
+    gold
+        Column of the human label, ``"x"`` or ``"y"``.
+    by
+        The run's columns (default: dataset, judge and prompting style; ``None``: one group).
+
+    Returns
+    -------
+    polars.DataFrame
+        ``by`` columns, ``n``, ``equal``, ``both_null``, ``correct_False`` (the winner with
+        x shown first is the human's), ``correct_True`` (with y shown first), ``correct_both``
+        (both orders) and ``kappa_agreement``, sorted by ``by``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from safecons.reliability import both_orders_verdict, winner_from_letter
+    >>> pairs = pl.DataFrame({"letter_xy": ["A", "B", "error"], "letter_yx": ["B", "B", "error"],
+    ...                       "gold": ["x", "y", "x"]}).with_columns(
+    ...     winner_xy=winner_from_letter("letter_xy", shown_first="x"),
+    ...     winner_yx=winner_from_letter("letter_yx", shown_first="y"),
+    ...     verdict=both_orders_verdict("letter_xy", "letter_yx"))
+    >>> llmbar_statistics(pairs, by=None).select("n", "equal", "both_null", "correct_both").row(0)
+    (3, 2, 1, 1)
+    """
+    from ._kappa import cohen_kappa
+
+    keys = [] if by is None else [by] if isinstance(by, str) else list(by)
+    missing = [
+        c
+        for c in (*keys, gold, LETTER_XY, LETTER_YX, WINNER_XY, WINNER_YX, VERDICT)
+        if c not in df.columns
+    ]
+    if missing:
+        raise InputError(
+            f"llmbar_statistics: the frame has no column(s) {missing}: pass pairs as "
+            "read_llmbar or swap_test returns them"
+        )
+    none = (pl.col(LETTER_XY) == "error") & (pl.col(LETTER_YX) == "error")
+    named_x = [(pl.col(w) == "x").fill_null(False).cast(pl.Int8) for w in (WINNER_XY, WINNER_YX)]
+    figures = [
+        pl.len().alias("n"),
+        ((pl.col(POSITION) == "consistent") | none).sum().alias("equal"),
+        none.sum().alias("both_null"),
+        (pl.col(WINNER_XY) == pl.col(gold)).sum().alias("correct_False"),
+        (pl.col(WINNER_YX) == pl.col(gold)).sum().alias("correct_True"),
+        (pl.col(VERDICT) == pl.col(gold)).sum().alias("correct_both"),
+        cohen_kappa(*named_x).alias("kappa_agreement"),
+    ]
+    frame = df.with_columns(position_class(LETTER_XY, LETTER_YX).alias(POSITION))
+    if not keys:
+        return frame.select(figures).cast(
+            {
+                c: pl.Int64
+                for c in (
+                    "n",
+                    "equal",
+                    "both_null",
+                    "correct_False",
+                    "correct_True",
+                    "correct_both",
+                )
+            }
+        )
+    out = frame.group_by(keys).agg(figures).sort(keys, nulls_last=True)
+    return out.cast(
+        {
+            c: pl.Int64
+            for c in ("n", "equal", "both_null", "correct_False", "correct_True", "correct_both")
+        }
+    )

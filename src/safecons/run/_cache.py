@@ -30,7 +30,7 @@ import threading
 import time
 import urllib.parse
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +89,37 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LOOKUP_CHUNK = 500
 
 
+#: What begins the name of a claim's heartbeat in the ``meta`` table: ``beat:<claim>``, its
+#: value ``{"n": <count>, "made": <the claimant's clock when it claimed>}``. A counter, not a
+#: time: each reader times how long it has seen it unchanged by its own monotonic clock, so a
+#: claim's liveness never depends on two machines' clocks agreeing.
+_BEAT_PREFIX = "beat:"
+
+
 def _is_claim(batch: str) -> bool:
     return batch.startswith(CLAIM_PREFIX)
+
+
+def _beat_of(value: object) -> tuple[int, float | None, dict[str, float]]:
+    """A heartbeat row's count, the time its claim was made, and the dead claims whose
+    batches its maker took over looking for (claim -> when it was made); ``(-1, None, {})``
+    when the row cannot be read."""
+    try:
+        data = json.loads(str(value))
+        n, made = int(data["n"]), float(data["made"])
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return -1, None, {}
+    said = data.get("dead")
+    dead = (
+        {
+            str(k): float(v)
+            for k, v in said.items()
+            if isinstance(k, str) and k.startswith(CLAIM_PREFIX) and isinstance(v, int | float)
+        }
+        if isinstance(said, dict)
+        else {}
+    )
+    return n, made, dead
 
 
 def _claimant_alive(claim: str) -> bool:
@@ -298,6 +327,14 @@ class ResponseCache:
         The SQLite file. Pass the same path to reruns (``cache=`` on
         :func:`~safecons.safety_consistency`, or once per session with
         :func:`~safecons.set_default_cache`).
+    read_only
+        Replay only: nothing is written (a file that cannot be written is opened so anyway).
+    clock
+        The wall clock stamped on the batches and claims a batched run records (seconds since
+        the epoch; :func:`time.time` by default). It is read by people and earlier safecons
+        versions, never to decide whether another run's claim is alive (a claim's heartbeat
+        is timed by each reader's own monotonic clock), so machines whose clocks disagree
+        share a cache safely; a test plays a skewed machine with it.
 
     Examples
     --------
@@ -317,9 +354,22 @@ class ResponseCache:
     >>> cache.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        # The wall clock stamped on batch records and claims (a parameter so that a test can
+        # play a machine whose clock is off): read by people and by older safecons versions,
+        # never to decide whether another machine's claim is alive.
+        self._clock = clock
+        # Each claim of another run seen, with its heartbeat count and when (by this
+        # process's monotonic clock) that count was first seen.
+        self._beats: dict[str, tuple[str, float]] = {}
         created = _create_private(self.path)
         empty = created or _check_existing(self.path)
         if empty and not created:
@@ -448,7 +498,7 @@ class ResponseCache:
         raises :class:`CacheError`."""
         if self.read_only:
             raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
-        now = time.time()
+        now = self._clock()
         rows = [(key, batch, endpoint, now) for key in keys]
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -456,6 +506,7 @@ class ResponseCache:
                 self._conn.execute(_BATCH_TABLE)
                 if claim is not None:
                     self._conn.execute("DELETE FROM batch_lines WHERE batch=?", (claim,))
+                    self._conn.execute("DELETE FROM meta WHERE name=?", (_BEAT_PREFIX + claim,))
                 self._conn.executemany(
                     "INSERT OR IGNORE INTO batch_lines (key, batch, endpoint, created) "
                     "VALUES (?, ?, ?, ?)",
@@ -477,8 +528,9 @@ class ResponseCache:
                 rows = self._batch_lines(wanted, endpoint, claims=False)
             except sqlite3.OperationalError:
                 return {}  # a cache from before batches, opened read-only: none recorded
-        rows.sort(key=lambda row: row[2])
-        newest = {str(key): str(batch) for key, batch, _ in rows}
+        # Newest by when it was recorded in this file (its rowid), not by a machine's clock.
+        rows.sort(key=lambda row: row[3])
+        newest = {str(key): str(batch) for key, batch, _, _ in rows}
         held: dict[str, list[str]] = {}
         for key, batch in newest.items():
             held.setdefault(batch, []).append(key)
@@ -486,10 +538,10 @@ class ResponseCache:
 
     def _batch_lines(
         self, wanted: list[str], endpoint: str, *, claims: bool
-    ) -> list[tuple[str, str, float]]:
-        """``(key, batch, created)`` of the recorded lines of ``wanted`` keys of ``endpoint``
-        (claims among them, with ``claims``); the caller holds the lock."""
-        rows: list[tuple[str, str, float]] = []
+    ) -> list[tuple[str, str, float, int]]:
+        """``(key, batch, created, rowid)`` of the recorded lines of ``wanted`` keys of
+        ``endpoint`` (claims among them, with ``claims``); the caller holds the lock."""
+        rows: list[tuple[str, str, float, int]] = []
         # Only the keys asked for, by the table's key index: a lookup costs what it asks, not
         # the size of every batch ever recorded.
         for at in range(0, len(wanted), _LOOKUP_CHUNK):
@@ -497,7 +549,7 @@ class ResponseCache:
             marks = ",".join("?" * len(chunk))
             unclaimed = "" if claims else " AND batch NOT LIKE ?"
             rows += self._conn.execute(
-                f"SELECT key, batch, created FROM batch_lines "
+                f"SELECT key, batch, created, rowid FROM batch_lines "
                 f"WHERE key IN ({marks}) AND endpoint=?{unclaimed}",
                 (*chunk, endpoint) if claims else (*chunk, endpoint, f"{CLAIM_PREFIX}%"),
             ).fetchall()
@@ -547,38 +599,48 @@ class ResponseCache:
         other run on this cache (another process, or another thread) makes a second batch of
         them meanwhile (committed at once, in one transaction).
 
-        ``claim`` is a :func:`new_claim` of the caller's. A key no recorded batch or live
-        claim holds is claimed; so is one whose claim is stale: not refreshed
-        (:meth:`refresh_batch_claim`) for ``stale_after`` seconds, or made by a process of
-        this machine that is no longer running. A key of ``anew`` (its recorded batch's answer
-        would not do) is claimed whatever batch holds it. :meth:`record_batch` with ``claim``
-        turns the claim into the batch's record; :meth:`release_batch_claim` gives it up. A
-        read-only cache raises :class:`CacheError`.
+        ``claim`` is a :func:`new_claim` of the caller's. A key whose answer is stored (another
+        run answered it since the caller missed the cache) is not claimed but named in
+        :attr:`BatchClaims.stored`; a key a recorded batch holds is held; a key no live claim
+        holds is claimed; so is one whose claim is stale: its heartbeat
+        (:meth:`refresh_batch_claim`) seen unchanged for ``stale_after`` seconds by this
+        process's own monotonic clock (never by comparing its maker's clock with this one), or
+        made by a process of this machine that is no longer running. A key of ``anew`` (its
+        recorded batch's or stored answer would not do) is claimed whatever batch holds it.
+        :meth:`record_batch` with ``claim`` turns the claim into the batch's record;
+        :meth:`release_batch_claim` gives it up. A read-only cache raises :class:`CacheError`.
         """
         if self.read_only:
             raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
         wanted = sorted(set(keys))
         again = set(anew)
-        now = time.time()
+        now = self._clock()
         claims = BatchClaims()
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.execute(_BATCH_TABLE)
+                stored = self._stored([key for key in wanted if key not in again])
                 rows = self._batch_lines(wanted, endpoint, claims=True)
                 batches: dict[str, tuple[str, float]] = {}
                 claimed: dict[str, tuple[str, float]] = {}
-                for key, batch, created in rows:
+                # The newest line of each key, by when it was written in this file (its rowid):
+                # never by the clocks of the machines that wrote them.
+                for key, batch, created, _ in sorted(rows, key=lambda row: row[3]):
                     into = claimed if _is_claim(batch) else batches
-                    if key not in into or created > into[key][1]:
-                        into[key] = (str(batch), float(created))
+                    into[key] = (str(batch), float(created))
                 taken_over: list[tuple[str, str]] = []
+                live: dict[str, bool] = {}
                 for key in wanted:
-                    if key in batches and key not in again:
+                    if key in stored:
+                        claims.stored.append(key)
+                    elif key in batches and key not in again:
                         claims.held.setdefault(batches[key][0], []).append(key)
                     elif key in claimed and claimed[key][0] != claim:
                         other, when = claimed[key]
-                        if now - when < stale_after and _claimant_alive(other):
+                        if other not in live:
+                            live[other] = self._alive(other, when, stale_after)
+                        if live[other]:
                             claims.theirs.setdefault(other, []).append(key)
                         else:
                             claims.stale.setdefault(other, []).append(key)
@@ -586,26 +648,103 @@ class ResponseCache:
                             taken_over.append((key, other))
                     else:
                         claims.ours.append(key)
+                for other, taken in list(claims.stale.items()):
+                    made, dead = self._made(other, claimed, default=now)
+                    claims.made[other] = made
+                    # Its maker may itself have taken over claims of runs that died, and died
+                    # looking for their batches: those are looked for again.
+                    for gone, when in dead.items():
+                        if gone != claim and gone not in claims.stale:
+                            claims.stale[gone] = list(taken)
+                            claims.made[gone] = when
                 self._conn.executemany(
                     "DELETE FROM batch_lines WHERE key=? AND batch=?", taken_over
+                )
+                self._conn.executemany(
+                    "DELETE FROM meta WHERE name=? AND NOT EXISTS "
+                    "(SELECT 1 FROM batch_lines WHERE batch=?)",
+                    [(_BEAT_PREFIX + other, other) for other in claims.stale],
                 )
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO batch_lines (key, batch, endpoint, created) "
                     "VALUES (?, ?, ?, ?)",
                     [(key, claim, endpoint, now) for key in claims.ours],
                 )
+                if claims.ours:
+                    beat = {"n": 0, "made": now, "dead": claims.made}
+                    self._conn.execute(
+                        "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)",
+                        (_BEAT_PREFIX + claim, json.dumps(beat)),
+                    )
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
         return claims
 
+    def _stored(self, wanted: list[str]) -> set[str]:
+        """The keys among ``wanted`` whose answers are stored (the caller holds the lock)."""
+        found: set[str] = set()
+        for at in range(0, len(wanted), _LOOKUP_CHUNK):
+            chunk = wanted[at : at + _LOOKUP_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._conn.execute(f"SELECT key FROM responses WHERE key IN ({marks})", chunk)
+            found.update(str(row[0]) for row in rows)
+        return found
+
+    def _alive(self, claim: str, created: float, stale_after: float) -> bool:
+        """Whether another run's ``claim`` is alive: its maker (of this machine) still runs,
+        and this process has not seen its heartbeat unchanged for ``stale_after`` seconds
+        (the caller holds the lock)."""
+        if not _claimant_alive(claim):
+            return False
+        row = self._conn.execute(
+            "SELECT value FROM meta WHERE name=?", (_BEAT_PREFIX + claim,)
+        ).fetchone()
+        # A claim of an earlier safecons has no heartbeat: its refreshed time is its beat.
+        beat = f"n:{_beat_of(row[0])[0]}" if row is not None else f"at:{created!r}"
+        seen = self._beats.get(claim)
+        mono = time.monotonic()
+        if seen is None or seen[0] != beat:
+            self._beats[claim] = seen = (beat, mono)
+        return mono - seen[1] < stale_after
+
+    def _made(
+        self, claim: str, claimed: dict[str, tuple[str, float]], *, default: float
+    ) -> tuple[float, dict[str, float]]:
+        """When ``claim`` was made, by its maker's clock, and the dead claims its maker was
+        looking for (the caller holds the lock)."""
+        row = self._conn.execute(
+            "SELECT value FROM meta WHERE name=?", (_BEAT_PREFIX + claim,)
+        ).fetchone()
+        _, made, dead = (-1, None, {}) if row is None else _beat_of(row[0])
+        if made is None:
+            times = [when for other, when in claimed.values() if other == claim]
+            made = min(times, default=default)
+        return made, dead
+
     def refresh_batch_claim(self, claim: str) -> None:
-        """Say that ``claim``'s maker is still at work (its batch file still uploading)."""
+        """Say that ``claim``'s maker is still at work: its heartbeat counts one more (and its
+        lines carry this process's time, for earlier safecons versions to read)."""
         with self._lock:
-            self._conn.execute(
-                "UPDATE batch_lines SET created=? WHERE batch=?", (time.time(), claim)
-            )
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                name = _BEAT_PREFIX + claim
+                row = self._conn.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+                if row is not None:
+                    n, made, dead = _beat_of(row[0])
+                    made = self._clock() if made is None else made
+                    beat = {"n": n + 1, "made": made, "dead": dead}
+                    self._conn.execute(
+                        "UPDATE meta SET value=? WHERE name=?", (json.dumps(beat), name)
+                    )
+                self._conn.execute(
+                    "UPDATE batch_lines SET created=? WHERE batch=?", (self._clock(), claim)
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     def release_batch_claim(self, claim: str) -> None:
         """Give ``claim`` up: no batch was made of its calls (another run may claim them)."""
@@ -613,6 +752,7 @@ class ResponseCache:
             return
         with self._lock:
             try:
+                self._conn.execute("DELETE FROM meta WHERE name=?", (_BEAT_PREFIX + claim,))
                 self._conn.execute("DELETE FROM batch_lines WHERE batch=?", (claim,))
             except sqlite3.OperationalError:
                 return  # no batch was ever recorded here
@@ -693,6 +833,9 @@ class ResponseCache:
                     )
                     if not clauses:
                         self._conn.execute("DELETE FROM batch_lines")
+                        self._conn.execute(
+                            "DELETE FROM meta WHERE name LIKE ?", (f"{_BEAT_PREFIX}%",)
+                        )
                 deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
             except BaseException:
                 self._conn.execute("ROLLBACK")

@@ -97,7 +97,10 @@ class ModelCall:
     ``seed`` is the SUT sample's seed (part of a SUT call's key); judges and swap tests run at
     temperature 0 with none. ``shape`` is what the call asks of the endpoint besides its
     messages (the judge's ``response_format``, or that it asks for none): the session sends
-    it from here, so what is sent and what is keyed are one value.
+    it from here, so what is sent and what is keyed are one value. ``repeat`` tells a call
+    asked again on purpose from the first asking (the in-run repeat test: the same judge call
+    made twice): it is in the key when above 0, so a repeat is never the first answer replayed
+    from the cache, and every other call keeps the key it had.
     """
 
     kind: CallKind
@@ -107,6 +110,7 @@ class ModelCall:
     slot: str
     seed: int | None = None
     shape: Mapping[str, Any] | None = None
+    repeat: int = 0
 
     @property
     def key(self) -> str:
@@ -123,6 +127,8 @@ class ModelCall:
             parts["seed"] = self.seed
         if self.shape is not None:
             parts["shape"] = dict(self.shape)
+        if self.repeat:
+            parts["repeat"] = self.repeat
         return cache_key(**parts)
 
 

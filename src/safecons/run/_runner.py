@@ -24,10 +24,11 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from .._foreign import describe_exception, safe_text
 from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
-from ..clients import CallFailed, NonRetryableCallError, RetryableCallError
-from ..clients._house import Attempt, Secrets, secrets_of, warn_if_partial
+from ..clients import CallFailed, NonRetryableCallError, RateLimits, RetryableCallError
+from ..clients._house import AnsweredElsewhere, Attempt, Secrets, secrets_of, warn_if_partial
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 
@@ -117,6 +118,8 @@ class _Ended(Generic[T]):
 
     value: T | None
     error: str | None
+    #: Another run sharing the cache answered the call meanwhile: replay its answer.
+    elsewhere: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +322,16 @@ class Runner:
                 key=key,
                 tokens=tokens,
             )
+            if ended is not None and ended.elsewhere:
+                # Stored by another run after this one missed the cache (a session that holds
+                # its calls found the answer there): replayed, not bought again. One that
+                # does not replay is asked for with the next attempt.
+                if caching:
+                    assert self.cache is not None and cache_key is not None and decode is not None
+                    replayed = replay(self._lookup(self.cache, cache_key), decode, self.secrets)
+                    if replayed is not None:
+                        return CallOutcome(value=replayed, error=None, attempts=0, cached=True)
+                continue
             if ended is None:
                 free = tally.asked_to_wait and self._patient(tally)
                 failed += not free
@@ -371,24 +384,27 @@ class Runner:
                     value = await attempt(start)
             except TimeoutError:
                 tally.error = self._timed_out(start)
+            except AnsweredElsewhere:
+                return _Ended(None, None, elsewhere=True)
             except NonRetryableCallError as exc:
-                tally.output = exc.output or tally.output
-                return _Ended(None, str(exc))
+                tally.output = _kept_output(exc) or tally.output
+                return _Ended(None, _failure_text(exc))
             except RetryableCallError as exc:
-                tally.error, tally.retry_after = str(exc), exc.retry_after
-                tally.output = exc.output or tally.output
+                tally.error, tally.retry_after = _failure_text(exc), _given_wait(exc)
+                tally.output = _kept_output(exc) or tally.output
                 # A client of the user's own may say what the provider said only here.
-                start.rate_limits = start.rate_limits or exc.rate_limits
+                given = exc.rate_limits if isinstance(exc.rate_limits, RateLimits) else None
+                start.rate_limits = start.rate_limits or given
                 if exc.rate_limited:
                     tally.limited += 1
                     limits = start.rate_limits
-                    tally.asked_to_wait = exc.retry_after is not None or (
+                    tally.asked_to_wait = tally.retry_after is not None or (
                         limits is not None
                         and (limits.reset_requests is not None or limits.reset_tokens is not None)
                     )
-                    permit.rate_limited(exc.retry_after)
+                    permit.rate_limited(tally.retry_after)
             except CallFailed as exc:
-                tally.error = str(exc)
+                tally.error = _failure_text(exc)
             else:
                 succeeded = True
                 permit.succeeded()
@@ -670,3 +686,27 @@ def _interrupted(cache: object) -> str:
         f"{str(where)!r}; run the same call again with the same cache to continue (finished "
         "calls replay at no cost)"
     )
+
+
+# A CallFailed may be raised by the user's own code (a client's session, a callable): what it
+# carries is read here as a failed attempt's, whatever it holds.
+
+
+def _failure_text(exc: CallFailed) -> str:
+    """A failed attempt's error: its message, or its type when the message cannot be read."""
+    text = safe_text(exc)
+    return describe_exception(exc) if text is None else text
+
+
+def _kept_output(exc: CallFailed) -> str | None:
+    """What the model said, when the failure kept it as text."""
+    output = exc.output
+    return output if type(output) is str else None
+
+
+def _given_wait(exc: RetryableCallError) -> float | None:
+    """The wait a failure asked for, when it is a number of seconds from 0 up."""
+    wait = exc.retry_after
+    if isinstance(wait, bool) or not isinstance(wait, int | float):
+        return None
+    return float(wait) if math.isfinite(wait) and wait >= 0 else None

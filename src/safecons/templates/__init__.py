@@ -15,6 +15,7 @@ from ._builtin import JAILBREAK_TEMPLATES as JAILBREAK_TEMPLATES
 from ._builtin import TOXICITY_FAMILIES as TOXICITY_FAMILIES
 from ._builtin import TOXICITY_TEMPLATES as TOXICITY_TEMPLATES
 from ._families import template_families as template_families
+from ._families import template_family as template_family
 from ._loaders import GPTFUZZ_PLACEHOLDER as GPTFUZZ_PLACEHOLDER
 from ._loaders import load_gptfuzz as load_gptfuzz
 from ._loaders import load_templates as load_templates
@@ -38,4 +39,5 @@ __all__ = (
     "load_gptfuzz",
     "load_templates",
     "template_families",
+    "template_family",
 )

@@ -6,10 +6,21 @@ import polars as pl
 
 from ..config import DEFAULT_PREFIX
 
-__all__ = ("template_families",)
+__all__ = ("template_families", "template_family")
 
 
-def _family(ids: pl.Expr) -> pl.Expr:
+def template_family(ids: pl.Expr) -> pl.Expr:
+    """The family of each template id in ``ids``: a built-in id's middle part
+    (``tox.insult.02``: ``insult``), a loaded set's name (``gptfuzz.12``: ``gptfuzz``), else
+    the id itself.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> ids = pl.DataFrame({"id": ["tox.insult.02", "gptfuzz.12", "x"]})
+    >>> ids.select(template_family(pl.col("id")))["id"].to_list()
+    ['insult', 'gptfuzz', 'x']
+    """
     # Built-in ids are "tox.<family>.<n>" / "jb.<family>.<n>"; a loaded set's are
     # "<set>.<id>" (GPTFuzz: "gptfuzz.12"), whose family is the set.
     builtin = ids.str.extract(r"^(?:tox|jb)\.([A-Za-z0-9_]+)\.\d+$", 1)
@@ -28,6 +39,6 @@ def template_families(prefix: str = DEFAULT_PREFIX) -> list[pl.Expr]:
     [('insult', 'gptfuzz'), ('mine', None)]
     """
     return [
-        _family(pl.col(f"{prefix}toxicity_template_id")).alias("toxicity_family"),
-        _family(pl.col(f"{prefix}jailbreak_template_id")).alias("jailbreak_family"),
+        template_family(pl.col(f"{prefix}toxicity_template_id")).alias("toxicity_family"),
+        template_family(pl.col(f"{prefix}jailbreak_template_id")).alias("jailbreak_family"),
     ]
