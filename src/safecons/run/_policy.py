@@ -197,6 +197,8 @@ CUT_EVIDENCE: Final = 20
 #: two of them, and at least half the share before the cut): the provider refuses whatever
 #: the pace, so a send rate only slows the run (:class:`SendRate`).
 FUTILE_SHARE: Final = 0.05
+#: The fewest 429s since a cut that read it as futile (one alone is the limit met again).
+FUTILE_COUNT: Final = 2
 
 
 class SendRate:
@@ -225,12 +227,13 @@ class SendRate:
       successes since, sets no rate (the in-flight target's cut is all) and halves one set.
     - **Evidence.** Once a rate is set, a 429 cuts again only after :data:`CUT_EVIDENCE`
       attempts started since the last cut.
-    - **A futile cut is undone.** If, by then, at least two of those attempts were answered
-      429 and their share is at least :data:`FUTILE_SHARE` and half the span's share at the
-      cut, the cut did not help (a provider refusing some requests at random, whatever the
-      pace): the rate is dropped (:attr:`dropped` counts it) and that share is remembered as
-      the provider's own; with no rate set, a 429 sets one again only when the span's share
-      of 429s is at least twice it (a limit on top of the random refusals).
+    - **A futile cut is undone.** If, by then, at least :data:`FUTILE_COUNT` of those
+      attempts were answered 429 and their share is at least :data:`FUTILE_SHARE` and half
+      the span's share at the cut, the cut did not help (a provider refusing some requests
+      at random, whatever the pace): the rate is dropped (:attr:`dropped` counts it) and
+      that share is remembered as the provider's own; with no rate set, a 429 sets one again
+      only when the span's share of 429s is at least twice it (a limit on top of the random
+      refusals).
     """
 
     __slots__ = (
@@ -305,7 +308,8 @@ class SendRate:
             return
         else:
             since = self._since_limited / self._since_attempts
-            if self._since_limited >= 2 and since >= max(FUTILE_SHARE, self._cut_share / 2):
+            futile = max(FUTILE_SHARE, self._cut_share / 2)
+            if self._since_limited >= FUTILE_COUNT and since >= futile:
                 self.rate = None
                 self.dropped += 1
                 self._baseline = max(since, share)
