@@ -1334,6 +1334,35 @@ def p46() -> str:
     )
 
 
+def p47() -> str:
+    from safecons.testing import FakeOpenAIServer, RateLimit
+
+    # A minute's limit announced, enforced as a bucket of 30 refilled at 30 a second, its
+    # remaining counting the request itself: believed, one request too many each time it drains.
+    limit = RateLimit(1800, window=1.0, bucket=True, announced_requests=1800, remaining_before=True)
+    rows = 120
+    with FakeOpenAIServer(rate_limit=limit, responder=lambda body: REFUSE) as srv:
+        started = time.perf_counter()
+        out = frame(rows).pipe(
+            sc.safety_consistency,
+            sut=sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key=""),
+            judge=StandInJudge(),
+            responses_per_query=3,
+            concurrency_limit=64,
+            progress=False,
+            cache=False,
+        )
+        took = time.perf_counter() - started
+        stats = srv.stats
+    scored = out["sc_error"].null_count()
+    ideal = (2 * rows - 30) / 30
+    return (
+        f"{scored} of {rows} rows scored; {stats.rate_limited} of {stats.requests} requests "
+        f"answered 429 ({100 * stats.rate_limited / stats.requests:.1f}%), "
+        f"{ideal / took:.2f} of the bucket's pace (wall time, load-sensitive)"
+    )
+
+
 PROBES = [
     (1, "200 body / message content echoing the key", "key in `sc_error`", p1),
     (2, "key given in `headers=` echoed by 500/400/401", "key in row and exception", p2),
@@ -1511,6 +1540,12 @@ PROBES = [
         "`run_summary` of a jury of three at 10^5 and 10^6 rows",
         "10.3 s at 10^5; 165 s and 3.4 GB at 10^6",
         p46,
+    ),
+    (
+        47,
+        "a minute's limit announced, a bucket of 30 a second enforced; remaining counts itself",
+        "22% of requests answered 429 (red team); 5 of 245 on this probe's provider",
+        p47,
     ),
 ]
 

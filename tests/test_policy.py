@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 import anyio
@@ -14,9 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from safecons.clients import RateLimits
 from safecons.run._house import Slot
 from safecons.run._permits import LocalPermits
-from safecons.run._policy import BUCKET_SMALLEST_GAP, EndpointPolicy, _Refill
+from safecons.run._policy import (
+    BUCKET_SMALLEST_GAP,
+    CUT_EVIDENCE,
+    MIN_SEND_RATE,
+    RATE_CUT,
+    RATE_STEP,
+    EndpointPolicy,
+    SendRate,
+    _Refill,
+)
 from test_leases import TTL, BucketProvider, WindowedProvider, permits_of, table_of
 from virtual_time import VIRTUAL_TIME
 
@@ -256,6 +268,262 @@ async def test_a_shared_bucket_is_not_overrun(workers):
     assert provider.answered + provider.limited == requests
     assert provider.limited <= requests // 100, provider.limited
     assert (requests - 100) / 50 / took >= 0.95, took
+
+
+class QuantizedProvider(BucketProvider):
+    """A provider that announces a per-minute limit (``limit_requests`` a minute's worth,
+    60 times the bucket) and enforces it in sub-minute slices: a bucket of ``limit`` refilled
+    at ``limit`` a second, its reset honest about that bucket, its remaining the level the
+    request found, the request itself not taken out (an off-by-one some gateways make)."""
+
+    def answer(self, slot: Slot, now: float) -> None:
+        super().answer(slot, now)
+        said = slot.rate_limits
+        assert said is not None and said.remaining_requests is not None
+        slot.rate_limits = dataclasses.replace(
+            said,
+            limit_requests=60 * self.limit,
+            remaining_requests=said.remaining_requests + slot.ok,
+        )
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+async def test_429s_slow_a_run_whose_headers_overstate_the_limit(workers):
+    # The headers say one request more than the bucket holds each time it drains; read
+    # alone, 27 of 300 requests were answered 429 (24 with three workers). The 429s are the
+    # truth: the first ones cut the endpoint's send rate to what the provider admitted, and
+    # it converges there (at most 1% answered 429, at least 0.95 of the pace).
+    provider = QuantizedProvider(10)
+    requests = 300
+    took = await (
+        _local_run(provider, requests)
+        if workers == 1
+        else _workers_run(provider, requests, workers)
+    )
+    assert provider.answered + provider.limited == requests
+    assert provider.limited <= requests // 100, provider.limited
+    assert (requests - 10) / 10 / took >= 0.95, took
+
+
+def _measured(rate: SendRate, successes: int, *, at: float = 2.0) -> None:
+    """A first 429 two seconds before ``at`` (none yet: it measures nothing), then
+    ``successes`` attempts heard evenly over those two seconds."""
+    rate.rate_limited(attempt_started=at - 2.0, now=at - 2.0)
+    for k in range(successes):
+        heard = at - 2.0 + 2.0 * (k + 1) / successes
+        rate.started(heard - 0.01)
+        rate.succeeded(heard)
+
+
+def test_no_send_rate_until_a_429():
+    rate = SendRate()
+    _measured(rate, 40)
+    assert rate.rate is None and rate.wait(2.0) == 0.0 and rate.cuts == 0
+
+
+def test_a_429_cuts_the_send_rate_to_what_the_provider_admitted():
+    rate = SendRate()
+    _measured(rate, 40)  # 20 a second admitted
+    rate.rate_limited(attempt_started=1.9, now=2.0)
+    assert rate.rate == pytest.approx(RATE_CUT * 20) and rate.cuts == 1
+    # One burst is one signal: a 429 to an attempt started before the cut cuts nothing.
+    rate.rate_limited(attempt_started=1.95, now=2.01)
+    assert rate.cuts == 1
+    # Attempts are spaced 1 / rate apart (after a pause, two may go at once).
+    rate.started(2.5)
+    assert rate.wait(2.5) == 0.0
+    rate.started(2.5)
+    assert rate.wait(2.5) == pytest.approx(1 / rate.rate)
+    assert rate.wait(2.5 + 1 / rate.rate) == 0.0
+
+
+def test_the_send_rate_grows_back_by_a_step_per_second_of_successes():
+    rate = SendRate()
+    _measured(rate, 40)
+    rate.rate_limited(attempt_started=1.9, now=2.0)
+    cut = rate.rate
+    assert cut is not None
+    for k in range(19):  # a second's worth at the rate: the rate grows by one step
+        rate.succeeded(2.0 + k / 19)
+    assert rate.rate == pytest.approx(cut + RATE_STEP * 20, rel=0.01)
+
+
+def test_a_later_429_cuts_again_from_the_lower_of_the_rate_and_what_was_admitted():
+    rate = SendRate()
+    _measured(rate, 40)
+    rate.rate_limited(attempt_started=1.9, now=2.0)  # 19 a second
+    _measured(rate, 60, at=4.0)  # 25 a second admitted over 4 s (a burst the bucket stored)
+    grown = rate.rate
+    assert grown is not None and 19 < grown < 30
+    rate.rate_limited(attempt_started=3.9, now=4.0)
+    assert rate.cuts == 2 and rate.rate == pytest.approx(RATE_CUT * grown)
+
+
+def test_too_few_successes_measure_no_rate_and_a_set_rate_halves():
+    rate = SendRate()
+    _measured(rate, 3)
+    rate.rate_limited(attempt_started=1.9, now=2.0)
+    assert rate.rate is None  # too little to measure: the in-flight target's cut is all
+    _measured(rate, 40, at=4.0)
+    rate.rate_limited(attempt_started=3.9, now=4.0)
+    set_to = rate.rate
+    assert set_to is not None
+    for _ in range(CUT_EVIDENCE):
+        rate.started(9.8)
+    rate.rate_limited(attempt_started=9.9, now=10.0)  # nothing admitted in the last 5 s
+    assert rate.rate == pytest.approx(set_to / 2)
+
+
+def test_the_send_rate_never_falls_below_its_floor():
+    rate = SendRate()
+    _measured(rate, 40)
+    for k in range(40):
+        for _ in range(CUT_EVIDENCE):
+            rate.started(10.0 * k + 2.5)
+        rate.rate_limited(attempt_started=10.0 * k + 2.5, now=10.0 * k + 3.0)
+    assert rate.rate == MIN_SEND_RATE
+
+
+def _offered(
+    rate: SendRate, attempts: int, refused: Callable[[float], bool], *, pace: float = 100.0
+) -> float:
+    """``attempts`` attempts offered at ``pace`` a second, one after another, each as soon as
+    the send rate lets it (virtual time, answered 0.01 s after it starts); ``refused(now)``
+    says whether the provider answers it 429. The seconds the attempts took."""
+    now = 0.0
+    for _ in range(attempts):
+        now += max(1 / pace, rate.wait(now))
+        rate.started(now)
+        if refused(now):
+            rate.rate_limited(attempt_started=now, now=now + 0.01)
+        else:
+            rate.succeeded(now + 0.01)
+    return now
+
+
+def test_random_429s_whatever_the_pace_do_not_slow_the_run():
+    # A provider refusing 20% of requests at random: no send rate makes it refuse fewer, so
+    # a cut that did not help is undone and the provider's own share is remembered. Before,
+    # each burst cut the rate to 0.95 of what was admitted (0.8 of what was sent): it fell
+    # to one a minute.
+    draws = random.Random(7)
+    rate = SendRate()
+    took = _offered(rate, 2_000, lambda now: draws.random() < 0.2)
+    assert 2_000 / took >= 50, took  # at least half the pace offered
+    assert rate.dropped >= 1
+
+
+class _Bucket:
+    """A token bucket of ``size`` refilled at ``size`` a second, full at the start."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.level, self.at = size, float(size), 0.0
+
+    def __call__(self, now: float) -> bool:
+        self.level = min(self.size, self.level + (now - self.at) * self.size)
+        self.at = now
+        if self.level < 1:
+            return True
+        self.level -= 1
+        return False
+
+
+def test_a_real_bucket_is_still_converged_on_and_never_dropped():
+    rate = SendRate()
+    bucket = _Bucket(10)
+    refusals: list[float] = []
+
+    def refused(now: float) -> bool:
+        if bucket(now):
+            refusals.append(now)
+            return True
+        return False
+
+    _offered(rate, 2_000, refused)  # 100 a second offered, 10 admitted
+    assert rate.dropped == 0 and rate.cuts >= 1
+    assert rate.rate is not None and 8 <= rate.rate <= 12
+    # The first second, before any rate is measured, is refused at 90% here (a run's
+    # in-flight target and Retry-After hold are what slow it then); after it, at most 1%.
+    assert sum(at > 2.0 for at in refusals) <= 2_000 // 100
+
+
+def test_what_was_admitted_before_the_first_429_measures_no_rate():
+    # A limit on how many requests are in flight refuses a burst early in a run, when a few
+    # successes read over a second said a fraction of the rate it admits (20 a second here,
+    # 100 admitted): the run then crawled at a tenth of its pace. Successes are counted from
+    # the first 429 on, over a second at least.
+    rate = SendRate()
+    for k in range(20):  # 100 a second, for 0.2 s
+        rate.started(0.01 * k)
+        rate.succeeded(0.01 * k + 0.01)
+    rate.rate_limited(attempt_started=0.19, now=0.2)
+    assert rate.rate is None
+    for k in range(100):
+        rate.started(0.2 + 0.01 * k)
+        rate.succeeded(0.21 + 0.01 * k)
+    rate.rate_limited(attempt_started=1.2, now=1.21)
+    assert rate.rate == pytest.approx(RATE_CUT * 100, rel=0.02)
+
+
+def test_a_429_cuts_again_only_after_enough_attempts():
+    rate = SendRate()
+    _measured(rate, 40)
+    rate.rate_limited(attempt_started=1.9, now=2.0)
+    assert rate.cuts == 1
+    for k in range(CUT_EVIDENCE - 1):
+        rate.started(2.1 + 0.01 * k)
+        rate.succeeded(2.11 + 0.01 * k)
+    rate.rate_limited(attempt_started=2.3, now=2.4)  # too few attempts since the cut
+    assert rate.cuts == 1 and rate.dropped == 0
+    rate.started(2.5)
+    rate.rate_limited(attempt_started=2.5, now=2.6)  # a second 429 in 20: the cut did not help
+    assert rate.rate is None and rate.dropped == 1
+
+
+def test_a_429_that_takes_back_a_bucket_s_reading_does_not_cut_the_send_rate():
+    policy = EndpointPolicy(8)
+    for k, (gap, reset) in enumerate([(10, 0.1), (20, 0.2), (40, 0.4), (80, 0.8)]):
+        number = policy.start(now=0.01 * k)
+        said = RateLimits(limit_requests=100, remaining_requests=100 - gap, reset_requests=reset)
+        policy.heard(number, said, 0.01 * k + 0.005, ok=True)
+    assert policy.send_rate is not None and policy.pace._requests._refill.paced
+    for k in range(8):
+        policy.heard(policy.start(now=1.0 + 0.1 * k), None, 1.0 + 0.1 * k, ok=True)
+    policy.rate_limited(started=1.9, now=2.0, retry_after=None)  # the bucket's reading goes
+    assert policy.send_rate.rate is None
+    for k in range(8):
+        policy.heard(policy.start(now=2.1 + 0.1 * k), None, 2.1 + 0.1 * k, ok=True)
+    policy.rate_limited(started=3.1, now=3.2, retry_after=None)  # the window's reading met one
+    assert policy.send_rate.rate is not None
+
+
+def test_a_minute_s_limit_announced_over_a_slice_reads_as_the_slice_s_bucket():
+    # 600 a minute said, a bucket of 10 refilled at 10 a second enforced: its words fit one
+    # rate once the bucket is read as the most said remaining (9, after the first request).
+    policy = EndpointPolicy(8)
+    budget = policy.pace._requests
+    for k, held in enumerate([9.0, 1.0, 6.0, 5.0, 4.0]):
+        number = policy.start(now=0.01 * k)
+        said = RateLimits(
+            limit_requests=600, remaining_requests=int(held), reset_requests=(10 - held) / 10
+        )
+        policy.heard(number, said, 0.01 * k + 0.005)
+    assert budget._refill.rate == pytest.approx(8 / 0.9)  # the lowest the widest gap allows
+    # A window's limit near what it says remains is the window's own: no slice is read.
+    window = EndpointPolicy(8)
+    for k, left in enumerate([99, 90, 80, 60]):
+        number = window.start(now=0.1 * k)
+        said = RateLimits(limit_requests=100, remaining_requests=left, reset_requests=1.0 - 0.1 * k)
+        window.heard(number, said, 0.1 * k + 0.005)
+    assert window.pace._requests._refill.rate is None
+
+
+def test_a_policy_not_adaptive_has_no_send_rate():
+    policy = EndpointPolicy(8, adaptive=False)
+    for k in range(20):
+        policy.heard(policy.start(now=0.1 * k), None, 0.1 * k, ok=True)
+    policy.rate_limited(started=1.9, now=2.0, retry_after=None)
+    assert policy.send_rate is None and policy.wait(2.0) == 0.0
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

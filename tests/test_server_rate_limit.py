@@ -235,3 +235,27 @@ def test_a_bucket_whose_reset_says_when_the_next_request_fits() -> None:
     assert last.headers["x-ratelimit-remaining-requests"] == "0"
     reset = last.headers["x-ratelimit-reset-requests"]
     assert reset.endswith("ms") and float(reset.removesuffix("ms")) <= 100  # the next one
+
+
+def test_a_provider_announcing_a_minute_s_limit_it_enforces_in_slices() -> None:
+    # 600 a minute announced, a bucket of 10 refilled at 10 a second enforced; remaining and
+    # reset honest about that bucket (or, with remaining_before, counting the request itself).
+    for before, first in ((False, "9"), (True, "10")):
+        limit = RateLimit(
+            600, window=1.0, bucket=True, announced_requests=600, remaining_before=before
+        )
+        with (
+            FakeOpenAIServer(rate_limit=limit) as srv,
+            httpx.Client(base_url=srv.base_url) as http,
+        ):
+            answers = [http.post("/chat/completions", json=BODY) for _ in range(11)]
+        assert [a.status_code for a in answers].count(429) >= 1
+        assert {a.headers["x-ratelimit-limit-requests"] for a in answers} == {"600"}
+        assert answers[0].headers["x-ratelimit-remaining-requests"] == first
+        assert float(answers[0].headers["x-ratelimit-reset-requests"].removesuffix("ms")) <= 101
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, True])
+def test_an_announced_limit_is_a_whole_number(bad: object) -> None:
+    with pytest.raises(ValueError, match="announced_requests"):
+        RateLimit(600, announced_requests=bad)  # type: ignore[arg-type]

@@ -92,7 +92,10 @@ class LeaseTable:
 
     - **Pressure.** A 429 halves the endpoint's in-flight target and clean releases grow it
       back; the leases granted for an endpoint stay within its target (and all of them within
-      ``cap``), so one endpoint's 429s do not cut another's.
+      ``cap``), so one endpoint's 429s do not cut another's. The endpoint's send rate
+      (:class:`~safecons.run._policy.SendRate`) is the table's too: any holder's 429
+      cuts it, and the successes it measures are the holders' answers as :meth:`heard`
+      hears them, so every holder's attempts to a paced endpoint are spaced by one rate.
     - **Cool-down.** A 429 with ``Retry-After: s`` holds every new grant for its endpoint for
       ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
     - **Pace.** What the provider says of its limits (the rate-limit headers' remaining
@@ -290,9 +293,10 @@ class LeaseTable:
                 if scope.cancelled_caught:
                     policy.pace.first_word.set()
                 continue
-            wait = policy.wait(self._clock(), tokens)
+            now = self._clock()
+            wait = policy.wait(now, tokens)
             if wait <= 0:
-                number = policy.start(tokens)
+                number = policy.start(tokens, now=now)
                 due[number] = self._clock() + ttl
                 return number
             # Until the wait is over, or a newer word of the provider is heard.
@@ -307,12 +311,15 @@ class LeaseTable:
             del due[number]
             policy.heard(number, None, now)
 
-    def heard(self, endpoint: str, number: int, limits: RateLimits | None) -> None:
+    def heard(
+        self, endpoint: str, number: int, limits: RateLimits | None, ok: bool = False
+    ) -> None:
         """What the answer of attempt ``number`` (from :meth:`pace`; -1 for an attempt not
-        paced) to ``endpoint`` said of the provider's limits (None: nothing)."""
+        paced) to ``endpoint`` said of the provider's limits (None: nothing), and whether it
+        succeeded (``ok``: the send rate its 429s allow measures what the provider admits)."""
         policy = self._policy(endpoint)
         if number >= 0 and self._pace_due.get(endpoint, {}).pop(number, None) is not None:
-            policy.heard(number, limits, self._clock())
+            policy.heard(number, limits, self._clock(), ok=ok)
         if limits is not None:
             self._spoke.add(endpoint)
             self._unpaced.discard(endpoint)
@@ -634,13 +641,15 @@ class RemotePermits:
             self._unpaced.add(endpoint)
         return number
 
-    def _heard(self, endpoint: str, number: int, limits: RateLimits | None) -> None:
+    def _heard(
+        self, endpoint: str, number: int, limits: RateLimits | None, ok: bool = False
+    ) -> None:
         if number < 0 and limits is None:
             return
         if limits is not None:
             self._unpaced.discard(endpoint)  # it says its limits now: pace by them
         # Not awaited, as a return: the table's pace needs no answer.
-        self._limiter.heard.remote(endpoint, number, limits)
+        self._limiter.heard.remote(endpoint, number, limits, ok)
 
     @asynccontextmanager
     async def slot(self, endpoint: str, *, tokens: Tokens = None) -> AsyncIterator[Slot]:
@@ -660,7 +669,7 @@ class RemotePermits:
             try:
                 yield slot
             finally:
-                self._heard(endpoint, number, slot.rate_limits)
+                self._heard(endpoint, number, slot.rate_limits, slot.ok)
                 if slot.limited:
                     wait = slot.retry_after
                     if wait is not None and math.isfinite(wait) and wait > 0:

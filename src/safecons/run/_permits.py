@@ -242,7 +242,7 @@ class LocalPermits:
         estimate = await self._paced(endpoint, policy, tokens)
         slot = Slot(self._clock())
         policy.take_place()
-        number = policy.start(estimate)
+        number = policy.start(estimate, now=slot.started)
         try:
             yield slot
         finally:

@@ -2,8 +2,10 @@
 says of the endpoint (:class:`EndpointPolicy`).
 
 The policy is made of the provider's word (:class:`Pace`: its rate-limit headers, a 429's
-``Retry-After``, one attempt alone before the first answer) and adaptive pressure
-(:class:`Pressure`: an in-flight target, halved on a 429). Where attempts run, one policy per
+``Retry-After``, one attempt alone before the first answer: hints) and adaptive pressure
+(:class:`Pressure`: an in-flight target, halved on a 429; :class:`SendRate`: a send rate that
+429s alone bound, since a provider's headers may not tell the whole truth). Where attempts
+run, one policy per
 endpoint is kept and asked: in one process by :class:`~safecons.run._permits.LocalPermits`,
 across the workers of a Ray job by :class:`safecons.ray._leases.LeaseTable`. Neither reads a
 clock: times are the holder's.
@@ -12,6 +14,7 @@ clock: times are the holder's.
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Final
 
 import anyio
@@ -24,6 +27,7 @@ __all__ = (
     "EndpointPolicy",
     "Pace",
     "Pressure",
+    "SendRate",
     "describe",
     "sensible",
 )
@@ -170,6 +174,183 @@ class Pressure:
         if self._clean >= self.target:
             self._clean = 0
             self.target += 1
+
+
+#: What a cut keeps of the rate the provider admitted just before its 429 (:class:`SendRate`).
+RATE_CUT: Final = 0.95
+#: Over how long the admitted rate is measured when a 429 comes (seconds).
+ADMITTED_SPAN_SECONDS: Final = 5.0
+#: After a cut, the send rate grows by this share of the rate the provider admitted before it,
+#: per second's worth of successes (:class:`SendRate`).
+RATE_STEP: Final = 1 / 256
+#: The fewest successes in the span that measure a rate: fewer say too little of one (then
+#: the in-flight target's cut, :class:`Pressure`, is the 429's only effect).
+MIN_ADMITTED: Final = 4
+#: The shortest time over which the admitted rate is measured (seconds).
+MIN_MEASURED_SECONDS: Final = 1.0
+#: The lowest send rate a cut leaves (attempts a second): one a minute.
+MIN_SEND_RATE: Final = 1 / 60
+#: How many attempts must start after a cut before a 429 may cut again (:class:`SendRate`):
+#: fewer say nothing of whether the cut helped.
+CUT_EVIDENCE: Final = 20
+#: The share of 429s since a cut at or above which the cut is read as futile (with at least
+#: two of them, and at least half the share before the cut): the provider refuses whatever
+#: the pace, so a send rate only slows the run (:class:`SendRate`).
+FUTILE_SHARE: Final = 0.05
+#: The fewest 429s since a cut that read it as futile (one alone is the limit met again).
+FUTILE_COUNT: Final = 2
+
+
+class SendRate:
+    """How fast attempts to one endpoint may start, by its 429s alone: a provider's headers
+    are hints, its 429s the truth.
+
+    No bound until a 429 comes (the headers' pace, :class:`Pace`, is all). A 429 from an
+    attempt that started after the last cut (one burst of 429s is one signal, as in
+    :class:`Pressure`) sets the rate at :data:`RATE_CUT` of what the provider admitted since
+    its first 429, over the last :data:`ADMITTED_SPAN_SECONDS` at most (its successes,
+    counted when they are heard), or at most that of the rate already set: the limit the
+    provider really enforces, whatever its headers announce (a per-minute limit enforced in
+    sub-minute slices). Each success then grows the rate back by :data:`RATE_STEP` of the
+    admitted rate per second's worth of successes (additive increase), until the next 429
+    cuts it again (multiplicative decrease): the run converges on the enforced limit, probing
+    above it slowly. Attempts are spaced ``1 / rate`` apart (after a pause, two may go at
+    once). Times are the caller's clock; it reads none itself.
+
+    What is measured and when a 429 cuts are chosen so that a 429 no pace avoids does not
+    slow the run for nothing:
+
+    - **From the first 429, over a second at least.** Before its first 429 a provider
+      admitted what a bucket had stored, or what the in-flight target let through: no rate
+      (read over a short start, either misleads by several times). A 429 with less than
+      :data:`MIN_MEASURED_SECONDS` since the first, or fewer than :data:`MIN_ADMITTED`
+      successes since, sets no rate (the in-flight target's cut is all) and halves one set.
+    - **Evidence.** Once a rate is set, a 429 cuts again only after :data:`CUT_EVIDENCE`
+      attempts started since the last cut.
+    - **A futile cut is undone.** If, by then, at least :data:`FUTILE_COUNT` of those
+      attempts were answered 429 and their share is at least :data:`FUTILE_SHARE` and half
+      the span's share at the cut, the cut did not help (a provider refusing some requests
+      at random, whatever the pace): the rate is dropped (:attr:`dropped` counts it) and
+      that share is remembered as the provider's own; with no rate set, a 429 sets one again
+      only when the span's share of 429s is at least twice it (a limit on top of the random
+      refusals).
+    """
+
+    __slots__ = (
+        "_admitted",
+        "_attempts",
+        "_baseline",
+        "_cut_share",
+        "_due",
+        "_first_limited",
+        "_last_cut",
+        "_limited",
+        "_since_attempts",
+        "_since_limited",
+        "_step",
+        "cuts",
+        "dropped",
+        "rate",
+    )
+
+    def __init__(self) -> None:
+        #: Attempts a second (None: not bound by 429s yet).
+        self.rate: float | None = None
+        #: How many times a 429 cut the rate.
+        self.cuts = 0
+        #: How many times a cut was read as futile and the rate dropped.
+        self.dropped = 0
+        self._last_cut = -math.inf
+        self._step = 0.0
+        self._due = -math.inf  # when the next attempt may start
+        self._admitted: deque[float] = deque()  # when each recent success was heard
+        self._attempts: deque[float] = deque()  # when each recent attempt started
+        self._limited: deque[float] = deque()  # when each recent 429 was heard
+        self._since_attempts = 0  # attempts started since the last cut
+        self._since_limited = 0  # of them, answered 429
+        self._cut_share = 0.0  # the span's share of 429s at the last cut
+        self._baseline = 0.0  # the share of 429s the provider gives whatever the pace
+        self._first_limited = math.inf  # when the first 429 was heard
+
+    def wait(self, now: float) -> float:
+        """Seconds before an attempt may start at ``now`` (0: it may)."""
+        return 0.0 if self.rate is None else max(0.0, self._due - now)
+
+    def started(self, now: float) -> None:
+        """An attempt started at ``now``."""
+        self._attempts.append(now)
+        self._since_attempts += 1
+        if self.rate is not None:
+            self._due = max(self._due, now - 1 / self.rate) + 1 / self.rate
+
+    def succeeded(self, now: float, count: int = 1) -> None:
+        """``count`` attempts succeeded, heard at ``now``."""
+        self._admitted.extend([now] * count)
+        self._trim(now)
+        if self.rate is None:
+            return
+        self.rate += self._step * count / self.rate
+
+    def rate_limited(self, attempt_started: float, now: float, *, cut: bool = True) -> None:
+        """An attempt started at ``attempt_started`` was answered 429 at ``now`` (``cut``:
+        False for a 429 another rule has answered, counted but cutting nothing)."""
+        self._limited.append(now)
+        self._first_limited = min(self._first_limited, now)
+        self._trim(now)
+        if not cut or attempt_started <= self._last_cut:
+            return
+        self._since_limited += 1
+        share = len(self._limited) / max(1, len(self._attempts))
+        if self.rate is None:
+            if share < 2 * self._baseline:
+                return  # the provider's own refusals, not a limit on top of them
+        elif self._since_attempts < CUT_EVIDENCE:
+            return
+        else:
+            since = self._since_limited / self._since_attempts
+            futile = max(FUTILE_SHARE, self._cut_share / 2)
+            if self._since_limited >= FUTILE_COUNT and since >= futile:
+                self.rate = None
+                self.dropped += 1
+                self._baseline = max(since, share)
+                self._mark_cut(now, share)
+                return
+        admitted = self._admitted_rate(now)
+        if admitted is not None:
+            self._step = RATE_STEP * admitted
+            if self.rate is not None:
+                admitted = min(admitted, self.rate)
+            lowered = RATE_CUT * admitted
+        elif self.rate is not None:
+            lowered = self.rate / 2
+        else:
+            return
+        self.rate = max(MIN_SEND_RATE, lowered)
+        self.cuts += 1
+        self._mark_cut(now, share)
+
+    def _admitted_rate(self, now: float) -> float | None:
+        """What the provider admitted a second over the span before ``now`` (None: too little
+        heard to say)."""
+        # Measured from the first 429 on: before it, a bucket's stored burst (or nothing at
+        # all) was admitted, which is no rate; and over a second at least.
+        since = max(now - ADMITTED_SPAN_SECONDS, self._first_limited)
+        if now - since < MIN_MEASURED_SECONDS:
+            return None
+        heard = sum(1 for t in self._admitted if t > since)
+        return None if heard < MIN_ADMITTED else heard / (now - since)
+
+    def _mark_cut(self, now: float, share: float) -> None:
+        self._last_cut = now
+        self._cut_share = share
+        self._since_attempts = 0
+        self._since_limited = 0
+
+    def _trim(self, now: float) -> None:
+        edge = now - ADMITTED_SPAN_SECONDS
+        for times in (self._admitted, self._attempts, self._limited):
+            while times and times[0] <= edge:
+                times.popleft()
 
 
 class Pace:
@@ -325,11 +506,12 @@ class Pace:
             started=self.started,
         )
 
-    def rate_limited(self) -> None:
+    def rate_limited(self) -> bool:
         """An attempt was answered 429: a token bucket read from the answers overran the
-        provider (:meth:`_Refill.refute`), and is read so no longer."""
-        self._requests.rate_limited()
-        self._tokens.rate_limited()
+        provider (:meth:`_Refill.refute`), and is read so no longer. Whether a reading was
+        taken back."""
+        requests = self._requests.rate_limited()
+        return self._tokens.rate_limited() or requests
 
     @property
     def held_until(self) -> float:
@@ -346,6 +528,12 @@ class Pace:
 #: How many words of a provider's count must read as one token bucket's (:class:`_Refill`)
 #: before the pace reads them so.
 BUCKET_EVIDENCE: Final = 3
+
+
+#: A limit said more than this many times the most any word said remains is read as a
+#: minute's limit announced over a sub-minute slice, the slice being the bucket
+#: (:meth:`_Budget._as_bucket`).
+SLICE_EVIDENCE: Final = 4
 
 
 #: The smallest gap (``limit - remaining``) a word's agreement with a bucket counts at: the
@@ -544,6 +732,7 @@ class _Budget:
         "_carried",
         "_heard",
         "_limit",
+        "_most",
         "_refill",
         "_reset_at",
         "_said",
@@ -558,6 +747,7 @@ class _Budget:
         self._base = 0
         self._carried = 0  # what the window took over, in flight when it turned
         self._limit: int | None = None
+        self._most = 0  # the most any word said remains
         self._reset_at = -math.inf
         self._window = 0.0
         # When the window turned with no newer word (None: the window is a word's own).
@@ -622,15 +812,19 @@ class _Budget:
         allowed = self._carried + max(cost, self._allowance) + (now - self._turned) * rate
         return 0.0 if used + cost <= allowed else (used + cost - allowed) / rate
 
-    def rate_limited(self) -> None:
+    def rate_limited(self) -> bool:
         """A 429 came: if a bucket's level paced this count, it ran ahead of the provider
         (:meth:`_Refill.refute`); the newest word (the 429's own, which said what is left and
-        when the bucket is full) is read again as a window's, and every word after it."""
-        if self._refill.refute() and self._said is not None:
+        when the bucket is full) is read again as a window's, and every word after it.
+        Whether a bucket's reading was taken back."""
+        if not self._refill.refute():
+            return False
+        if self._said is not None:
             number, base, remaining, limit, reset, now = self._said
             self._heard, self._base, self._carried = number, base, 0
             self._reset_at, self._window = -math.inf, 0.0
             self._take(remaining, limit, reset, now)
+        return True
 
     def _as_bucket(
         self,
@@ -646,14 +840,21 @@ class _Budget:
     ) -> bool:
         """Hear a word as a token bucket's (:class:`_Refill`), if the words read as one:
         whether it was (``started``: the attempts the word knows of)."""
-        if limit is not None and reset is not None:
-            self._refill.learn(remaining, limit, reset)  # in any order: each word is a snapshot
-        if self._refill.rate is None or limit is None:
+        self._most = max(self._most, remaining)
+        held = limit
+        if limit is not None and limit > SLICE_EVIDENCE * (self._most + 1):
+            # A limit many times more than any word said remains is a minute's, announced
+            # over the slice the provider enforces (OpenAI: a per-minute limit may be
+            # enforced in sub-minute slices): the bucket is the slice, as full as said yet.
+            held = self._most + 1
+        if held is not None and reset is not None:
+            self._refill.learn(remaining, held, reset)  # in any order: each word is a snapshot
+        if self._refill.rate is None or limit is None or held is None:
             return False
         self.remaining, self._limit = remaining, limit
         self._said = (number, base, remaining, limit, _reset_of(reset), now)
         self._refill.heard(
-            number, remaining=remaining, limit=limit, now=now, base=base, total=total,
+            number, remaining=remaining, limit=held, now=now, base=base, total=total,
             started=started,
         )  # fmt: skip
         return True
@@ -777,7 +978,10 @@ class EndpointPolicy:
        by one, up to ``ceiling`` (the run's concurrency). The target is the endpoint's own: a
        judge's 429s do not slow the SUT's calls, nor the SUT's the judge's (one target for the
        whole run, as before, made a 429 on one endpoint cut the concurrency of all).
-       :attr:`room` says whether there is a place, :meth:`place_freed` when one frees.
+       :attr:`room` says whether there is a place, :meth:`place_freed` when one frees. And a
+       send rate (:attr:`send_rate`, a :class:`SendRate`): a 429 the headers' pace did not
+       foresee cuts it to just under what the provider admitted, successes grow it back;
+       :meth:`wait` says the longer of its wait and the pace's.
     3. **The run's bound** is not the policy's: one :class:`anyio.CapacityLimiter` per run
        (or a lease table's cap across processes) bounds the attempts to every endpoint
        together, and the holder asks it after the policy, so an endpoint the policy holds
@@ -806,6 +1010,7 @@ class EndpointPolicy:
         self.ceiling = ceiling
         self.pace = Pace(ordered=ordered)
         self.pressure = Pressure(ceiling) if adaptive else None
+        self.send_rate = SendRate() if adaptive else None
         self.max_hold = max_hold
         #: Places this endpoint holds now (attempts in flight, or a table's leases).
         self.in_flight = 0
@@ -845,8 +1050,11 @@ class EndpointPolicy:
 
     def wait(self, now: float, tokens: int = 0) -> float:
         """Seconds before the provider's word lets an attempt of an estimated ``tokens`` start
-        at ``now`` (0: it may; pressure is :attr:`room`'s)."""
-        return self.pace.wait(now, tokens)
+        at ``now``, and the send rate its 429s allow (0: it may; pressure is :attr:`room`'s)."""
+        paced = self.pace.wait(now, tokens)
+        if self.send_rate is None:
+            return paced
+        return max(paced, self.send_rate.wait(now))
 
     def may_start(self, now: float, tokens: int = 0) -> bool:
         """Whether an attempt of an estimated ``tokens`` may start at ``now``: every rule of
@@ -871,24 +1079,36 @@ class EndpointPolicy:
             self._freed.set()
             self._freed = None
 
-    def start(self, tokens: int = 0) -> int:
-        """Count an attempt of an estimated ``tokens`` started with the provider; its number,
-        for :meth:`heard`."""
+    def start(self, tokens: int = 0, *, now: float) -> int:
+        """Count an attempt of an estimated ``tokens`` started with the provider at ``now``;
+        its number, for :meth:`heard`."""
+        if self.send_rate is not None:
+            self.send_rate.started(now)
         return self.pace.start(tokens)
 
-    def heard(self, number: int, limits: RateLimits | None, now: float) -> None:
+    def heard(
+        self, number: int, limits: RateLimits | None, now: float, *, ok: bool = False
+    ) -> None:
         """What attempt ``number``'s answer said of the provider's limits (None: nothing, or
-        no answer), at ``now``."""
+        no answer), at ``now``, and whether the provider admitted it (``ok``: the send rate
+        measures what it admits when each answer comes, not when a holder says so later)."""
         self.pace.heard(number, limits, now)
+        if ok and self.send_rate is not None:
+            self.send_rate.succeeded(now)
 
     def rate_limited(self, started: float, now: float, retry_after: float | None) -> None:
         """An attempt started at ``started`` was answered 429 at ``now``: its ``Retry-After``
         (if any) holds the endpoint, at most ``max_hold`` seconds, and the target is cut."""
         if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
             self.pace.hold(min(retry_after, self.max_hold), now)
-        self.pace.rate_limited()
+        # A 429 that takes back a token bucket's reading of the headers has been answered
+        # by it (the pace reads them as a window's, which is never too fast): the send rate
+        # is cut by a 429 that the corrected reading meets.
+        corrected = self.pace.rate_limited()
         if self.pressure is not None:
             self.pressure.rate_limited(started, now)
+        if self.send_rate is not None:
+            self.send_rate.rate_limited(started, now, cut=not corrected)
 
     def succeeded(self, count: int = 1) -> None:
         """``count`` attempts succeeded: the target grows back by one per clean window."""
@@ -914,7 +1134,7 @@ class EndpointPolicy:
         """Attempt ``number`` (from :meth:`start`, its place from :meth:`take_place`), started
         at ``started``, ended at ``now``: what its answer said (``limits``), whether it was
         rate limited (with ``retry_after``) or succeeded. Its place is given back."""
-        self.heard(number, limits, now)
+        self.heard(number, limits, now, ok=ok)
         if limited:
             self.rate_limited(started, now, retry_after)
         elif ok:

@@ -804,6 +804,16 @@ class RateLimit:
     #: ``"full"`` (OpenAI's "resets to its initial state") or until the ``"next"`` request
     #: fits (as some gateways send); ``limit`` is then what a minute admits, as OpenAI's RPM.
     bucket_reset: Literal["full", "next"] = "full"
+    #: The ``x-ratelimit-limit-requests`` the server announces instead of what it enforces
+    #: (None: the truth). A provider may announce a per-minute limit and enforce it in
+    #: sub-minute slices, as OpenAI documents: ``RateLimit(600, window=1.0, bucket=True,
+    #: announced_requests=600)`` says 600 a minute while it holds a bucket of 10 refilled at
+    #: 10 a second (its remaining and reset honest about that bucket).
+    announced_requests: int | None = None
+    #: With ``bucket=True``: ``x-ratelimit-remaining-requests`` is what the bucket held when
+    #: the request arrived, the request itself not taken out (an off-by-one some gateways
+    #: make), so a client that believes it sends one request too many each time it drains.
+    remaining_before: bool = False
 
     def __post_init__(self) -> None:
         if self.requests_per_minute is None and self.tokens_per_minute is None:
@@ -819,6 +829,14 @@ class RateLimit:
                 or value <= 0
             ):
                 raise ValueError(f"RateLimit.{name}: expected a number > 0, got {value!r}")
+        announced = self.announced_requests
+        if announced is not None and (
+            not isinstance(announced, int) or isinstance(announced, bool) or announced <= 0
+        ):
+            raise ValueError(
+                f"RateLimit.announced_requests: expected a whole number > 0 or None, "
+                f"got {announced!r}"
+            )
         unbounded = self.unbounded_completion_tokens
         if not isinstance(unbounded, int) or isinstance(unbounded, bool) or unbounded < 0:
             raise ValueError(
@@ -905,11 +923,15 @@ class _Bucket:
         nxt = limit.bucket_reset == "next"
         minutes = _MINUTE / size
         if requests is not None:
+            level = held[0] + (refusal is None) if limit.remaining_before else held[0]
             full = (requests - held[0]) * size / requests
             step = (0.0 if held[0] >= 1 else 1 - held[0]) * size / requests
+            said = int(requests * minutes) if nxt else requests
+            if limit.announced_requests is not None:
+                said = limit.announced_requests
             headers += [
-                ("x-ratelimit-limit-requests", str(int(requests * minutes) if nxt else requests)),
-                ("x-ratelimit-remaining-requests", str(int(held[0]))),
+                ("x-ratelimit-limit-requests", str(said)),
+                ("x-ratelimit-remaining-requests", str(int(level))),
                 ("x-ratelimit-reset-requests", openai_duration(step if nxt else full)),
             ]
         if bucket_tokens is not None:
@@ -973,7 +995,7 @@ class _Window:
         headers = []
         if requests is not None:
             headers += [
-                ("x-ratelimit-limit-requests", str(requests)),
+                ("x-ratelimit-limit-requests", str(limit.announced_requests or requests)),
                 ("x-ratelimit-remaining-requests", str(requests - used[0])),
                 ("x-ratelimit-reset-requests", reset),
             ]
