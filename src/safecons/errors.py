@@ -10,8 +10,12 @@ from __future__ import annotations
 __all__ = (
     "AuthenticationError",
     "BatchPickedUpWarning",
+    "BatchWarning",
     "CacheError",
+    "CacheWarning",
     "ConfigError",
+    "DeprecatedOptionWarning",
+    "IdentityWarning",
     "InputError",
     "JudgesDifferWarning",
     "LabelSampleWarning",
@@ -19,6 +23,7 @@ __all__ = (
     "NoVerdictWarning",
     "NothingScoredError",
     "PacingWarning",
+    "ProxyWarning",
     "SafeconsError",
     "SafeconsWarning",
     "UnscoredRowsWarning",
@@ -137,3 +142,33 @@ class LabelSampleWarning(SafeconsWarning):
     not :func:`~safecons.review_sample`'s uniform draw labelled in full: rows dropped, added
     from elsewhere or left blank, or drawn from other comparisons. The figures are still
     computed from the labels given, but their interval no longer carries its guarantee."""
+
+
+class CacheWarning(SafeconsWarning, RuntimeWarning):
+    """The response cache cannot do all it should (a write failed, the file is readable by
+    others, its batch records cannot be read): the run goes on, and the message says what a
+    rerun will do about it. Also a ``RuntimeWarning``, so filters written for that still
+    apply."""
+
+
+class BatchWarning(SafeconsWarning, RuntimeWarning):
+    """A provider batch needs the user's attention: a run was interrupted while it ran (it is
+    left running, or was cancelled, or could not be cancelled). The message names the batch
+    and what to do. Also a ``RuntimeWarning``."""
+
+
+class IdentityWarning(SafeconsWarning, RuntimeWarning):
+    """A client's cache identity is not exact (a callable with no name is known by its code,
+    not by what it calls): a change the identity does not see would replay old answers. The
+    message says how to name it. Also a ``RuntimeWarning``."""
+
+
+class ProxyWarning(SafeconsWarning, RuntimeWarning):
+    """A proxy set in the environment cannot be used by the wire a client was made with, so
+    its calls go direct. Also a ``RuntimeWarning``."""
+
+
+class DeprecatedOptionWarning(SafeconsWarning, FutureWarning):
+    """An option is read under an old name or value that a future version will stop
+    reading; the message names the new one. Also a ``FutureWarning``, so it is shown by
+    default."""

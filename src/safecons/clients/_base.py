@@ -11,6 +11,7 @@ from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 from .._protocols import conforms
 from .._refusal import CONTENT_FILTER_TEXT
 from .._text import valid_unicode
+from ..errors import SafeconsError
 from ._identity import short_name
 
 __all__ = (
@@ -193,7 +194,7 @@ class RunSession(Protocol):
 ChatFunction: TypeAlias = Callable[..., str | Completion | Awaitable[str | Completion]]
 
 
-class CallFailed(Exception):
+class CallFailed(SafeconsError):
     """One attempt of a model call failed (the runner decides whether to try again).
 
     ``output`` is what the model said, when the attempt failed because that was unusable (a

@@ -25,7 +25,7 @@ import anyio
 import httpx
 
 from .._text import valid_unicode
-from ..errors import AuthenticationError, NoBatchAPIError
+from ..errors import AuthenticationError, NoBatchAPIError, SafeconsError
 from ._openai import OpenAICompatible, error_text, parse_retry_after
 from ._wire import Body, Upload, Wire, WireError, read_all, send
 
@@ -88,7 +88,7 @@ _RETRYABLE: Final = frozenset(
 )
 
 
-class BatchError(Exception):
+class BatchError(SafeconsError):
     """The provider refused or failed a request of its Batch API (after every try)."""
 
 

@@ -47,7 +47,7 @@ import anyio.lowlevel
 from .._progress import progress_bar
 from .._tasks import user_stacklevel
 from .._text import valid_unicode
-from ..errors import AuthenticationError, BatchPickedUpWarning
+from ..errors import AuthenticationError, BatchPickedUpWarning, BatchWarning, CacheWarning
 from ._base import (
     AnsweredElsewhere,
     Attempt,
@@ -777,7 +777,7 @@ class Batcher:
         if what not in self._warned:
             self._warned.add(what)
             where = f"response cache {self._cache}" if self._cache is not None else "batch run"
-            warnings.warn(f"{where}: {problem}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{where}: {problem}", CacheWarning, stacklevel=2)
 
     async def _interrupted(self, api: BatchAPI, batch: str) -> None:
         """The run was interrupted while ``batch`` ran: cancel it if the client says so, else
@@ -790,7 +790,7 @@ class Batcher:
                     warnings.warn(
                         f"batch {batch} of {api.identity}: could not cancel it ({exc}); "
                         "cancel it in the provider's console",
-                        RuntimeWarning,
+                        BatchWarning,
                         stacklevel=2,
                     )
                     return
@@ -799,7 +799,7 @@ class Batcher:
                 f"batch {batch} of {api.identity} was {said}: the run was interrupted and the "
                 "client was made with cancel_on_interrupt=True; lines it answered before are "
                 "picked up by a rerun with the same cache",
-                RuntimeWarning,
+                BatchWarning,
                 stacklevel=2,
             )
             return
@@ -814,7 +814,7 @@ class Batcher:
             f"batch {batch} of {api.identity} is still running at the provider: {resume}. "
             "To cancel a client's batches when a run is interrupted, make it with "
             "cancel_on_interrupt=True (safecons run: --cancel-on-interrupt).",
-            RuntimeWarning,
+            BatchWarning,
             stacklevel=2,
         )
 

@@ -16,7 +16,7 @@ from anyio.abc import TaskGroup
 
 from .._foreign import describe_exception, type_name
 from .._tasks import background_tasks, user_stacklevel
-from ..errors import AuthenticationError, InputError
+from ..errors import AuthenticationError, IdentityWarning, InputError
 from ._base import (
     Attempt,
     CallFailed,
@@ -535,7 +535,7 @@ def warn_if_partial(client: object, warned: set[str]) -> None:
         "functions it calls. A change there is not seen, and the answers cached before it would be "
         "replayed. To make the identity exact, name it: CallableClient(fn, name=..., "
         "version=...), and change the version whenever the model or its settings change",
-        RuntimeWarning,
+        IdentityWarning,
         stacklevel=user_stacklevel(),
     )
 

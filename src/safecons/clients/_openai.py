@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 import httpx
 
 from .._text import valid_unicode
-from ..errors import AuthenticationError, ConfigError, InputError
+from ..errors import AuthenticationError, ConfigError, DeprecatedOptionWarning, InputError
 from ._base import (
     CONTENT_FILTER_TEXT,
     Attempt,
@@ -418,7 +418,7 @@ def _check_transport(transport: object) -> TransportName | httpx.AsyncBaseTransp
         warnings.warn(
             "OpenAICompatible(transport='direct') is now transport='aiohttp' (the same wire); "
             "'direct' will stop being read in a future version",
-            FutureWarning,
+            DeprecatedOptionWarning,
             stacklevel=3,  # the line that made the client
         )
         return "aiohttp"
@@ -509,7 +509,8 @@ class OpenAICompatible:
         ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` as httpx reads them. Or pass any
         ``httpx`` async transport object (``httpx.MockTransport`` in tests, a transport of
         your own): it is used as it is. ``"direct"``, this parameter's former name for
-        ``"aiohttp"``, is still read as it, with a ``FutureWarning``.
+        ``"aiohttp"``, is still read as it, with a
+        ``DeprecatedOptionWarning`` (a ``FutureWarning``).
     http_timeout
         Socket-level timeout in seconds. The per-call deadline of a run is the config's
         ``timeout_seconds``, enforced by the runner on top of this.

@@ -22,7 +22,7 @@ from typing import Final
 
 import httpx
 
-from ..errors import InputError
+from ..errors import InputError, ProxyWarning
 from ._secrets import Secrets
 
 __all__ = ("check_proxy_variables", "environment_proxy", "proxy_secrets", "socks_proxy")
@@ -228,7 +228,7 @@ def _http_proxy(proxy: str | None) -> str | None:
         warnings.warn(
             f"a {httpx.URL(proxy).scheme} proxy is set in the environment; safecons' aiohttp "
             "wire cannot use it and goes direct (transport='httpx' with httpx[socks] can)",
-            RuntimeWarning,
+            ProxyWarning,
             stacklevel=3,
         )
     return None

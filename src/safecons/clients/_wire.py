@@ -31,7 +31,7 @@ import httpx
 
 from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
-from ..errors import ConfigError
+from ..errors import ConfigError, SafeconsError
 from ._proxy import environment_proxy, socks_proxy
 
 try:  # a core dependency; an import that fails leaves the httpx wire, which needs none
@@ -77,7 +77,7 @@ _MAX_DETAIL: Final = 300
 TransportName = Literal["auto", "aiohttp", "httpx"]
 
 
-class WireError(Exception):
+class WireError(SafeconsError):
     """A request that got no readable answer. Its text is the client's to prefix with who it
     is; it holds nothing the client sends (scrubbed).
 

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..errors import InputError
+from ..errors import InputError, SafeconsWarning
 
 __all__ = (
     "DisjointLabelsWarning",
@@ -38,14 +38,14 @@ ITEM = "__safecons_item"
 MIN_PAIRABLE = 2
 
 
-class UndefinedStatisticWarning(RuntimeWarning):
+class UndefinedStatisticWarning(SafeconsWarning, RuntimeWarning):
     """A statistic is undefined for some input (for example kappa when chance agreement is 1).
 
     The value is reported as NaN; the warning says which statistic and how many groups.
     """
 
 
-class DisjointLabelsWarning(UserWarning):
+class DisjointLabelsWarning(SafeconsWarning):
     """Label columns compared with each other share no label at all.
 
     Every pair then disagrees, which far more often means two label sets (letters ``A``/``B``

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clients._house import CLAIM_PREFIX, BatchClaims
-from ..errors import CacheError, InputError
+from ..errors import CacheError, CacheWarning, InputError
 
 #: The kinds of call a cache holds (the run's ``CallKind``).
 _KINDS = frozenset({"sut", "judge", "pairwise"})
@@ -388,7 +388,7 @@ class ResponseCache:
                     f"cache {str(self.path)!r} is readable by others (mode "
                     f"{stat.S_IMODE(info.st_mode):04o}); safecons leaves an existing file's "
                     "mode as it is: chmod 600 it if its answers are private",
-                    RuntimeWarning,
+                    CacheWarning,
                     stacklevel=2,
                 )
 

@@ -29,6 +29,7 @@ from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
 from ..clients import CallFailed, NonRetryableCallError, RateLimits, RetryableCallError
 from ..clients._house import AnsweredElsewhere, Attempt, Secrets, secrets_of, warn_if_partial
+from ..errors import CacheWarning
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 
@@ -235,7 +236,7 @@ class Runner:
             warnings.warn(
                 f"response cache {cache}: {problem}; the run goes on, but calls that are not "
                 "stored will be requested again by a rerun",
-                RuntimeWarning,
+                CacheWarning,
                 stacklevel=3,
             )
 
