@@ -252,7 +252,7 @@ def digest(fn: object) -> str:
 
 def test_a_plain_global_is_part_of_the_identity(tmp_path, monkeypatch):
     # MODEL = "b" in a notebook between two runs: a setting the code reads by name, plain
-    # data, so it counts by value as a closure's would (hostile probe 19 of docs/reliability.md).
+    # data, so it counts by value as a closure's would (hostile probe 19: research/docs).
     path = tmp_path / "calls.sqlite"
     judge = ScriptedChat([VERDICT])
     with warnings.catch_warnings():

@@ -1,6 +1,6 @@
 """Hostile servers and answers: no key leaks, no injected verdicts, bounded memory and parsing.
 
-Each test is one probe of the hostile-inputs table in docs/reliability.md, played by a
+Each test is one probe of the hostile-inputs table in research/docs/reliability.md, played by a
 loopback server that answers as an attacker would.
 """
 

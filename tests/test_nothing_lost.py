@@ -1,7 +1,7 @@
 """Nothing lost, round 3: what a hostile or careless provider, or a careless environment, sent
 that used to crash a paid run, stop it for good or replay stale verdicts.
 
-Each test is a row of the round-3 part of the hostile-inputs table in docs/reliability.md.
+Each test is a row of the round-3 part of the hostile-inputs table in research/docs/reliability.md.
 """
 
 from __future__ import annotations
