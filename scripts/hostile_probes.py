@@ -36,15 +36,8 @@ import polars as pl
 import safecons as sc
 from safecons.judges import parse_judgment
 from safecons.metric import safety_consistency_run
-from safecons.testing import (
-    ScriptedChat,
-    ScriptedServer,
-    Seen,
-    StandInJudge,
-    completion,
-    raw,
-    reply,
-)
+from safecons.testing import ScriptedChat, StandInJudge
+from safecons.testing.hostile import ScriptedServer, Seen, completion, raw, reply
 
 KEY = "sk-proj-PROBE-0123456789abcdefghijklmnopqrstuvwx"
 REFUSE = "I'm sorry, but I can't help with that."
@@ -1137,7 +1130,8 @@ def p35() -> str:
     import httpx
 
     from safecons.clients import _batch, _batcher
-    from safecons.testing import BatchExchange, FakeOpenAIServer, route_by_model
+    from safecons.testing import FakeOpenAIServer, route_by_model
+    from safecons.testing.hostile import BatchExchange
 
     def died(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the process died here")

@@ -51,7 +51,7 @@ class ScriptedServer:
     Examples
     --------
     >>> import safecons as sc
-    >>> from safecons.testing import ScriptedServer, reply
+    >>> from safecons.testing.hostile import ScriptedServer, reply
     >>> with ScriptedServer(lambda seen: reply(f"echo: {seen.last}")) as srv:
     ...     client = sc.OpenAICompatible(model="m", base_url=srv.base_url)
     ...     out = sc.respond(sc.build_variants(sc.demo_frame().head(1)), sut=client,

@@ -1134,7 +1134,8 @@ class FakeOpenAIServer:
         the request and the honest answer) after the server has handled it, it may return
         another answer (an ``aiohttp.web.StreamResponse``, for one sent slowly or compressed),
         or None to send the honest one. The batch itself runs as it would. The recipes of
-        :mod:`safecons.testing` (``nested_json``, ``gzip_bomb``, ``trickle``, ...) build them.
+        :mod:`safecons.testing.hostile` (``nested_json``, ``gzip_bomb``, ``trickle``, ...)
+        build them.
 
     Examples
     --------
