@@ -39,7 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ._server import BatchExchange, BatchTamper
+from ._wire import BatchExchange, BatchTamper
 
 __all__ = (
     "batch_id",

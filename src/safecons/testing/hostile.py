@@ -38,7 +38,7 @@ from ._scripted_server import Seen as Seen
 from ._scripted_server import completion as completion
 from ._scripted_server import raw as raw
 from ._scripted_server import reply as reply
-from ._server import BatchExchange as BatchExchange
+from ._wire import BatchExchange as BatchExchange
 
 __all__ = (
     "BatchExchange",
