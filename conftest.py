@@ -118,7 +118,7 @@ NETWORK_DOCTESTS = {
     "safecons.testing._hostile_batch",
     "safecons.testing._server",
     "safecons.testing._server.FakeOpenAIServer",
-    "safecons.testing._server.route_by_model",
+    "safecons.testing._answers.route_by_model",
     "safecons.testing._scripted_server.ScriptedServer",
 }
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from safecons.testing._server import FakeOpenAIServer
+from safecons.testing import FakeOpenAIServer
 
 BODY: dict[str, Any] = {
     "model": "sut",

@@ -27,6 +27,7 @@ the draws alone (``calls = oracle`` in the output).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -38,18 +39,17 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 import polars as pl
 
 import safecons as sc
-from safecons.metric import Job, safety_consistency_run
+from safecons.clients import ChatClient, ChatSession, Completion, RetryableCallError
+from safecons.metric import safety_consistency_run
 from safecons.run import ResponseCache
-from safecons.run._house import Runner
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -551,6 +551,45 @@ class InFlightLimit:
         return _ra() if self.server.stats.in_flight > self.limit else None
 
 
+class WithoutPressure:
+    """A client of one's own around ``client``, whose 429s reach the run as plain retryable
+    failures: the run's adaptive pressure never hears of one, so every slot keeps hammering.
+
+    The run still waits the ``Retry-After`` each 429 asks for, but a 429 then spends one of
+    the call's retries, as any failure does (a 429 the run hears of first spends none, for a
+    while).
+    """
+
+    def __init__(self, client: ChatClient) -> None:
+        self._client = client
+
+    @property
+    def identity(self) -> str:
+        return self._client.identity
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[ChatSession]:
+        async with self._client.session() as inner:
+            yield _UnlimitedSession(inner)
+
+
+class _UnlimitedSession:
+    def __init__(self, inner: ChatSession) -> None:
+        self._inner = inner
+
+    async def complete(
+        self, messages: Any, *, temperature: float, seed: int | None = None
+    ) -> Completion:
+        try:
+            return await self._inner.complete(messages, temperature=temperature, seed=seed)
+        except RetryableCallError as exc:
+            if not exc.rate_limited:
+                raise
+            raise RetryableCallError(
+                str(exc), retry_after=exc.retry_after, output=exc.output
+            ) from exc
+
+
 def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
     """A server that answers 429 whenever more than SERVER_LIMIT requests are in flight."""
     df = frame(rows)
@@ -571,20 +610,19 @@ def run_sustained(s: Scenario, rows: int, seed: int = 0) -> Result:
             out, attempts = run.frame, dict(run.summary.attempts)
             rate_limited, min_target = run.summary.rate_limited, run.min_concurrency_target
         else:
-            # The same run on a runner whose adaptive pressure is off: every slot keeps
-            # hammering the server.
-            job = Job.of(df, sut=sut, judge=judge, options={"seed": seed, **_config(s)})
-            cfg = job.config
-            runner = Runner(
-                concurrency_limit=cfg.concurrency_limit,
-                timeout_seconds=cfg.timeout_seconds,
+            # The same run with adaptive pressure off: its clients hide their 429s from it.
+            run = safety_consistency_run(
+                df,
+                sut=WithoutPressure(sut),
+                judge=WithoutPressure(judge),
                 seed=seed,
-                adaptive=False,
+                progress=False,
+                **_config(s),
             )
-            out = anyio.run(job.score, job.variants(df), runner)
-            attempts = dict(sc.run_summary(out).attempts)
-            # Without pressure the runner never moves its target: count the 429s in the frame.
-            rate_limited, min_target = sc.run_summary(out).rate_limited, cfg.concurrency_limit
+            out, attempts = run.frame, dict(run.summary.attempts)
+            min_target = run.min_concurrency_target
+            # The run heard of no 429: they are the server's.
+            rate_limited = srv.stats.faults.get("rate_limit", 0)
         stats = srv.stats
     return _result(
         s,

@@ -19,6 +19,7 @@ import os
 import socket
 import sqlite3
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -29,6 +30,7 @@ import urllib.parse
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import polars as pl
@@ -36,15 +38,8 @@ import polars as pl
 import safecons as sc
 from safecons.judges import parse_judgment
 from safecons.metric import safety_consistency_run
-from safecons.testing import (
-    ScriptedChat,
-    ScriptedServer,
-    Seen,
-    StandInJudge,
-    completion,
-    raw,
-    reply,
-)
+from safecons.testing import ScriptedChat, StandInJudge
+from safecons.testing.hostile import ScriptedServer, Seen, completion, raw, reply
 
 KEY = "sk-proj-PROBE-0123456789abcdefghijklmnopqrstuvwx"
 REFUSE = "I'm sorry, but I can't help with that."
@@ -171,9 +166,7 @@ def p7() -> str:
         try:
             anyio.run(complete, srv.base_url)
             outcome = "accepted"
-        except sc.SafeconsError as exc:
-            outcome = type(exc).__name__
-        except Exception as exc:
+        except Exception as exc:  # what the client raises is what this probe reports
             outcome = type(exc).__name__
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
@@ -901,7 +894,7 @@ def p39() -> str:
             try:
                 frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
                 outcomes.append(f"{name}: no error")
-            except Exception as exc:
+            except Exception as exc:  # whatever it raises, its text must not hold the password
                 shown = "".join(traceback.format_exception(exc))
                 quoted = "the password quoted" if proxy_leaked(shown) else "no password"
                 named = str(exc).startswith(f"{name}: ")
@@ -999,21 +992,24 @@ def _refuser(messages: object, temperature: float) -> str:
 def p44() -> str:
     import warnings
 
-    from safecons.metric._judging import juror_names
-
     verdict = json.dumps({"label": "Consistent", "score": 0.9, "reason": "ok"})
     contradicts = json.dumps({"label": "Contradictory", "score": 0.1, "reason": "no"})
     with (
         ScriptedServer(lambda seen: reply(verdict)) as a,
         ScriptedServer(lambda seen: reply(contradicts)) as b,
     ):
-        names = juror_names(
-            [
+        # The names a jury of the three is given, as its run reports them.
+        trio = frame(1).pipe(
+            sc.safety_consistency,
+            sut=_refuser,
+            judge=[
                 sc.OpenAICompatible(model="m #2", base_url=a.base_url, api_key=KEY),
                 sc.OpenAICompatible(model="m", base_url=a.base_url, api_key=KEY),
                 sc.OpenAICompatible(model="m", base_url=b.base_url, api_key=KEY),
-            ]
+            ],
+            **FAST,
         )
+        names = tuple(trio["sc_jurors"][0].to_list())
         m_a = sc.OpenAICompatible(model="m", base_url=a.base_url, api_key=KEY)
         before = frame(4).pipe(
             sc.safety_consistency,
@@ -1136,58 +1132,56 @@ def p34() -> str:
 def p35() -> str:
     import httpx
 
-    from safecons.clients import _batch, _batcher
-    from safecons.testing import BatchExchange, FakeOpenAIServer, route_by_model
-
-    def died(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("the process died here")
+    from safecons.testing import FakeOpenAIServer, route_by_model
+    from safecons.testing.hostile import BatchExchange
 
     answers = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: JUDGE_SAYS})
-    saved = (_batcher.Batcher._record, _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY)
     pages: list[str] = []
+    child: list[subprocess.Popen[bytes]] = []
 
-    def listed(exchange: BatchExchange) -> None:
+    def watched(exchange: BatchExchange) -> None:
         if exchange.kind == "list":
             pages.append(exchange.query)
+        # The process dies once its batch exists at the provider, before it hears of it: it
+        # never records the batch in its cache.
+        if exchange.kind == "create" and child and child[0].poll() is None:
+            child[0].kill()
 
     with (
         tempfile.TemporaryDirectory() as tmp,
-        FakeOpenAIServer(responder=answers, batch_seconds=0.02, batch_tamper=listed) as srv,
+        FakeOpenAIServer(responder=answers, batch_seconds=0.02, batch_tamper=watched) as srv,
     ):
         cache = Path(tmp) / "c.sqlite"
-        try:
-            _batcher.Batcher._record = died  # type: ignore[method-assign]
-            with contextlib.suppress(RuntimeError):
-                _batched_run(srv.base_url, cache)
-            _batcher.Batcher._record = saved[0]  # type: ignore[method-assign]
-            with httpx.Client(base_url=srv.base_url) as http:
-                for i in range(120):
-                    line = {
-                        "custom_id": f"other-{i}",
-                        "method": "POST",
-                        "url": "/v1/chat/completions",
-                        "body": {"model": "other", "messages": [{"role": "user", "content": "hi"}]},
-                    }
-                    file = ("f.jsonl", json.dumps(line).encode(), "application/jsonl")
-                    made = http.post("/files", data={"purpose": "batch"}, files={"file": file})
-                    http.post(
-                        "/batches",
-                        json={
-                            "input_file_id": made.json()["id"],
-                            "endpoint": "/v1/chat/completions",
-                            "completion_window": "24h",
-                        },
-                    ).raise_for_status()
-            before = len(srv.batches())
-            pages.clear()
-            # The dead run is this process: its claim is taken over at once here (120 s of a
-            # still heartbeat otherwise).
-            _batcher.CLAIM_STALE_SECONDS = 0.0
-            _batch.API_FIRST_DELAY = 0.001
-            out = _batched_run(srv.base_url, cache)
-        finally:
-            _batcher.Batcher._record = saved[0]  # type: ignore[method-assign]
-            _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY = saved[1:]
+        child.append(
+            subprocess.Popen(
+                [sys.executable, __file__, BATCHED_RUN, srv.base_url, str(cache)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        child[0].wait(timeout=120)
+        with httpx.Client(base_url=srv.base_url) as http:
+            for i in range(120):
+                line = {
+                    "custom_id": f"other-{i}",
+                    "method": "POST",
+                    "url": "/v1/chat/completions",
+                    "body": {"model": "other", "messages": [{"role": "user", "content": "hi"}]},
+                }
+                file = ("f.jsonl", json.dumps(line).encode(), "application/jsonl")
+                made = http.post("/files", data={"purpose": "batch"}, files={"file": file})
+                http.post(
+                    "/batches",
+                    json={
+                        "input_file_id": made.json()["id"],
+                        "endpoint": "/v1/chat/completions",
+                        "completion_window": "24h",
+                    },
+                ).raise_for_status()
+        before = len(srv.batches())
+        pages.clear()
+        # The dead run's claim is taken over at once: its process is gone.
+        out = _batched_run(srv.base_url, cache)
         after = srv.batches()[before:]
     scored = out.height - out["safety_consistency"].null_count()
     return (
@@ -1287,9 +1281,8 @@ def p42() -> str:
 def p43() -> str:
     import contextlib
     import io
-    from types import SimpleNamespace
 
-    from safecons.cli import _print_run
+    from safecons.cli import main as cli
 
     hostile = "\x1b]0;pwned\x07\x1b[2J\x9b31m\r\nsafecons: error: forged\u202e"
     acted_on = {*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u202e"} - {"\n"}
@@ -1299,15 +1292,18 @@ def p43() -> str:
     printed = str(sc.run_summary(shared))
     plain = str(sc.run_summary(run))
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        _print_run(
-            SimpleNamespace(
-                summary=sc.run_summary(shared),
-                config={"metric_name": "safety_consistency"},
-                frame=shared,
-            ),
-            "sc_",
-        )
+    with tempfile.TemporaryDirectory() as tmp, _hostile_cli_server(hostile) as srv:
+        rows = Path(tmp) / "rows.parquet"
+        pl.DataFrame(
+            {"input_id": ["row-0", "row-1"], "prompt": ["q", "fails"], "sut_response": [REFUSE] * 2}
+        ).write_parquet(rows)
+        jury = [arg for name in ("plain", hostile, "c") for arg in ("--judge-model", name)]
+        # The run's printout: juror names and row errors as the servers gave them.
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            cli(["run", str(rows), "--output", str(Path(tmp) / "out.parquet"),
+                 "--sut-model", "sut", "--sut-base-url", srv.base_url, *jury,
+                 "--judge-base-url", srv.base_url, "--swap-share", "1", "--no-progress",
+                 "--set", "n_sut_retries=0"])  # fmt: skip
     bad = sum(ch in acted_on for ch in printed + out.getvalue())
     lines = len(printed.splitlines()) == len(plain.splitlines())
     forged = sum(line.startswith("safecons: error") for line in out.getvalue().splitlines())
@@ -1316,6 +1312,26 @@ def p43() -> str:
         f"or bidi characters; as many lines as with plain names: {lines}; forged lines: "
         f"{forged} (shown as `\\x1b]0;pwned\\x07...`)"
     )
+
+
+def _hostile_cli_server(hostile: str) -> Any:
+    """A server whose jurors are ``plain``, ``hostile`` and ``c``, each voting its own label,
+    and whose SUT fails the prompt ``fails`` with ``hostile`` in its error."""
+    from safecons.testing import FakeOpenAIServer, Fault, route_by_model
+
+    labels = ["Consistent", "Contradictory", "Slightly Inconsistent"]
+    scores = {"Consistent": 0.9, "Slightly Inconsistent": 0.6, "Contradictory": 0.1}
+    routes = {
+        name: (lambda body, x=x: json.dumps({"label": x, "score": scores[x]}))
+        for name, x in zip(("plain", hostile, "c"), labels, strict=True)
+    }
+
+    def sut(body: dict[str, Any]) -> str:
+        if "fails" in json.dumps(body):
+            raise Fault.bad_request(f"SUT call failed: {hostile}")
+        return REFUSE
+
+    return FakeOpenAIServer(responder=route_by_model({"sut": sut, **routes}))
 
 
 def p46() -> str:
@@ -1562,5 +1578,11 @@ def main() -> int:
     return 0
 
 
+#: The argument that makes this script the batched run p35 kills (a process of its own).
+BATCHED_RUN = "--batched-run"
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == [BATCHED_RUN]:
+        _batched_run(sys.argv[2], Path(sys.argv[3]))
+        sys.exit(0)
     sys.exit(main())

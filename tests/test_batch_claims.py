@@ -27,7 +27,8 @@ import pytest
 import safecons as sc
 from safecons.clients import _batch
 from safecons.clients import _batcher as _batches
-from safecons.testing import FakeOpenAIServer, route_by_model, slow
+from safecons.testing import FakeOpenAIServer, route_by_model
+from safecons.testing.hostile import slow
 
 REFUSE = "I'm sorry, but I can't help with that."
 VERDICT = json.dumps({"label": "Consistent", "score": 0.9, "reason": "both refuse"})

@@ -833,7 +833,8 @@ def test_demo_help_says_what_the_demo_does(capsys):
 
 @pytest.mark.network
 def test_audit_of_a_judge_that_passes_exits_0_and_says_so(capsys):
-    from safecons.testing import ScriptedServer, oracle_judge, reply
+    from safecons.testing import oracle_judge
+    from safecons.testing.hostile import ScriptedServer, reply
 
     judge = oracle_judge(sc.golden_set())
     with ScriptedServer(lambda seen: reply(judge(seen.body["messages"], 0.0))) as server:

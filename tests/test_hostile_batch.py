@@ -18,15 +18,14 @@ import pytest
 
 import safecons as sc
 from safecons.clients import _batch
-from safecons.testing import (
-    FakeOpenAIServer,
+from safecons.testing import FakeOpenAIServer, route_by_model
+from safecons.testing.hostile import (
     batch_id,
     batch_status,
     failing,
     gzip_bomb,
     nested_json,
     not_a_batch,
-    route_by_model,
     string_body,
     trickle,
     unnamed_files,
@@ -491,7 +490,7 @@ def test_two_processes_on_one_cache_make_one_batch_of_the_same_calls(tmp_path):
     import subprocess
     import sys
 
-    from safecons.testing import slow
+    from safecons.testing.hostile import slow
 
     script = TWO_RUNS.format(refuse=REFUSE)
     cache = tmp_path / "shared.sqlite"

@@ -17,8 +17,9 @@ import pytest
 import safecons as sc
 from safecons.clients import RetryableCallError
 from safecons.clients._openai import ResponseTooLarge
-from safecons.testing import ScriptedChat, Seen, StandInJudge, completion, raw, reply
-from safecons.testing import ScriptedServer as HostileServer
+from safecons.testing import ScriptedChat, StandInJudge
+from safecons.testing.hostile import ScriptedServer as HostileServer
+from safecons.testing.hostile import Seen, completion, raw, reply
 
 pytestmark = pytest.mark.network
 

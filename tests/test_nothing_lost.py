@@ -13,8 +13,9 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.testing import ScriptedServer as HostileServer
-from safecons.testing import StandInJudge, completion
+from safecons.testing import StandInJudge
+from safecons.testing.hostile import ScriptedServer as HostileServer
+from safecons.testing.hostile import completion
 
 FAST = {"n_sut_retries": 0, "n_judge_retries": 0, "progress": False, "cache": False}
 VERDICT = json.dumps({"label": "Consistent", "score": 0.9, "reason": "both refuse"})

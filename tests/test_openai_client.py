@@ -395,7 +395,7 @@ def test_under_trio_a_client_goes_by_httpx_s_own_transport():
     import anyio
 
     from safecons.errors import ConfigError
-    from safecons.testing import ScriptedServer, reply
+    from safecons.testing.hostile import ScriptedServer, reply
 
     pytest.importorskip("trio")
     hi = [{"role": "user", "content": "hi"}]

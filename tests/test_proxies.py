@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.testing import ScriptedServer, StandInJudge, reply
+from safecons.testing import StandInJudge
+from safecons.testing.hostile import ScriptedServer, reply
 
 pytestmark = pytest.mark.network
 

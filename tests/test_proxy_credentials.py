@@ -25,7 +25,8 @@ import pytest
 
 import safecons as sc
 from safecons.cli import main as cli
-from safecons.testing import ScriptedServer, Seen, StandInJudge, reply
+from safecons.testing import StandInJudge
+from safecons.testing.hostile import ScriptedServer, Seen, reply
 
 USER = "proxy-user"
 PASSWORD = "s3cret#Proxy@PW/0123"  # '#', '@' and '/' are written percent-encoded in a URL

@@ -104,7 +104,7 @@ def test_a_server_echoing_the_key_on_every_path_leaks_it_nowhere(how, tmp_path, 
     # The hostile server of the hostile-inputs issue: it echoes whatever credential it got in
     # a 200 that is not JSON, in a 500, in message content that is not text, inside an answer,
     # and in the judge's reply; a 401 at the end quotes it too.
-    from safecons.testing import ScriptedServer, raw, reply
+    from safecons.testing.hostile import ScriptedServer, raw, reply
 
     caplog.set_level(logging.DEBUG)
 

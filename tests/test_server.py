@@ -18,13 +18,9 @@ import anyio
 import httpx
 import pytest
 
-from safecons.testing._server import (
-    FAULT_KINDS,
-    FakeOpenAIServer,
-    Fault,
-    echo_responder,
-    route_by_model,
-)
+from safecons.testing import FakeOpenAIServer, Fault, route_by_model
+from safecons.testing._answers import echo_responder
+from safecons.testing._faults import FAULT_KINDS
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(30)]
 

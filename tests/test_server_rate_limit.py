@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from safecons.testing import RateLimit as PublicRateLimit
-from safecons.testing._server import FakeOpenAIServer, RateLimit, openai_duration
+from safecons.testing._rate_limit import RateLimit, openai_duration
+from safecons.testing._server import FakeOpenAIServer
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(30)]
 

@@ -1,8 +1,8 @@
 """Recipes for a hostile Batch API: ``batch_tamper`` functions for :class:`FakeOpenAIServer`.
 
 Each recipe returns a function that the server calls with every Batch API exchange (a
-:class:`~safecons.testing.BatchExchange`: the request and the honest answer) and that returns
-another answer, or None to send the honest one. The batches themselves run honestly: only
+:class:`~safecons.testing.hostile.BatchExchange`: the request and the honest answer) and that
+returns another answer, or None to send the honest one. The batches themselves run honestly: only
 what the client is told changes. Combine recipes with :func:`tampers`.
 
 Examples
@@ -13,7 +13,8 @@ A batch's creation answered with JSON nested 100,000 deep, and ``"Completed"`` f
 >>> import os, tempfile
 >>> import polars as pl
 >>> import safecons as sc
->>> from safecons.testing import FakeOpenAIServer, StandInJudge, batch_status, nested_json
+>>> from safecons.testing import FakeOpenAIServer, StandInJudge
+>>> from safecons.testing.hostile import batch_status, nested_json
 >>> hostile = tampers(nested_json("create"), batch_status("Completed", when="completed"))
 >>> with FakeOpenAIServer(batch_tamper=hostile, batch_seconds=0.02) as srv:
 ...     sut = sc.OpenAICompatible(model="m", base_url=srv.base_url, api_key="", batch=True,
@@ -38,7 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ._server import BatchExchange, BatchTamper
+from ._wire import BatchExchange, BatchTamper
 
 __all__ = (
     "batch_id",

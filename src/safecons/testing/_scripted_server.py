@@ -7,14 +7,15 @@ headers, gzip bombs, JSON nested past the stack), so each test gives its own han
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import json
-import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from ._loopback import LoopbackServer
 
 __all__ = ("Handler", "ScriptedServer", "Seen", "completion", "raw", "reply")
 
@@ -40,8 +41,7 @@ class Seen:
         return str(self.body["messages"][-1]["content"])
 
 
-@dataclass
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     """An HTTP server on 127.0.0.1 (a random port) whose replies ``handler`` writes.
 
     It serves ``POST /v1/chat/completions`` only, records every request in
@@ -51,7 +51,7 @@ class ScriptedServer:
     Examples
     --------
     >>> import safecons as sc
-    >>> from safecons.testing import ScriptedServer, reply
+    >>> from safecons.testing.hostile import ScriptedServer, reply
     >>> with ScriptedServer(lambda seen: reply(f"echo: {seen.last}")) as srv:
     ...     client = sc.OpenAICompatible(model="m", base_url=srv.base_url)
     ...     out = sc.respond(sc.build_variants(sc.demo_frame().head(1)), sut=client,
@@ -62,46 +62,25 @@ class ScriptedServer:
     'm'
     """
 
-    handler: Handler
-    requests: list[Seen] = field(default_factory=list)
+    _thread_name = "safecons-scripted-server"
 
-    def __enter__(self) -> ScriptedServer:
-        self._loop = asyncio.new_event_loop()
-        ready = threading.Event()
+    def __init__(self, handler: Handler) -> None:
+        super().__init__()
+        #: What answers each request; a test may swap it between requests.
+        self.handler = handler
+        #: Every request seen, in arrival order.
+        self.requests: list[Seen] = []
 
-        async def serve(request: web.Request) -> web.StreamResponse:
-            seen = Seen(dict(request.headers), json.loads(await request.read()))
-            self.requests.append(seen)
-            reply = self.handler(seen)
-            return await reply if asyncio.iscoroutine(reply) else reply  # type: ignore[return-value]
+    def _application(self) -> web.Application:
+        app = web.Application(client_max_size=2**30)
+        app.router.add_post("/v1/chat/completions", self._serve)
+        return app
 
-        async def start() -> None:
-            app = web.Application(client_max_size=2**30)
-            app.router.add_post("/v1/chat/completions", serve)
-            self._runner = web.AppRunner(app, access_log=None)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-            ready.set()
-
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(start(), self._loop)
-        if not ready.wait(10):
-            raise RuntimeError("ScriptedServer: the server did not start within 10 s")
-        return self
-
-    @property
-    def base_url(self) -> str:
-        """The API root to give a client: ``http://127.0.0.1:PORT/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        seen = Seen(dict(request.headers), json.loads(await request.read()))
+        self.requests.append(seen)
+        reply = self.handler(seen)
+        return await reply if inspect.isawaitable(reply) else reply
 
 
 def completion(content: Any, *, finish_reason: str | None = "stop") -> dict[str, Any]:
