@@ -60,8 +60,9 @@ def _encoding(model: str | None) -> Any:
             except KeyError:
                 pass
         return tiktoken.get_encoding(DEFAULT_ENCODING)
-    except Exception:
-        # No network for the encoding file, a broken cache: the byte estimate serves.
+    except (OSError, ValueError, KeyError):
+        # No network for the encoding file (requests' errors are OSErrors), a cached file whose
+        # hash does not match (ValueError): the byte estimate serves.
         return None
 
 
