@@ -1136,14 +1136,16 @@ def p34() -> str:
 def p35() -> str:
     import httpx
 
-    from safecons.clients import _batch, _batcher
+    from safecons.clients import _batch_api as _batch
+    from safecons.clients import _batch_claims
+    from safecons.clients import _batch_run as _batcher
     from safecons.testing import BatchExchange, FakeOpenAIServer, route_by_model
 
     def died(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the process died here")
 
     answers = route_by_model({"sut": lambda body: REFUSE, "judge": lambda body: JUDGE_SAYS})
-    saved = (_batcher.Batcher._record, _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY)
+    saved = (_batcher.Batcher._record, _batch_claims.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY)
     pages: list[str] = []
 
     def listed(exchange: BatchExchange) -> None:
@@ -1182,12 +1184,12 @@ def p35() -> str:
             pages.clear()
             # The dead run is this process: its claim is taken over at once here (120 s of a
             # still heartbeat otherwise).
-            _batcher.CLAIM_STALE_SECONDS = 0.0
+            _batch_claims.CLAIM_STALE_SECONDS = 0.0
             _batch.API_FIRST_DELAY = 0.001
             out = _batched_run(srv.base_url, cache)
         finally:
             _batcher.Batcher._record = saved[0]  # type: ignore[method-assign]
-            _batcher.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY = saved[1:]
+            _batch_claims.CLAIM_STALE_SECONDS, _batch.API_FIRST_DELAY = saved[1:]
         after = srv.batches()[before:]
     scored = out.height - out["safety_consistency"].null_count()
     return (
@@ -1208,14 +1210,14 @@ def p36() -> str:
             ResponseCache(path, clock=lambda: time.time() + 3600) as fast_clock,
             ResponseCache(path) as reader,
         ):
-            slow_clock.claim_batch_lines(behind, endpoint="E", keys=["a"], stale_after=lease)
-            fast_clock.claim_batch_lines(ahead, endpoint="E", keys=["b"], stale_after=lease)
+            slow_clock.ledger.claim_batch_lines(behind, endpoint="E", keys=["a"], stale_after=lease)
+            fast_clock.ledger.claim_batch_lines(ahead, endpoint="E", keys=["b"], stale_after=lease)
             looks = taken = 0
             started = time.monotonic()
             waited = None
             while time.monotonic() - started < 2 * lease + 0.5:
-                slow_clock.refresh_batch_claim(behind)  # alive, beating
-                seen = reader.claim_batch_lines(
+                slow_clock.ledger.refresh_batch_claim(behind)  # alive, beating
+                seen = reader.ledger.claim_batch_lines(
                     f"claim:r{looks}:1@x", endpoint="E", keys=["a", "b"], stale_after=lease
                 )
                 looks += 1
