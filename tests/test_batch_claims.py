@@ -515,3 +515,76 @@ def test_a_run_that_dies_looking_for_a_dead_runs_batch_passes_the_search_on(tmp_
     assert again.ours == ["a", "b"]
     assert again.stale == {b: ["a", "b"], k: ["a", "b"]}  # B's batch, and K's, looked for
     assert again.made[k] == k_made < time.time() - 3000  # by K's maker's clock
+
+
+# ------------------------------------------------------- the lease, set on the ledger
+
+
+def test_a_run_keeps_its_claims_by_the_lease_its_ledger_says(tmp_path):
+    # The lease is set through public names only (the cache's ledger), as the campaign script
+    # sets it: a run beats and judges claims by it, not by constants of its own.
+    import dataclasses
+
+    import anyio
+
+    from safecons.clients._batch_api import BatchState
+    from safecons.clients._batch_run import Batcher
+    from safecons.run import ResponseCache
+
+    stale_after: list[float] = []
+    beats = {"n": 0}
+
+    class Watched:
+        """The cache's ledger, with the claims asked of it and the beats it got counted."""
+
+        def __init__(self, ledger):
+            self._ledger = ledger
+
+        def __getattr__(self, name):
+            return getattr(self._ledger, name)
+
+        def claim_batch_lines(self, claim, **kwargs):
+            stale_after.append(kwargs["stale_after"])
+            return self._ledger.claim_batch_lines(claim, **kwargs)
+
+        def refresh_batch_claim(self, claim):
+            beats["n"] += 1
+            self._ledger.refresh_batch_claim(claim)
+
+    class API:
+        identity, cancel_on_interrupt, poll_seconds = "E", False, 0.01
+        max_lines, max_bytes = 10, 10**6
+
+        @contextlib.asynccontextmanager
+        async def open(self):
+            yield self
+
+        async def state(self, batch):
+            return BatchState(batch, "completed", output_file_id="out")
+
+        async def records(self, file_id, wanted):
+            return {
+                k: {"custom_id": k, "response": {"status_code": 200, "body": {}}} for k in wanted
+            }
+
+        async def submit(self, data, name, tag=None):
+            await anyio.sleep(0.3)  # long enough for a few beats of a 0.02 s lease
+            return "batch_1"
+
+    async def main(ledger):
+        batcher = Batcher(API(), ledger, progress=False, wait=0.0)  # type: ignore[arg-type]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(batcher.serve)
+            with anyio.fail_after(30):
+                await batcher.park("k1", b"{}\n")
+            tg.cancel_scope.cancel()
+
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        assert cache.ledger.lease.stale_seconds == 120.0  # the real lease, by default
+        cache.ledger.lease = dataclasses.replace(
+            cache.ledger.lease, refresh_seconds=0.02, stale_seconds=7.0
+        )
+        anyio.run(main, Watched(cache.ledger))
+        assert cache.ledger.batches_holding("E", ["k1"]) == {"batch_1": ["k1"]}
+    assert stale_after == [7.0]
+    assert beats["n"] >= 2
