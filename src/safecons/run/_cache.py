@@ -45,6 +45,7 @@ _KINDS = frozenset({"sut", "judge", "pairwise"})
 __all__ = (
     "CacheArg",
     "CacheError",
+    "DefaultCacheScope",
     "ResponseCache",
     "cache_key",
     "get_default_cache",
@@ -488,27 +489,102 @@ class ResponseCache:
         self.close()
 
 
-_default_cache: list[Path | None] = [None]
+class _SessionDefault:
+    """The session's default cache path: one for the whole process, every thread's (as
+    :class:`polars.Config`'s settings are)."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Path | None:
+        return self._path
+
+    def swap(self, path: Path | None) -> Path | None:
+        """Make ``path`` the default; the one it replaces."""
+        with self._lock:
+            previous, self._path = self._path, path
+        return previous
 
 
-def set_default_cache(path: str | os.PathLike[str] | None) -> None:
+_DEFAULT = _SessionDefault()
+
+
+class DefaultCacheScope:
+    """What :func:`~safecons.set_default_cache` returns: the default it set, and, used in a
+    ``with`` block, the default from before it again at the block's end."""
+
+    def __init__(self, path: Path | None, previous: Path | None) -> None:
+        self.path = path
+        self.previous = previous
+
+    def __enter__(self) -> Path | None:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        _DEFAULT.swap(self.previous)
+
+    def __repr__(self) -> str:
+        shown = None if self.path is None else str(self.path)
+        return f"set_default_cache({shown!r})"
+
+
+def set_default_cache(path: str | os.PathLike[str] | None) -> DefaultCacheScope:
     """Use the cache at ``path`` for every later call that reaches a model (None: no cache).
 
-    A ``cache=`` argument still wins for its own call.
+    The default is set at once, for the session. Used as a ``with`` block, it is the
+    block's: the default from before the call is set again when the block ends, however it
+    ends (an error inside goes on out). Blocks nest. A ``cache=`` argument still wins for
+    its own call.
+
+    The default is the whole session's, not a thread's (as :class:`polars.Config`'s
+    settings are): a block in one thread sets it for runs in every other, and blocks in
+    several threads that overlap set back each one's previous default in the order they
+    end. Runs in threads that each want their own cache pass ``cache=``.
+
+    Parameters
+    ----------
+    path
+        The cache file (made if absent), or None for no default.
+
+    Returns
+    -------
+    DefaultCacheScope
+        A context manager: ``with set_default_cache(path) as p:`` gives the path set, and
+        sets the previous default back at the end of the block.
 
     Examples
     --------
-    >>> from safecons import set_default_cache, get_default_cache
-    >>> set_default_cache(None)
-    >>> get_default_cache() is None
+    >>> import os, tempfile
+    >>> from safecons import get_default_cache, set_default_cache
+    >>> folder = tempfile.mkdtemp()
+    >>> set_default_cache(os.path.join(folder, "session.sqlite"))  # for the session
+    set_default_cache('.../session.sqlite')
+    >>> with set_default_cache(os.path.join(folder, "run.sqlite")) as path:
+    ...     get_default_cache().name  # every run in the block uses run.sqlite
+    'run.sqlite'
+    >>> get_default_cache().name  # the block's end sets the previous default again
+    'session.sqlite'
+    >>> with set_default_cache(None):
+    ...     get_default_cache() is None
     True
+    >>> _ = set_default_cache(None)
     """
-    _default_cache[0] = None if path is None else Path(path)
+    chosen = None if path is None else Path(path)
+    return DefaultCacheScope(chosen, _DEFAULT.swap(chosen))
 
 
 def get_default_cache() -> Path | None:
-    """The session's default cache path, if one was set."""
-    return _default_cache[0]
+    """The session's default cache path, if one was set (:func:`set_default_cache`).
+
+    Examples
+    --------
+    >>> from safecons import get_default_cache, set_default_cache
+    >>> with set_default_cache("calls.sqlite"):
+    ...     str(get_default_cache())
+    'calls.sqlite'
+    """
+    return _DEFAULT.get()
 
 
 #: What a ``cache=`` argument may be: a path, an open cache, None (the session default, if any)
