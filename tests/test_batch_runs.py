@@ -194,7 +194,7 @@ async def test_an_interrupted_run_leaves_its_batch_running_and_a_rerun_picks_it_
         batches = srv.batches()
     assert out["sc_error"].to_list() == [None] * 3
     # The SUT's batch was picked up, not made again: one more batch, the judge's; and the
-    # rerun says so (issue 31, item 5), naming the batch.
+    # rerun says so, naming the batch.
     assert [b["id"] for b in batches][:1] == [batch["id"]]
     assert len(batches) == 2 and srv.stats.batch.files == 2
     [said] = [w for w in picked if w.category is sc.errors.BatchPickedUpWarning]
