@@ -10,8 +10,8 @@ two, picked at random, is killed (SIGKILL) at a random moment 1.5-6 s in (a run 
 2 s to start). Each run needs 3 SUT samples and 3 verdicts; the provider (the fake) counts
 each line it runs, so a line run more than once is a call bought twice. The script prints
 each trial, then how many lines were bought more than once in all. The claims' lease is
-shortened (2 s, a heartbeat every 0.2 s) so that a trial takes seconds; the rules are the
-real ones.
+shortened (2 s, a heartbeat every 0.2 s) through the public ``ResponseCache.ledger.lease``
+so that a trial takes seconds; the rules are the real ones.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ import time
 from pathlib import Path
 
 RUN = """
-import sys, time, warnings
+import dataclasses, sys, time, warnings
 import polars as pl
 import safecons as sc
-from safecons.clients import _batcher
-from safecons.run import ResponseCache
 
 base_url, path, skew, wait = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-_batcher.CLAIM_REFRESH_SECONDS = 0.2
-_batcher.CLAIM_STALE_SECONDS = 2.0
-_batcher.CLAIM_POLL_SECONDS = 0.1
-cache = ResponseCache(path, clock=lambda: time.time() + skew)
+cache = sc.ResponseCache(path, clock=lambda: time.time() + skew)
+# The claims' lease, shortened through the cache's ledger: a heartbeat every 0.2 s, stale
+# when seen still for 2 s, another run's batch looked for every 0.1 s.
+cache.ledger.lease = dataclasses.replace(
+    cache.ledger.lease, refresh_seconds=0.2, stale_seconds=2.0, poll_seconds=0.1
+)
 rows = pl.DataFrame({
     "input_id": [f"r{i}" for i in range(3)],
     "prompt": [f"question number {i}" for i in range(3)],

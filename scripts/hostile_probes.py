@@ -1202,14 +1202,14 @@ def p36() -> str:
             ResponseCache(path, clock=lambda: time.time() + 3600) as fast_clock,
             ResponseCache(path) as reader,
         ):
-            slow_clock.claim_batch_lines(behind, endpoint="E", keys=["a"], stale_after=lease)
-            fast_clock.claim_batch_lines(ahead, endpoint="E", keys=["b"], stale_after=lease)
+            slow_clock.ledger.claim_batch_lines(behind, endpoint="E", keys=["a"], stale_after=lease)
+            fast_clock.ledger.claim_batch_lines(ahead, endpoint="E", keys=["b"], stale_after=lease)
             looks = taken = 0
             started = time.monotonic()
             waited = None
             while time.monotonic() - started < 2 * lease + 0.5:
-                slow_clock.refresh_batch_claim(behind)  # alive, beating
-                seen = reader.claim_batch_lines(
+                slow_clock.ledger.refresh_batch_claim(behind)  # alive, beating
+                seen = reader.ledger.claim_batch_lines(
                     f"claim:r{looks}:1@x", endpoint="E", keys=["a", "b"], stale_after=lease
                 )
                 looks += 1

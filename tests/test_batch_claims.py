@@ -25,8 +25,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.clients import _batch
-from safecons.clients import _batcher as _batches
+from safecons.clients import _batch_api, _batch_claims, _batch_run
 from safecons.testing import FakeOpenAIServer, route_by_model
 from safecons.testing.hostile import slow
 
@@ -40,15 +39,15 @@ RUN = """
 import sys, time, warnings
 import polars as pl
 import safecons as sc
-from safecons.clients import _batcher
+from safecons.clients import _batch_claims
 from safecons.run import ResponseCache
 
 base_url, path, wait, skew = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 # A claim's heartbeat every 0.2 s, stale when seen unchanged for 2 s: the real 30 s and
 # 120 s, shortened so that a test takes seconds.
-_batcher.CLAIM_REFRESH_SECONDS = 0.2
-_batcher.CLAIM_STALE_SECONDS = 2.0
-_batcher.CLAIM_POLL_SECONDS = 0.1
+_batch_claims.CLAIM_REFRESH_SECONDS = 0.2
+_batch_claims.CLAIM_STALE_SECONDS = 2.0
+_batch_claims.CLAIM_POLL_SECONDS = 0.1
 cache = ResponseCache(path, clock=lambda: time.time() + skew) if skew else path
 rows = pl.DataFrame({
     "input_id": [f"r{i}" for i in range(3)],
@@ -304,23 +303,29 @@ def test_a_claims_liveness_is_its_heartbeat_as_the_reader_times_it_not_its_maker
         ResponseCache(path, clock=lambda: time.time() + 3600) as ahead,
         ResponseCache(path) as reader,
     ):
-        assert behind.claim_batch_lines(other, endpoint="E", keys=["a"], stale_after=60).ours
+        assert behind.ledger.claim_batch_lines(other, endpoint="E", keys=["a"], stale_after=60).ours
         ahead_claim = "claim:def:1@another-machine"
-        assert ahead.claim_batch_lines(ahead_claim, endpoint="E", keys=["b"], stale_after=60).ours
+        assert ahead.ledger.claim_batch_lines(
+            ahead_claim, endpoint="E", keys=["b"], stale_after=60
+        ).ours
         for _ in range(4):
             # The claim an hour behind beats: alive, however old its time looks.
-            behind.refresh_batch_claim(other)
-            seen = reader.claim_batch_lines(
+            behind.ledger.refresh_batch_claim(other)
+            seen = reader.ledger.claim_batch_lines(
                 "claim:r:1@x", endpoint="E", keys=["a"], stale_after=0.3
             )
             assert seen.theirs == {other: ["a"]} and not seen.ours
             time.sleep(0.1)
         # The claim an hour ahead does not beat: stale once the reader has seen it still for
         # the lease, however young its time looks.
-        first = reader.claim_batch_lines("claim:r:2@x", endpoint="E", keys=["b"], stale_after=0.3)
+        first = reader.ledger.claim_batch_lines(
+            "claim:r:2@x", endpoint="E", keys=["b"], stale_after=0.3
+        )
         assert first.theirs == {ahead_claim: ["b"]}
         time.sleep(0.4)
-        later = reader.claim_batch_lines("claim:r:3@x", endpoint="E", keys=["b"], stale_after=0.3)
+        later = reader.ledger.claim_batch_lines(
+            "claim:r:3@x", endpoint="E", keys=["b"], stale_after=0.3
+        )
         assert later.ours == ["b"] and later.stale == {ahead_claim: ["b"]}
         # When it was made, by its maker's clock, bounds the search for its batch.
         assert later.made[ahead_claim] > time.time() + 3000
@@ -330,16 +335,16 @@ def test_a_call_answered_meanwhile_is_replayed_not_claimed(tmp_path):
     from safecons.run import ResponseCache
 
     with ResponseCache(tmp_path / "c.sqlite") as cache:
-        cache.record_batch("batch_a", endpoint="E", keys=["k1", "k2"])
+        cache.ledger.record_batch("batch_a", endpoint="E", keys=["k1", "k2"])
         cache.put("k1", kind="sut", endpoint="E", value="stored")
-        assert cache.prune_batch_lines("E") == 1  # batch_a's k1 is forgotten
-        claims = cache.claim_batch_lines(
+        assert cache.ledger.prune_batch_lines("E") == 1  # batch_a's k1 is forgotten
+        claims = cache.ledger.claim_batch_lines(
             "claim:t:1@x", endpoint="E", keys=["k1", "k2", "k3"], stale_after=60
         )
         assert claims.stored == ["k1"] and claims.held == {"batch_a": ["k2"]}
         assert claims.ours == ["k3"]
         # Asked anew (its answer would not do): claimed, whatever is stored.
-        again = cache.claim_batch_lines(
+        again = cache.ledger.claim_batch_lines(
             "claim:t:2@x", endpoint="E", keys=["k1"], stale_after=60, anew=["k1"]
         )
         assert again.ours == ["k1"] and not again.stored
@@ -352,8 +357,8 @@ def test_a_call_answered_meanwhile_is_replayed_not_claimed(tmp_path):
 def test_a_batch_made_before_120_newer_ones_is_found_by_paging_the_listing(tmp_path, monkeypatch):
     # A run dies between the creation of its batch and its record; 120 more batches are made
     # on the account before the rerun, whose look at the newest 100 used to miss it.
-    monkeypatch.setattr(_batch, "API_FIRST_DELAY", 0.001)
-    monkeypatch.setattr(_batch, "API_MAX_DELAY", 0.002)
+    monkeypatch.setattr(_batch_api, "API_FIRST_DELAY", 0.001)
+    monkeypatch.setattr(_batch_api, "API_MAX_DELAY", 0.002)
     cache = tmp_path / "c.sqlite"
 
     def died(self, api, batch, keys, *, claim=None):
@@ -361,7 +366,7 @@ def test_a_batch_made_before_120_newer_ones_is_found_by_paging_the_listing(tmp_p
 
     with FakeOpenAIServer(responder=answers(), batch_seconds=0.02) as srv:
         with monkeypatch.context() as m:
-            m.setattr(_batches.Batcher, "_record", died)
+            m.setattr(_batch_run.Batcher, "_record", died)
             with pytest.raises(RuntimeError, match="died"):
                 run(srv, cache)
         with httpx.Client(base_url=srv.base_url) as http:
@@ -386,7 +391,7 @@ def test_a_batch_made_before_120_newer_ones_is_found_by_paging_the_listing(tmp_p
                     },
                 ).raise_for_status()
         before = len(srv.batches())
-        monkeypatch.setattr(_batches, "CLAIM_STALE_SECONDS", 0.0)
+        monkeypatch.setattr(_batch_claims, "CLAIM_STALE_SECONDS", 0.0)
         again = run(srv, cache)
         made = len(srv.batches()) - before
     assert again.height - again["safety_consistency"].null_count() == 2
@@ -450,7 +455,7 @@ async def test_the_listing_is_read_back_to_the_claim_and_a_cursor_that_stalls_is
 
     with FakeOpenAIServer(responder=answers(), batch_tamper=pages) as srv:
         client = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="", batch=True)
-        api = _batch.BatchAPI(client)
+        api = _batch_api.BatchAPI(client)
         async with api.open():
             assert await api.made_for("tag", since=now) is None
             assert len(asked) == 2  # stopped once the listing was older than the claim
@@ -465,9 +470,9 @@ async def test_the_listing_is_read_back_to_the_claim_and_a_cursor_that_stalls_is
 
     with FakeOpenAIServer(responder=answers(), batch_tamper=stalls) as srv:
         client = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="", batch=True)
-        api = _batch.BatchAPI(client)
+        api = _batch_api.BatchAPI(client)
         async with api.open():
-            with pytest.raises(_batch.BatchError, match="provider's console"):
+            with pytest.raises(_batch_api.BatchError, match="provider's console"):
                 await api.made_for("tag", since=now)
 
 
@@ -482,10 +487,12 @@ def test_the_newest_batch_of_a_call_is_the_last_recorded_whatever_the_clocks_sai
         ResponseCache(path, clock=lambda: time.time() + 3600) as ahead,
         ResponseCache(path) as right,
     ):
-        ahead.record_batch("batch_first", endpoint="E", keys=["k"])
-        right.record_batch("batch_again", endpoint="E", keys=["k"])
-        assert right.batches_holding("E", ["k"]) == {"batch_again": ["k"]}
-        claims = right.claim_batch_lines("claim:t:1@x", endpoint="E", keys=["k"], stale_after=60)
+        ahead.ledger.record_batch("batch_first", endpoint="E", keys=["k"])
+        right.ledger.record_batch("batch_again", endpoint="E", keys=["k"])
+        assert right.ledger.batches_holding("E", ["k"]) == {"batch_again": ["k"]}
+        claims = right.ledger.claim_batch_lines(
+            "claim:t:1@x", endpoint="E", keys=["k"], stale_after=60
+        )
         assert claims.held == {"batch_again": ["k"]}
 
 
@@ -498,14 +505,87 @@ def test_a_run_that_dies_looking_for_a_dead_runs_batch_passes_the_search_on(tmp_
     path = tmp_path / "c.sqlite"
     k, b = "claim:ktag:1@gone-host", "claim:btag:2@gone-host"
     with ResponseCache(path, clock=lambda: time.time() - 3600) as cache:
-        cache.claim_batch_lines(k, endpoint="E", keys=["a", "b"], stale_after=0)
-        took = cache.claim_batch_lines(b, endpoint="E", keys=["a", "b"], stale_after=0)
+        cache.ledger.claim_batch_lines(k, endpoint="E", keys=["a", "b"], stale_after=0)
+        took = cache.ledger.claim_batch_lines(b, endpoint="E", keys=["a", "b"], stale_after=0)
         assert took.ours == ["a", "b"] and set(took.stale) == {k}
         k_made = took.made[k]
     with ResponseCache(path) as cache:
-        again = cache.claim_batch_lines(
+        again = cache.ledger.claim_batch_lines(
             "claim:ctag:3@x", endpoint="E", keys=["a", "b"], stale_after=0
         )
     assert again.ours == ["a", "b"]
     assert again.stale == {b: ["a", "b"], k: ["a", "b"]}  # B's batch, and K's, looked for
     assert again.made[k] == k_made < time.time() - 3000  # by K's maker's clock
+
+
+# ------------------------------------------------------- the lease, set on the ledger
+
+
+def test_a_run_keeps_its_claims_by_the_lease_its_ledger_says(tmp_path):
+    # The lease is set through public names only (the cache's ledger), as the campaign script
+    # sets it: a run beats and judges claims by it, not by constants of its own.
+    import dataclasses
+
+    import anyio
+
+    from safecons.clients._batch_api import BatchState
+    from safecons.clients._batch_run import Batcher
+    from safecons.run import ResponseCache
+
+    stale_after: list[float] = []
+    beats = {"n": 0}
+
+    class Watched:
+        """The cache's ledger, with the claims asked of it and the beats it got counted."""
+
+        def __init__(self, ledger):
+            self._ledger = ledger
+
+        def __getattr__(self, name):
+            return getattr(self._ledger, name)
+
+        def claim_batch_lines(self, claim, **kwargs):
+            stale_after.append(kwargs["stale_after"])
+            return self._ledger.claim_batch_lines(claim, **kwargs)
+
+        def refresh_batch_claim(self, claim):
+            beats["n"] += 1
+            self._ledger.refresh_batch_claim(claim)
+
+    class API:
+        identity, cancel_on_interrupt, poll_seconds = "E", False, 0.01
+        max_lines, max_bytes = 10, 10**6
+
+        @contextlib.asynccontextmanager
+        async def open(self):
+            yield self
+
+        async def state(self, batch):
+            return BatchState(batch, "completed", output_file_id="out")
+
+        async def records(self, file_id, wanted):
+            return {
+                k: {"custom_id": k, "response": {"status_code": 200, "body": {}}} for k in wanted
+            }
+
+        async def submit(self, data, name, tag=None):
+            await anyio.sleep(0.3)  # long enough for a few beats of a 0.02 s lease
+            return "batch_1"
+
+    async def main(ledger):
+        batcher = Batcher(API(), ledger, progress=False, wait=0.0)  # type: ignore[arg-type]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(batcher.serve)
+            with anyio.fail_after(30):
+                await batcher.park("k1", b"{}\n")
+            tg.cancel_scope.cancel()
+
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        assert cache.ledger.lease.stale_seconds == 120.0  # the real lease, by default
+        cache.ledger.lease = dataclasses.replace(
+            cache.ledger.lease, refresh_seconds=0.02, stale_seconds=7.0
+        )
+        anyio.run(main, Watched(cache.ledger))
+        assert cache.ledger.batches_holding("E", ["k1"]) == {"batch_1": ["k1"]}
+    assert stale_after == [7.0]
+    assert beats["n"] >= 2

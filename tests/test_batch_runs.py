@@ -27,7 +27,7 @@ import pytest
 
 import safecons as sc
 from safecons.cli import main
-from safecons.clients import _batch
+from safecons.clients import _batch_api
 from safecons.errors import ConfigError
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
@@ -194,7 +194,7 @@ async def test_an_interrupted_run_leaves_its_batch_running_and_a_rerun_picks_it_
         batches = srv.batches()
     assert out["sc_error"].to_list() == [None] * 3
     # The SUT's batch was picked up, not made again: one more batch, the judge's; and the
-    # rerun says so (issue 31, item 5), naming the batch.
+    # rerun says so, naming the batch.
     assert [b["id"] for b in batches][:1] == [batch["id"]]
     assert len(batches) == 2 and srv.stats.batch.files == 2
     [said] = [w for w in picked if w.category is sc.errors.BatchPickedUpWarning]
@@ -253,7 +253,7 @@ def test_a_batch_that_expires_part_done_errs_the_rest_and_a_rerun_sends_them(tmp
 
 
 def test_files_are_split_at_the_line_and_byte_limits(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(_batch, "MAX_BATCH_LINES", 3)
+    monkeypatch.setattr(_batch_api, "MAX_BATCH_LINES", 3)
     with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
         out = run(rows(4), srv, tmp_path / "c.sqlite")
         sizes = [lines_of(b) for b in srv.batches()]
@@ -262,18 +262,18 @@ def test_files_are_split_at_the_line_and_byte_limits(tmp_path, monkeypatch) -> N
     # the judge's first file may go before the SUT's last.
     assert sorted(sizes) == [2, 2, 3, 3, 3, 3]
 
-    monkeypatch.setattr(_batch, "MAX_BATCH_LINES", 50_000)
+    monkeypatch.setattr(_batch_api, "MAX_BATCH_LINES", 50_000)
     with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
         run(rows(3), srv, tmp_path / "sizes.sqlite")
         judge_line = max(f["bytes"] for f in uploads(srv)) // 6
     # Room for two of the judge's lines per file: its six lines go in three files.
-    monkeypatch.setattr(_batch, "MAX_BATCH_BYTES", 2 * judge_line + judge_line // 2)
+    monkeypatch.setattr(_batch_api, "MAX_BATCH_BYTES", 2 * judge_line + judge_line // 2)
     with FakeOpenAIServer(responder=responder(), batch_seconds=0.02) as srv:
         out = run(rows(3), srv, tmp_path / "c2.sqlite")
         sizes = [f["bytes"] for f in uploads(srv)]
         batches = srv.batches()
     assert out["sc_error"].to_list() == [None] * 3
-    assert all(size <= _batch.MAX_BATCH_BYTES for size in sizes)
+    assert all(size <= _batch_api.MAX_BATCH_BYTES for size in sizes)
     assert sum(lines_of(b) for b in batches) == 12 and len(batches) >= 4
 
 
@@ -284,7 +284,7 @@ def uploads(srv: FakeOpenAIServer) -> list[dict]:
 
 
 def test_a_line_too_large_for_any_file_fails_alone(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(_batch, "MAX_BATCH_BYTES", 700)
+    monkeypatch.setattr(_batch_api, "MAX_BATCH_BYTES", 700)
     df = pl.DataFrame(
         {"input_id": ["short", "long"], "prompt": ["hi", "x" * 2000], "sut_response": [REFUSE] * 2}
     )
@@ -666,13 +666,13 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
 ) -> None:
     # The batch recorded for a call ended without it; the cache cannot be told to forget it
     # (read-only): the run must send the call in a new batch once, not poll the old for ever.
-    from safecons.clients._batch import BatchState
-    from safecons.clients._batcher import Batcher
+    from safecons.clients._batch_api import BatchState
+    from safecons.clients._batch_run import Batcher
     from safecons.run import ResponseCache
 
     path = tmp_path / "c.sqlite"
     with ResponseCache(path) as cache:
-        cache.record_batch("b_old", endpoint="E", keys=["k1"])
+        cache.ledger.record_batch("b_old", endpoint="E", keys=["k1"])
     seen = {"polls": 0, "submits": 0}
 
     class API:
@@ -699,7 +699,7 @@ def test_a_recorded_batch_given_up_on_is_not_picked_up_again_on_a_read_only_cach
 
     async def main():
         with ResponseCache(path, read_only=True) as cache:
-            batcher = Batcher(API(), cache, progress=False, wait=0.0)  # type: ignore[arg-type]
+            batcher = Batcher(API(), cache.ledger, progress=False, wait=0.0)  # type: ignore[arg-type]
             got = {}
             async with anyio.create_task_group() as tg:
                 tg.start_soon(batcher.serve)

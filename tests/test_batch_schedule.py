@@ -16,8 +16,8 @@ import warnings
 import anyio
 import pytest
 
-from safecons.clients._batch import BatchState
-from safecons.clients._batcher import MAX_WAIT_SECONDS, Batcher
+from safecons.clients._batch_api import BatchState
+from safecons.clients._batch_run import MAX_WAIT_SECONDS, Batcher
 from virtual_time import VIRTUAL_TIME
 
 
@@ -133,7 +133,7 @@ async def test_a_wait_of_zero_sends_what_came_in_the_same_moment_together():
 async def test_an_interrupt_cancels_every_running_batch_at_once():
     # Found by review: batches were cancelled one after another, up to CANCEL_SECONDS each,
     # under a shield a second Ctrl-C cannot break; five took five times the bound.
-    from safecons.clients import _batcher
+    from safecons.clients import _batch_run
 
     class Hanging(API):
         cancel_on_interrupt = True
@@ -158,4 +158,4 @@ async def test_an_interrupt_cancels_every_running_batch_at_once():
             tg.cancel_scope.cancel()
     took = anyio.current_time() - began
     assert len(api.made) == 5
-    assert took <= _batcher.CANCEL_SECONDS + 1.0, took
+    assert took <= _batch_run.CANCEL_SECONDS + 1.0, took

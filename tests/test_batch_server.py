@@ -468,6 +468,23 @@ def test_an_empty_file_fails_the_batch(http_of):
 
 
 @network
+def test_a_batch_whose_run_breaks_fails_naming_why_and_never_hangs(http_of, monkeypatch):
+    # A line's answer never raises (a responder's error is a 500 line); were the server's own
+    # code to, the batch must fail as a provider's would, not stay in progress for ever.
+    async def broken(self, url, body):
+        raise RuntimeError("a bug of the server's")
+
+    monkeypatch.setattr(FakeOpenAIServer, "_batch_line", broken)
+    with FakeOpenAIServer(batch_seconds=0.02) as srv:
+        http = http_of(srv)
+        done = wait(http, submit(http, [line(0), line(1)])["id"])[-1]
+    assert done["status"] == "failed" and isinstance(done["failed_at"], int)
+    (error,) = done["errors"]["data"]
+    assert error["code"] == "server_error"
+    assert error["message"] == "RuntimeError: a bug of the server's"
+
+
+@network
 def test_a_batch_over_the_line_limit_fails(http_of):
     with FakeOpenAIServer(batch_max_lines=2) as srv:
         http = http_of(srv)

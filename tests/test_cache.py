@@ -267,6 +267,63 @@ def test_session_default_cache_and_opt_out(tmp_path):
         sc.set_default_cache(None)
 
 
+def test_a_default_cache_set_in_a_with_block_is_the_previous_one_again_after_it(tmp_path):
+    first, second = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
+    before = sc.get_default_cache()
+    try:
+        sc.set_default_cache(first)  # for the session, as before: no block needed
+        assert sc.get_default_cache() == first
+        with sc.set_default_cache(second) as inside:
+            assert inside == second and sc.get_default_cache() == second
+            with sc.set_default_cache(None):
+                assert sc.get_default_cache() is None
+            assert sc.get_default_cache() == second
+        assert sc.get_default_cache() == first
+        # An error inside the block restores it too, and goes on out.
+        with pytest.raises(KeyError, match="inside"), sc.set_default_cache(second):
+            raise KeyError("inside")
+        assert sc.get_default_cache() == first
+    finally:
+        sc.set_default_cache(before)
+
+
+def test_a_run_inside_the_block_uses_its_default_and_one_after_it_does_not(tmp_path):
+    path = tmp_path / "block.sqlite"
+    judge = ScriptedChat([json.dumps({"label": "Consistent", "score": 0.9})])
+    sut = ScriptedChat([REFUSE])
+    assert sc.get_default_cache() is None
+    with sc.set_default_cache(path):
+        rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, progress=False)
+        rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, progress=False)
+    assert len(sut.calls) == 4  # the second run replayed the first's from the block's cache
+    rows(2).pipe(sc.safety_consistency, sut=sut, judge=judge, progress=False)
+    assert len(sut.calls) == 8  # no default after the block: asked again
+    assert sc.get_default_cache() is None
+
+
+def test_the_default_cache_is_the_session_s_in_every_thread(tmp_path):
+    # One default for the whole session, as polars' Config: a block in one thread sets it
+    # for a run in another, and its end is seen there too.
+    import threading
+
+    path = tmp_path / "shared.sqlite"
+    seen: list[object] = []
+    entered, read = threading.Event(), threading.Event()
+
+    def other() -> None:
+        entered.wait(10)
+        seen.append(sc.get_default_cache())
+        read.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with sc.set_default_cache(path):
+        entered.set()
+        assert read.wait(10)
+    thread.join(10)
+    assert seen == [path] and sc.get_default_cache() is None
+
+
 @pytest.mark.network
 def test_dry_run_counts_planned_and_cached_calls(tmp_path):
     path = tmp_path / "calls.sqlite"
@@ -274,8 +331,8 @@ def test_dry_run_counts_planned_and_cached_calls(tmp_path):
         sut, judge = clients(srv)
         plan = sc.planned_calls(rows(5), sut=sut, judge=judge, cache=path, responses_per_query=4)
         assert (plan.sut, plan.judge, plan.sut_cached, plan.judge_cached) == (15, 15, 0, 0)
-        # A dry run makes no cache file where there was none (issue 31, item 9), nor changes
-        # one: an empty file holds nothing.
+        # A dry run makes no cache file where there was none, nor changes one: an empty file
+        # holds nothing.
         assert not path.exists()
         path.touch()
         plan = sc.planned_calls(rows(5), sut=sut, judge=judge, cache=path, responses_per_query=4)

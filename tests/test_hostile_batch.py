@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.clients import _batch
+from safecons.clients import _batch_api
 from safecons.testing import FakeOpenAIServer, route_by_model
 from safecons.testing.hostile import (
     batch_id,
@@ -41,8 +41,8 @@ KEY = "sk-proj-BATCHKEY-0123456789abcdefghij"
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch):
     """Batch API retries without their real waits (the logic, not the clock, is tested)."""
-    monkeypatch.setattr(_batch, "API_FIRST_DELAY", 0.001)
-    monkeypatch.setattr(_batch, "API_MAX_DELAY", 0.002)
+    monkeypatch.setattr(_batch_api, "API_FIRST_DELAY", 0.001)
+    monkeypatch.setattr(_batch_api, "API_MAX_DELAY", 0.002)
 
 
 def rows(n: int) -> pl.DataFrame:
@@ -143,7 +143,7 @@ def test_a_batch_id_no_url_or_cache_should_hold_is_never_used(tmp_path, bad):
         out = run(srv, cache, key=KEY)
         made = srv.stats.batch.batches
     assert scored(out) == 2 and made == 2  # the real batch found by its file
-    assert all(_batch._ID.fullmatch(b) for b in recorded_batches(cache))
+    assert all(_batch_api._ID.fullmatch(b) for b in recorded_batches(cache))
     assert not any(KEY in str(w.message) for w in said)
     assert KEY not in out.write_ndjson()
 
@@ -336,19 +336,19 @@ def test_batch_lines_answered_and_stored_are_pruned_and_lookups_ask_only_their_k
 
     path = tmp_path / "c.sqlite"
     with ResponseCache(path) as cache:
-        cache.record_batch("batch_a", endpoint="E", keys=[f"k{i}" for i in range(2_000)])
-        cache.record_batch("batch_b", endpoint="E", keys=["k1", "z"])
+        cache.ledger.record_batch("batch_a", endpoint="E", keys=[f"k{i}" for i in range(2_000)])
+        cache.ledger.record_batch("batch_b", endpoint="E", keys=["k1", "z"])
         for i in range(1_000):
             cache.put(f"k{i}", kind="sut", endpoint="E", value="stored")
-        assert cache.batches_holding("E", ["k1", "k1999", "z", "nope"]) == {
+        assert cache.ledger.batches_holding("E", ["k1", "k1999", "z", "nope"]) == {
             "batch_b": ["k1", "z"],  # the newest batch holding a key wins
             "batch_a": ["k1999"],
         }
-        assert cache.batches_holding("other", ["k1999"]) == {}
-        cache.record_batch("batch_c", endpoint="other", keys=["k2"])
-        assert cache.prune_batch_lines("E") == 1_001  # k0-k999 in batch_a, k1 in batch_b
-        assert cache.batches_holding("other", ["k2"]) == {"batch_c": ["k2"]}  # not E's
-        assert cache.batches_holding("E", [f"k{i}" for i in range(2_000)]) == {
+        assert cache.ledger.batches_holding("other", ["k1999"]) == {}
+        cache.ledger.record_batch("batch_c", endpoint="other", keys=["k2"])
+        assert cache.ledger.prune_batch_lines("E") == 1_001  # k0-k999 in batch_a, k1 in batch_b
+        assert cache.ledger.batches_holding("other", ["k2"]) == {"batch_c": ["k2"]}  # not E's
+        assert cache.ledger.batches_holding("E", [f"k{i}" for i in range(2_000)]) == {
             "batch_a": [f"k{i}" for i in range(1_000, 2_000)]
         }
 
@@ -439,7 +439,7 @@ def test_a_batch_whose_files_stay_garbled_is_read_once_more_then_bought_anew(tmp
 
 
 def test_a_status_that_is_no_status_word_reads_as_unknown():
-    from safecons.clients._batch import BatchState
+    from safecons.clients._batch_api import BatchState
 
     for said in ("\x1b[31mcompleted", "x" * 1_000_000, 42, None, "in progress!"):
         state = BatchState.of({"id": "batch_1", "status": said}, str)
@@ -451,14 +451,14 @@ def test_clearing_by_age_keeps_a_batch_whose_answers_are_not_stored(tmp_path):
 
     path = tmp_path / "c.sqlite"
     with ResponseCache(path) as cache:
-        cache.record_batch("batch_running", endpoint="E", keys=["k1", "k2"])
+        cache.ledger.record_batch("batch_running", endpoint="E", keys=["k1", "k2"])
         cache.put("k1", kind="sut", endpoint="E", value="stored")
         import time
 
         time.sleep(0.02)
         assert cache.clear(older_than=0.01) == 1
         # k1's answer was cleared: its line goes; k2 has no answer yet, its batch may run.
-        assert cache.batches_holding("E", ["k1", "k2"]) == {"batch_running": ["k2"]}
+        assert cache.ledger.batches_holding("E", ["k1", "k2"]) == {"batch_running": ["k2"]}
 
 
 # ------------------------------------------------------- two runs on one cache, one batch
@@ -517,7 +517,7 @@ def test_a_batch_made_by_a_run_that_died_before_recording_it_is_found_not_bought
 ):
     # A run that dies between the provider's creation answer and its record leaves a claim
     # behind; the rerun takes the stale claim over and finds the batch by its metadata tag.
-    from safecons.clients import _batcher as _batches
+    from safecons.clients import _batch_claims, _batch_run
 
     cache = tmp_path / "c.sqlite"
 
@@ -526,11 +526,11 @@ def test_a_batch_made_by_a_run_that_died_before_recording_it_is_found_not_bought
 
     with server() as srv:
         with monkeypatch.context() as m:
-            m.setattr(_batches.Batcher, "_record", died)
+            m.setattr(_batch_run.Batcher, "_record", died)
             with pytest.raises(RuntimeError, match="died"):
                 run(srv, cache)
         assert srv.stats.batch.batches == 1
-        monkeypatch.setattr(_batches, "CLAIM_STALE_SECONDS", 0.0)
+        monkeypatch.setattr(_batch_claims, "CLAIM_STALE_SECONDS", 0.0)
         again = run(srv, cache)
         made = srv.stats.batch.batches
     assert scored(again) == 2
@@ -541,7 +541,7 @@ def test_a_claim_is_taken_over_when_its_process_is_gone_and_kept_while_it_runs(t
     import subprocess
     import sys
 
-    from safecons.clients._batcher import new_claim
+    from safecons.clients._batch_claims import new_claim
     from safecons.run import ResponseCache
 
     gone = subprocess.run(
@@ -553,17 +553,21 @@ def test_a_claim_is_taken_over_when_its_process_is_gone_and_kept_while_it_runs(t
     with ResponseCache(tmp_path / "c.sqlite") as cache:
         mine = new_claim()
         dead = new_claim().rsplit(":", 1)[0] + f":{gone}@" + mine.rsplit("@", 1)[1]
-        first = cache.claim_batch_lines(mine, endpoint="E", keys=["a", "b"], stale_after=60)
+        first = cache.ledger.claim_batch_lines(mine, endpoint="E", keys=["a", "b"], stale_after=60)
         assert first.ours == ["a", "b"]
-        other = cache.claim_batch_lines(new_claim(), endpoint="E", keys=["a", "c"], stale_after=60)
+        other = cache.ledger.claim_batch_lines(
+            new_claim(), endpoint="E", keys=["a", "c"], stale_after=60
+        )
         assert other.theirs == {mine: ["a"]} and other.ours == ["c"]
         # A claim of a process of this machine that has ended is stale at once.
         with sqlite3.connect(tmp_path / "c.sqlite") as db:
             db.execute("UPDATE batch_lines SET batch=? WHERE batch=?", (dead, mine))
-        took = cache.claim_batch_lines(new_claim(), endpoint="E", keys=["a"], stale_after=60)
+        took = cache.ledger.claim_batch_lines(new_claim(), endpoint="E", keys=["a"], stale_after=60)
         assert took.ours == ["a"] and took.stale == {dead: ["a"]}
         # A recorded batch is held, never claimed; claims are never read as batches.
-        cache.record_batch("batch_1", endpoint="E", keys=["b"], claim=None)
-        assert cache.batches_holding("E", ["a", "b", "c"]) == {"batch_1": ["b"]}
-        later = cache.claim_batch_lines(new_claim(), endpoint="E", keys=["b"], stale_after=60)
+        cache.ledger.record_batch("batch_1", endpoint="E", keys=["b"], claim=None)
+        assert cache.ledger.batches_holding("E", ["a", "b", "c"]) == {"batch_1": ["b"]}
+        later = cache.ledger.claim_batch_lines(
+            new_claim(), endpoint="E", keys=["b"], stale_after=60
+        )
         assert later.held == {"batch_1": ["b"]} and later.ours == []

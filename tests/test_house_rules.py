@@ -155,9 +155,9 @@ def test_the_engine_depends_on_no_stage():
     assert used == set()
 
 
-#: The one module of the run core that names batches: the cache keeps their ledger (a table
-#: of its file) for the batched sessions it is handed to.
-BATCH_LEDGER = "_cache.py"
+#: The one module of the run core that names batches: the ledger (tables of the cache's file)
+#: the batched sessions are handed.
+BATCH_LEDGER = "_ledger.py"
 
 
 def test_the_run_core_never_says_batch():

@@ -19,9 +19,9 @@ from ._base import Completion as Completion
 from ._base import NonRetryableCallError as NonRetryableCallError
 from ._base import RateLimits as RateLimits
 from ._base import RetryableCallError as RetryableCallError
-from ._batch import MAX_BATCH_BYTES as MAX_BATCH_BYTES
-from ._batch import MAX_BATCH_LINES as MAX_BATCH_LINES
-from ._batch import BatchError as BatchError
+from ._batch_api import MAX_BATCH_BYTES as MAX_BATCH_BYTES
+from ._batch_api import MAX_BATCH_LINES as MAX_BATCH_LINES
+from ._batch_api import BatchError as BatchError
 from ._callable import CallableClient as CallableClient
 from ._openai import OpenAICompatible as OpenAICompatible
 from ._openai import parse_rate_limits as parse_rate_limits

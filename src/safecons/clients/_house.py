@@ -10,9 +10,10 @@ from ._base import Attempt as Attempt
 from ._base import ChatFunction as ChatFunction
 from ._base import RunSession as RunSession
 from ._base import describe as describe
-from ._batcher import CLAIM_PREFIX as CLAIM_PREFIX
-from ._batcher import BatchClaims as BatchClaims
-from ._batcher import BatchLedger as BatchLedger
+from ._batch_claims import CLAIM_PREFIX as CLAIM_PREFIX
+from ._batch_claims import BatchClaims as BatchClaims
+from ._batch_claims import BatchLedger as BatchLedger
+from ._batch_claims import ClaimLease as ClaimLease
 from ._callable import UserCode as UserCode
 from ._callable import check_attribute_lookup as check_attribute_lookup
 from ._callable import check_signature as check_signature
@@ -37,6 +38,7 @@ __all__ = (
     "BatchClaims",
     "BatchLedger",
     "ChatFunction",
+    "ClaimLease",
     "ClientFacts",
     "RunSession",
     "Secrets",

@@ -21,7 +21,8 @@ from ._base import (
     RunSession,
     describe,
 )
-from ._batcher import BatchLedger, batched_session
+from ._batch_claims import BatchLedger
+from ._batch_session import batched_session
 from ._callable import CallableClient, check_attribute_lookup, check_chat_signature
 from ._facts import facts_of
 from ._openai import OpenAICompatible
@@ -65,7 +66,7 @@ def open_session(
     telling safecons' own callable adapter the run's concurrency.
 
     A client made with ``batch=True`` gets a batched session
-    (:func:`~safecons.clients._batcher.batched_session`): ``ledger`` (the run's cache) records
+    (:func:`~safecons.clients._batch_session.batched_session`): ``ledger`` (the run's) records
     its batches, and ``progress`` shows a bar of each lot of batches while they run.
 
     A client of the user's own making is the user's code: what its session raises, other than

@@ -23,21 +23,21 @@ import json
 import math
 import numbers
 import os
-import socket
 import sqlite3
 import stat
 import threading
 import time
 import urllib.parse
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..clients._house import CLAIM_PREFIX, BatchClaims
 from ..errors import CacheError, CacheWarning, InputError
+from ._ledger import LEDGER_TABLES, CacheLedger
+from ._sqlite import retry_busy, transaction
 
 #: The kinds of call a cache holds (the run's ``CallKind``).
 _KINDS = frozenset({"sut", "judge", "pairwise"})
@@ -45,6 +45,7 @@ _KINDS = frozenset({"sut", "judge", "pairwise"})
 __all__ = (
     "CacheArg",
     "CacheError",
+    "DefaultCacheScope",
     "ResponseCache",
     "cache_key",
     "get_default_cache",
@@ -65,76 +66,15 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
 """
-#: Made when a run first records a provider batch, not before: a cache that never recorded
-#: one keeps the tables an earlier safecons reads.
-_BATCH_TABLE = """
-CREATE TABLE IF NOT EXISTS batch_lines (
-    key TEXT NOT NULL,
-    batch TEXT NOT NULL,
-    endpoint TEXT NOT NULL,
-    created REAL NOT NULL,
-    PRIMARY KEY (key, batch)
-)
-"""
-_TABLES = {
+#: The tables of a cache whose ledger has recorded nothing yet (every cache of an earlier
+#: safecons, which reads these).
+_TABLES_BEFORE_LEDGER = {
     "meta": {"name", "value"},
     "responses": {"key", "kind", "endpoint", "value", "created"},
-    "batch_lines": {"key", "batch", "endpoint", "created"},
 }
-#: The tables of a cache that has recorded no provider batch (every cache of an earlier
-#: safecons, which reads these).
-_TABLES_BEFORE_BATCHES = {name: _TABLES[name] for name in ("meta", "responses")}
+#: The tables of a cache whose ledger has recorded something (:mod:`._ledger`).
+_TABLES = {**_TABLES_BEFORE_LEDGER, **LEDGER_TABLES}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-#: Keys asked of the batch table at once (below SQLite's bound on a statement's variables).
-_LOOKUP_CHUNK = 500
-
-
-#: What begins the name of a claim's heartbeat in the ``meta`` table: ``beat:<claim>``, its
-#: value ``{"n": <count>, "made": <the claimant's clock when it claimed>}``. A counter, not a
-#: time: each reader times how long it has seen it unchanged by its own monotonic clock, so a
-#: claim's liveness never depends on two machines' clocks agreeing.
-_BEAT_PREFIX = "beat:"
-
-
-def _is_claim(batch: str) -> bool:
-    return batch.startswith(CLAIM_PREFIX)
-
-
-def _beat_of(value: object) -> tuple[int, float | None, dict[str, float]]:
-    """A heartbeat row's count, the time its claim was made, and the dead claims whose
-    batches its maker took over looking for (claim -> when it was made); ``(-1, None, {})``
-    when the row cannot be read."""
-    try:
-        data = json.loads(str(value))
-        n, made = int(data["n"]), float(data["made"])
-    except (ValueError, TypeError, KeyError, RecursionError):
-        return -1, None, {}
-    said = data.get("dead")
-    dead = (
-        {
-            str(k): float(v)
-            for k, v in said.items()
-            if isinstance(k, str) and k.startswith(CLAIM_PREFIX) and isinstance(v, int | float)
-        }
-        if isinstance(said, dict)
-        else {}
-    )
-    return n, made, dead
-
-
-def _claimant_alive(claim: str) -> bool:
-    """Whether the process that made ``claim`` may still be running (a process of another
-    machine is taken to be until its claim goes stale)."""
-    pid, _, host = claim.rsplit(":", 1)[-1].partition("@")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # there, under another user
-    return True
 
 
 def cache_key(**parts: Any) -> str:
@@ -191,7 +131,7 @@ class _Schema:
 
     @property
     def cache(self) -> bool:
-        return self.tables in (_TABLES, _TABLES_BEFORE_BATCHES) and not self.others
+        return self.tables in (_TABLES, _TABLES_BEFORE_LEDGER) and not self.others
 
 
 # The cache's own non-table objects (its index, and SQLite's indexes of primary keys).
@@ -219,7 +159,7 @@ def _read_schema(uri: str) -> _Schema:
             for pragma in ("user_version", "application_id")
         )
         version = None
-        if tables in (_TABLES, _TABLES_BEFORE_BATCHES):
+        if tables in (_TABLES, _TABLES_BEFORE_LEDGER):
             row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
             version = None if row is None else str(row[0])
         return _Schema(tables, others, marked, version)
@@ -305,19 +245,6 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and (companions or os.access(path.parent, os.W_OK))
 
 
-def _retry_busy(action: Any, attempts: int = 200) -> Any:
-    # Switching to WAL (and creating the schema) can meet another process doing the same on a
-    # new file; SQLite answers "database is locked" at once there instead of waiting.
-    for n in range(attempts):
-        try:
-            return action()
-        except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or n == attempts - 1:
-                raise
-            time.sleep(0.05)
-    return None
-
-
 class ResponseCache:
     """The response cache at ``path`` (created if absent).
 
@@ -330,11 +257,19 @@ class ResponseCache:
     read_only
         Replay only: nothing is written (a file that cannot be written is opened so anyway).
     clock
-        The wall clock stamped on the batches and claims a batched run records (seconds since
-        the epoch; :func:`time.time` by default). It is read by people and earlier safecons
-        versions, never to decide whether another run's claim is alive (a claim's heartbeat
-        is timed by each reader's own monotonic clock), so machines whose clocks disagree
-        share a cache safely; a test plays a skewed machine with it.
+        The wall clock its :attr:`ledger` stamps on what it records (seconds since the epoch;
+        :func:`time.time` by default). It is read by people and earlier safecons versions,
+        never to decide whether another run's claim is alive (a claim's heartbeat is timed by
+        each reader's own monotonic clock), so machines whose clocks disagree share a cache
+        safely; a test plays a skewed machine with it.
+
+    Attributes
+    ----------
+    ledger
+        The ledger kept in tables of its own in this file, on this cache's connection: which
+        calls were sent to be answered later, where, and which run has claimed which calls
+        (:class:`~safecons.run._ledger.CacheLedger`). A run using the cache hands it to its
+        clients; its ``lease`` says how they keep their claims.
 
     Examples
     --------
@@ -363,13 +298,6 @@ class ResponseCache:
     ) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        # The wall clock stamped on batch records and claims (a parameter so that a test can
-        # play a machine whose clock is off): read by people and by older safecons versions,
-        # never to decide whether another machine's claim is alive.
-        self._clock = clock
-        # Each claim of another run seen, with its heartbeat count and when (by this
-        # process's monotonic clock) that count was first seen.
-        self._beats: dict[str, tuple[str, float]] = {}
         created = _create_private(self.path)
         empty = created or _check_existing(self.path)
         if empty and not created:
@@ -381,6 +309,9 @@ class ResponseCache:
             self._conn = self._connect()
         except sqlite3.Error as exc:
             raise CacheError(self.path, f"cannot be opened ({exc})") from None
+        self.ledger = CacheLedger(
+            self.path, self._conn, self._lock, read_only=self.read_only, clock=clock
+        )
         if not created and not self.read_only:
             info = self.path.stat()
             if info.st_mode & 0o077:
@@ -430,18 +361,16 @@ class ResponseCache:
             check_same_thread=False,
             isolation_level=None,
         )
-        _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+        retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         # NORMAL in WAL mode: a committed call survives a crash of this process; only an OS
         # crash can lose the last few, and those are simply requested again.
         conn.execute("PRAGMA synchronous=NORMAL")
         self._conn = conn
-        _retry_busy(self._create_schema)
+        retry_busy(self._create_schema)
         return conn
 
     def _create_schema(self) -> None:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self._conn) as conn:
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 conn.execute(statement)
             conn.execute(
@@ -449,10 +378,6 @@ class ResponseCache:
                 (str(_SCHEMA_VERSION),),
             )
             row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
         if str(row[0]) != str(_SCHEMA_VERSION):
             raise CacheError(
                 self.path,
@@ -488,280 +413,6 @@ class ResponseCache:
             row = self._conn.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
         return value if row is None else str(row[0])
 
-    def record_batch(
-        self, batch: str, *, endpoint: str, keys: Iterable[str], claim: str | None = None
-    ) -> None:
-        """Record that the provider's batch ``batch`` answers the calls ``keys`` of
-        ``endpoint`` (committed at once, as soon as the batch is created): a rerun picks the
-        batch up instead of paying for its calls again. ``claim``, the claim the batch was
-        made under (:meth:`claim_batch_lines`), is replaced by the record. A read-only cache
-        raises :class:`CacheError`."""
-        if self.read_only:
-            raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
-        now = self._clock()
-        rows = [(key, batch, endpoint, now) for key in keys]
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(_BATCH_TABLE)
-                if claim is not None:
-                    self._conn.execute("DELETE FROM batch_lines WHERE batch=?", (claim,))
-                    self._conn.execute("DELETE FROM meta WHERE name=?", (_BEAT_PREFIX + claim,))
-                self._conn.executemany(
-                    "INSERT OR IGNORE INTO batch_lines (key, batch, endpoint, created) "
-                    "VALUES (?, ?, ?, ?)",
-                    rows,
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    def batches_holding(self, endpoint: str, keys: Iterable[str]) -> dict[str, list[str]]:
-        """The recorded batches of ``endpoint`` that hold any of ``keys``: batch id -> the
-        keys among ``keys`` it holds (a key in several batches goes to the newest)."""
-        wanted = sorted(set(keys))
-        if not wanted:
-            return {}
-        with self._lock:
-            try:
-                rows = self._batch_lines(wanted, endpoint, claims=False)
-            except sqlite3.OperationalError:
-                return {}  # a cache from before batches, opened read-only: none recorded
-        # Newest by when it was recorded in this file (its rowid), not by a machine's clock.
-        rows.sort(key=lambda row: row[3])
-        newest = {str(key): str(batch) for key, batch, _, _ in rows}
-        held: dict[str, list[str]] = {}
-        for key, batch in newest.items():
-            held.setdefault(batch, []).append(key)
-        return held
-
-    def _batch_lines(
-        self, wanted: list[str], endpoint: str, *, claims: bool
-    ) -> list[tuple[str, str, float, int]]:
-        """``(key, batch, created, rowid)`` of the recorded lines of ``wanted`` keys of
-        ``endpoint`` (claims among them, with ``claims``); the caller holds the lock."""
-        rows: list[tuple[str, str, float, int]] = []
-        # Only the keys asked for, by the table's key index: a lookup costs what it asks, not
-        # the size of every batch ever recorded.
-        for at in range(0, len(wanted), _LOOKUP_CHUNK):
-            chunk = wanted[at : at + _LOOKUP_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            unclaimed = "" if claims else " AND batch NOT LIKE ?"
-            rows += self._conn.execute(
-                f"SELECT key, batch, created, rowid FROM batch_lines "
-                f"WHERE key IN ({marks}) AND endpoint=?{unclaimed}",
-                (*chunk, endpoint) if claims else (*chunk, endpoint, f"{CLAIM_PREFIX}%"),
-            ).fetchall()
-        return rows
-
-    def prune_batch_lines(self, endpoint: str) -> int:
-        """Forget the recorded batch lines of ``endpoint`` whose answers are stored (a rerun
-        replays those from the cache and never needs their batch again); how many were
-        forgotten."""
-        if self.read_only:
-            return 0
-        with self._lock:
-            try:
-                return int(
-                    self._conn.execute(
-                        "DELETE FROM batch_lines "
-                        "WHERE endpoint=? AND key IN (SELECT key FROM responses)",
-                        (endpoint,),
-                    ).rowcount
-                )
-            except sqlite3.OperationalError:
-                return 0  # no batch was ever recorded here
-
-    def forget_batch_lines(self, batch: str, keys: Iterable[str]) -> None:
-        """Forget that ``batch`` answers ``keys`` (they failed, or it ended without them): a
-        rerun sends them anew."""
-        if self.read_only:
-            return
-        with self._lock:
-            try:
-                self._conn.executemany(
-                    "DELETE FROM batch_lines WHERE key=? AND batch=?", [(k, batch) for k in keys]
-                )
-            except sqlite3.OperationalError:
-                return  # no batch was ever recorded here: nothing to forget
-
-    def claim_batch_lines(
-        self,
-        claim: str,
-        *,
-        endpoint: str,
-        keys: Iterable[str],
-        stale_after: float,
-        anew: Iterable[str] = (),
-    ) -> BatchClaims:
-        """Claim the calls ``keys`` of ``endpoint`` for a batch about to be made, so that no
-        other run on this cache (another process, or another thread) makes a second batch of
-        them meanwhile (committed at once, in one transaction).
-
-        ``claim`` is a :func:`new_claim` of the caller's. A key whose answer is stored (another
-        run answered it since the caller missed the cache) is not claimed but named in
-        :attr:`BatchClaims.stored`; a key a recorded batch holds is held; a key no live claim
-        holds is claimed; so is one whose claim is stale: its heartbeat
-        (:meth:`refresh_batch_claim`) seen unchanged for ``stale_after`` seconds by this
-        process's own monotonic clock (never by comparing its maker's clock with this one), or
-        made by a process of this machine that is no longer running. A key of ``anew`` (its
-        recorded batch's or stored answer would not do) is claimed whatever batch holds it.
-        :meth:`record_batch` with ``claim`` turns the claim into the batch's record;
-        :meth:`release_batch_claim` gives it up. A read-only cache raises :class:`CacheError`.
-        """
-        if self.read_only:
-            raise CacheError(self.path, "is read-only: a batch cannot be recorded in it")
-        wanted = sorted(set(keys))
-        again = set(anew)
-        now = self._clock()
-        claims = BatchClaims()
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(_BATCH_TABLE)
-                stored = self._stored([key for key in wanted if key not in again])
-                rows = self._batch_lines(wanted, endpoint, claims=True)
-                batches: dict[str, tuple[str, float]] = {}
-                claimed: dict[str, tuple[str, float]] = {}
-                # The newest line of each key, by when it was written in this file (its rowid):
-                # never by the clocks of the machines that wrote them.
-                for key, batch, created, _ in sorted(rows, key=lambda row: row[3]):
-                    into = claimed if _is_claim(batch) else batches
-                    into[key] = (str(batch), float(created))
-                taken_over: list[tuple[str, str]] = []
-                live: dict[str, bool] = {}
-                for key in wanted:
-                    if key in stored:
-                        claims.stored.append(key)
-                    elif key in batches and key not in again:
-                        claims.held.setdefault(batches[key][0], []).append(key)
-                    elif key in claimed and claimed[key][0] != claim:
-                        other, when = claimed[key]
-                        if other not in live:
-                            live[other] = self._alive(other, when, stale_after)
-                        if live[other]:
-                            claims.theirs.setdefault(other, []).append(key)
-                        else:
-                            claims.stale.setdefault(other, []).append(key)
-                            claims.ours.append(key)
-                            taken_over.append((key, other))
-                    else:
-                        claims.ours.append(key)
-                for other, taken in list(claims.stale.items()):
-                    made, dead = self._made(other, claimed, default=now)
-                    claims.made[other] = made
-                    # Its maker may itself have taken over claims of runs that died, and died
-                    # looking for their batches: those are looked for again.
-                    for gone, when in dead.items():
-                        if gone != claim and gone not in claims.stale:
-                            claims.stale[gone] = list(taken)
-                            claims.made[gone] = when
-                self._conn.executemany(
-                    "DELETE FROM batch_lines WHERE key=? AND batch=?", taken_over
-                )
-                self._conn.executemany(
-                    "DELETE FROM meta WHERE name=? AND NOT EXISTS "
-                    "(SELECT 1 FROM batch_lines WHERE batch=?)",
-                    [(_BEAT_PREFIX + other, other) for other in claims.stale],
-                )
-                self._conn.executemany(
-                    "INSERT OR REPLACE INTO batch_lines (key, batch, endpoint, created) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(key, claim, endpoint, now) for key in claims.ours],
-                )
-                if claims.ours:
-                    beat = {"n": 0, "made": now, "dead": claims.made}
-                    self._conn.execute(
-                        "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)",
-                        (_BEAT_PREFIX + claim, json.dumps(beat)),
-                    )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-        return claims
-
-    def _stored(self, wanted: list[str]) -> set[str]:
-        """The keys among ``wanted`` whose answers are stored (the caller holds the lock)."""
-        found: set[str] = set()
-        for at in range(0, len(wanted), _LOOKUP_CHUNK):
-            chunk = wanted[at : at + _LOOKUP_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = self._conn.execute(f"SELECT key FROM responses WHERE key IN ({marks})", chunk)
-            found.update(str(row[0]) for row in rows)
-        return found
-
-    def _alive(self, claim: str, created: float, stale_after: float) -> bool:
-        """Whether another run's ``claim`` is alive: its maker (of this machine) still runs,
-        and this process has not seen its heartbeat unchanged for ``stale_after`` seconds
-        (the caller holds the lock)."""
-        if not _claimant_alive(claim):
-            return False
-        row = self._conn.execute(
-            "SELECT value FROM meta WHERE name=?", (_BEAT_PREFIX + claim,)
-        ).fetchone()
-        # A claim of an earlier safecons has no heartbeat: its refreshed time is its beat.
-        beat = f"n:{_beat_of(row[0])[0]}" if row is not None else f"at:{created!r}"
-        seen = self._beats.get(claim)
-        mono = time.monotonic()
-        if seen is None or seen[0] != beat:
-            self._beats[claim] = seen = (beat, mono)
-        return mono - seen[1] < stale_after
-
-    def _made(
-        self, claim: str, claimed: dict[str, tuple[str, float]], *, default: float
-    ) -> tuple[float, dict[str, float]]:
-        """When ``claim`` was made, by its maker's clock, and the dead claims its maker was
-        looking for (the caller holds the lock)."""
-        row = self._conn.execute(
-            "SELECT value FROM meta WHERE name=?", (_BEAT_PREFIX + claim,)
-        ).fetchone()
-        _, made, dead = (-1, None, {}) if row is None else _beat_of(row[0])
-        if made is None:
-            times = [when for other, when in claimed.values() if other == claim]
-            made = min(times, default=default)
-        return made, dead
-
-    def refresh_batch_claim(self, claim: str) -> None:
-        """Say that ``claim``'s maker is still at work: its heartbeat counts one more (and its
-        lines carry this process's time, for earlier safecons versions to read)."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                name = _BEAT_PREFIX + claim
-                row = self._conn.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
-                if row is not None:
-                    n, made, dead = _beat_of(row[0])
-                    made = self._clock() if made is None else made
-                    beat = {"n": n + 1, "made": made, "dead": dead}
-                    self._conn.execute(
-                        "UPDATE meta SET value=? WHERE name=?", (json.dumps(beat), name)
-                    )
-                self._conn.execute(
-                    "UPDATE batch_lines SET created=? WHERE batch=?", (self._clock(), claim)
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    def release_batch_claim(self, claim: str) -> None:
-        """Give ``claim`` up: no batch was made of its calls (another run may claim them)."""
-        if self.read_only:
-            return
-        with self._lock:
-            try:
-                self._conn.execute("DELETE FROM meta WHERE name=?", (_BEAT_PREFIX + claim,))
-                self._conn.execute("DELETE FROM batch_lines WHERE batch=?", (claim,))
-            except sqlite3.OperationalError:
-                return  # no batch was ever recorded here
-
-    def _tables(self) -> set[str]:
-        """The tables the file holds now (the caller holds the lock)."""
-        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        return {str(r[0]) for r in rows}
-
     def info(self) -> dict[str, Any]:
         """Entries in total, by kind and by endpoint, the oldest and newest, and the file size."""
         with self._lock:
@@ -790,9 +441,10 @@ class ResponseCache:
     def clear(self, *, older_than: float | None = None, kind: str | None = None) -> int:
         """Delete entries (all, or older than ``older_than`` seconds, or of one kind).
 
-        The provider batches recorded for the calls deleted are forgotten with them, so that
-        a batched rerun asks those calls anew instead of reading the old batch's answers
-        again (a batch whose answers are not stored yet stays recorded: it may still run).
+        What the :attr:`ledger` recorded of the calls deleted is forgotten with them, so that
+        a rerun asks those calls anew instead of reading the old answers again from the
+        provider (what holds calls whose answers are not stored yet stays recorded: it may
+        still run).
         Returns how many entries were deleted. ``older_than`` must be a finite number of
         seconds >= 0: a negative age would match every entry and NaN none, both silently.
         ``kind`` is one of ``"sut"``, ``"judge"``, ``"pairwise"``.
@@ -819,28 +471,9 @@ class ResponseCache:
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         if self.read_only:
             raise CacheError(self.path, "is read-only: nothing can be cleared from it")
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                if "batch_lines" in self._tables():
-                    # A recorded batch would otherwise answer the cleared calls again from
-                    # its output file: forget the lines of every entry cleared (emptied: all
-                    # of them). A batch whose answers are not stored yet is left recorded,
-                    # however old: it may still run, and a rerun picks it up.
-                    self._conn.execute(
-                        f"DELETE FROM batch_lines WHERE key IN (SELECT key FROM responses{where})",
-                        args,
-                    )
-                    if not clauses:
-                        self._conn.execute("DELETE FROM batch_lines")
-                        self._conn.execute(
-                            "DELETE FROM meta WHERE name LIKE ?", (f"{_BEAT_PREFIX}%",)
-                        )
-                deleted = self._conn.execute(f"DELETE FROM responses{where}", args).rowcount
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, transaction(self._conn) as conn:
+            self.ledger.forget_cleared(where, args, everything=not clauses)
+            deleted = conn.execute(f"DELETE FROM responses{where}", args).rowcount
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(deleted)
@@ -856,27 +489,102 @@ class ResponseCache:
         self.close()
 
 
-_default_cache: list[Path | None] = [None]
+class _SessionDefault:
+    """The session's default cache path: one for the whole process, every thread's (as
+    :class:`polars.Config`'s settings are)."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Path | None:
+        return self._path
+
+    def swap(self, path: Path | None) -> Path | None:
+        """Make ``path`` the default; the one it replaces."""
+        with self._lock:
+            previous, self._path = self._path, path
+        return previous
 
 
-def set_default_cache(path: str | os.PathLike[str] | None) -> None:
+_DEFAULT = _SessionDefault()
+
+
+class DefaultCacheScope:
+    """What :func:`~safecons.set_default_cache` returns: the default it set, and, used in a
+    ``with`` block, the default from before it again at the block's end."""
+
+    def __init__(self, path: Path | None, previous: Path | None) -> None:
+        self.path = path
+        self.previous = previous
+
+    def __enter__(self) -> Path | None:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        _DEFAULT.swap(self.previous)
+
+    def __repr__(self) -> str:
+        shown = None if self.path is None else str(self.path)
+        return f"set_default_cache({shown!r})"
+
+
+def set_default_cache(path: str | os.PathLike[str] | None) -> DefaultCacheScope:
     """Use the cache at ``path`` for every later call that reaches a model (None: no cache).
 
-    A ``cache=`` argument still wins for its own call.
+    The default is set at once, for the session. Used as a ``with`` block, it is the
+    block's: the default from before the call is set again when the block ends, however it
+    ends (an error inside goes on out). Blocks nest. A ``cache=`` argument still wins for
+    its own call.
+
+    The default is the whole session's, not a thread's (as :class:`polars.Config`'s
+    settings are): a block in one thread sets it for runs in every other, and blocks in
+    several threads that overlap set back each one's previous default in the order they
+    end. Runs in threads that each want their own cache pass ``cache=``.
+
+    Parameters
+    ----------
+    path
+        The cache file (made if absent), or None for no default.
+
+    Returns
+    -------
+    DefaultCacheScope
+        A context manager: ``with set_default_cache(path) as p:`` gives the path set, and
+        sets the previous default back at the end of the block.
 
     Examples
     --------
-    >>> from safecons import set_default_cache, get_default_cache
-    >>> set_default_cache(None)
-    >>> get_default_cache() is None
+    >>> import os, tempfile
+    >>> from safecons import get_default_cache, set_default_cache
+    >>> folder = tempfile.mkdtemp()
+    >>> set_default_cache(os.path.join(folder, "session.sqlite"))  # for the session
+    set_default_cache('.../session.sqlite')
+    >>> with set_default_cache(os.path.join(folder, "run.sqlite")) as path:
+    ...     get_default_cache().name  # every run in the block uses run.sqlite
+    'run.sqlite'
+    >>> get_default_cache().name  # the block's end sets the previous default again
+    'session.sqlite'
+    >>> with set_default_cache(None):
+    ...     get_default_cache() is None
     True
+    >>> _ = set_default_cache(None)
     """
-    _default_cache[0] = None if path is None else Path(path)
+    chosen = None if path is None else Path(path)
+    return DefaultCacheScope(chosen, _DEFAULT.swap(chosen))
 
 
 def get_default_cache() -> Path | None:
-    """The session's default cache path, if one was set."""
-    return _default_cache[0]
+    """The session's default cache path, if one was set (:func:`set_default_cache`).
+
+    Examples
+    --------
+    >>> from safecons import get_default_cache, set_default_cache
+    >>> with set_default_cache("calls.sqlite"):
+    ...     str(get_default_cache())
+    'calls.sqlite'
+    """
+    return _DEFAULT.get()
 
 
 #: What a ``cache=`` argument may be: a path, an open cache, None (the session default, if any)

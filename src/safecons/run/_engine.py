@@ -103,7 +103,7 @@ class Engine:
             open_session(
                 client,
                 concurrency=options.concurrency_limit,
-                ledger=self.runner.cache,
+                ledger=None if self.runner.cache is None else self.runner.cache.ledger,
                 progress=options.progress,
             )
         )

@@ -1,20 +1,21 @@
-"""A batched client's session: its calls are lines of provider batches it sends on its own
-schedule, and how a rerun picks a batch up.
+"""Batching a run's calls: the lines a ``batch=True`` client's calls park, the provider
+batches they go out in, on the session's own schedule, and how a rerun picks a batch up.
 
-A call to a ``batch=True`` client parks its request as a line (:meth:`Batcher.park`) instead
-of sending it. The session's sender (:meth:`Batcher.serve`) sends the pending lines once none
-has come for the client's ``batch_wait_seconds``, once the oldest has waited
-:data:`MAX_WAIT_SECONDS`, or at once when they fill a file (:data:`MAX_BATCH_LINES` lines,
-:data:`MAX_BATCH_BYTES` bytes): as few files as the API's limits allow, one batch each. It
-polls them and wakes each call with its line's output record. A stage's calls start
-together and park within moments of each other, so they go out together: the SUT's samples
-in one round, the judge's verdicts (which need the SUT's answers) in the next. Nothing here
-knows the run's scheduler, and the run knows nothing of batches: the session says that its
-calls wait (:attr:`BatchedSession.holds`), and the run lets that many wait without a permit
-or a per-attempt timeout.
+A call of a batched session (:mod:`safecons.clients._batch_session`) parks its request as a
+line (:meth:`Batcher.park`) instead of sending it. The batcher's sender (:meth:`Batcher.serve`)
+sends the pending lines once none has come for the client's ``batch_wait_seconds``, once the
+oldest has waited :data:`MAX_WAIT_SECONDS`, or at once when they fill a file
+(:data:`~safecons.clients.MAX_BATCH_LINES` lines, :data:`~safecons.clients.MAX_BATCH_BYTES`
+bytes): as few files as the API's limits allow, one batch each. It polls them and wakes each
+call with its line's output record. A stage's calls start together and park within moments
+of each other, so they go out together: the SUT's samples in one round, the judge's verdicts
+(which need the SUT's answers) in the next. Nothing here knows the run's scheduler, and the
+run knows nothing of batches: the session says that its calls wait, and the run lets that
+many wait without a permit or a per-attempt timeout.
 
-Resuming: every batch is recorded in the run's cache (a :class:`BatchLedger`), with the keys of
-the calls it answers, as soon as the provider has created it; its calls are claimed there
+Resuming: every batch is recorded in the run's ledger (a
+:class:`~safecons.clients._batch_claims.BatchLedger`, kept in the cache's file), with the keys
+of the calls it answers, as soon as the provider has created it; its calls are claimed there
 before its file is uploaded. A rerun with the same cache asks the provider for the recorded
 batch of each of its calls before it makes a new one, so an interrupted notebook or CLI run
 picks up the batch it paid for, and a second process waits for the first's batch. A recorded
@@ -28,36 +29,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
-import os
-import secrets
-import socket
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
 
 from .._progress import progress_bar
 from .._tasks import user_stacklevel
-from .._text import valid_unicode
 from ..errors import AuthenticationError, BatchPickedUpWarning, BatchWarning, CacheWarning
-from ._base import (
-    AnsweredElsewhere,
-    Attempt,
-    CallFailed,
-    Completion,
-    Messages,
-    NonRetryableCallError,
-)
-from ._batch import (
-    MAX_BATCH_LINES,
+from ._batch_api import (
     POLL_GRACE_SECONDS,
     UNREAD,
     UNSTATED_EXPIRY_SECONDS,
@@ -65,97 +51,21 @@ from ._batch import (
     BatchError,
     BatchGone,
     BatchState,
-    short,
 )
-from ._openai import OpenAICompatible
+from ._batch_claims import (
+    LEDGER_ERRORS,
+    BatchClaims,
+    BatchLedger,
+    ClaimLease,
+    claim_tag,
+    new_claim,
+)
 
-__all__ = (
-    "CLAIM_PREFIX",
-    "BatchClaims",
-    "BatchLedger",
-    "BatchedSession",
-    "Batcher",
-    "LiveSession",
-    "batched_session",
-    "claim_tag",
-    "new_claim",
-)
+__all__ = ("MAX_WAIT_SECONDS", "STORED", "Batcher")
 
 #: The longest the oldest pending line waits for more before the lines are sent (seconds):
 #: a stage whose calls trickle in (a live SUT feeding a batched judge) still sends its lines.
 MAX_WAIT_SECONDS: Final = 60.0
-#: What begins a claim's id where a ledger keeps batch ids (no provider's batch id does).
-CLAIM_PREFIX: Final = "claim:"
-
-
-def new_claim() -> str:
-    """A claim id for :meth:`BatchLedger.claim_batch_lines`: ``claim:<tag>:<pid>@<host>``,
-    the tag (:func:`claim_tag`) also sent in the batch's metadata, so that a run taking over a
-    stale claim can find a batch its maker created but did not live to record."""
-    return f"{CLAIM_PREFIX}{secrets.token_hex(12)}:{os.getpid()}@{socket.gethostname()}"
-
-
-def claim_tag(claim: str) -> str:
-    """The part of ``claim`` a batch carries in its metadata (no host, no process)."""
-    return claim.removeprefix(CLAIM_PREFIX).split(":", 1)[0]
-
-
-@dataclass
-class BatchClaims:
-    """What :meth:`BatchLedger.claim_batch_lines` found of each key asked for."""
-
-    #: Claimed now: the caller makes their batch.
-    ours: list[str] = field(default_factory=list)
-    #: Held by a recorded batch (batch id -> keys): picked up, not made again.
-    held: dict[str, list[str]] = field(default_factory=dict)
-    #: Claimed by another run still at work (claim -> keys): wait for its record.
-    theirs: dict[str, list[str]] = field(default_factory=dict)
-    #: Taken over from a stale claim (claim -> keys; they are in :attr:`ours` too): its
-    #: maker may have made the batch before it died, tagged :func:`claim_tag`.
-    stale: dict[str, list[str]] = field(default_factory=dict)
-    #: When each stale claim was made, by its maker's clock (claim -> seconds since the
-    #: epoch): the provider's listing is read back to then (with a day's slack for clocks).
-    made: dict[str, float] = field(default_factory=dict)
-    #: Answered and stored meanwhile by another run (the caller missed the cache before it
-    #: was stored): replayed from the cache, never bought again.
-    stored: list[str] = field(default_factory=list)
-
-
-class BatchLedger(Protocol):
-    """Where a batched session records its batches and claims its calls: the run's response
-    cache (:class:`safecons.run._cache.ResponseCache` keeps them in a table of its file).
-    Every method may raise (a locked or broken file): the batcher warns and goes on."""
-
-    @property
-    def path(self) -> Path: ...
-
-    @property
-    def read_only(self) -> bool: ...
-
-    def record_batch(
-        self, batch: str, *, endpoint: str, keys: Iterable[str], claim: str | None = None
-    ) -> None: ...
-
-    def batches_holding(self, endpoint: str, keys: Iterable[str]) -> dict[str, list[str]]: ...
-
-    def prune_batch_lines(self, endpoint: str) -> int: ...
-
-    def forget_batch_lines(self, batch: str, keys: Iterable[str]) -> None: ...
-
-    def claim_batch_lines(
-        self,
-        claim: str,
-        *,
-        endpoint: str,
-        keys: Iterable[str],
-        stale_after: float,
-        anew: Iterable[str] = (),
-    ) -> BatchClaims: ...
-
-    def refresh_batch_claim(self, claim: str) -> None: ...
-
-    def release_batch_claim(self, claim: str) -> None: ...
-
 
 #: The first wait before looking at a batch again (seconds; doubling up to the client's
 #: ``batch_poll_seconds``).
@@ -163,13 +73,6 @@ FIRST_POLL_SECONDS: Final = 1.0
 #: Looks at a batch in a row that may fail (each after its own tries) before the run gives up
 #: on it: its lines fail, and its record stays so that a rerun picks it up.
 POLL_FAILURES: Final = 10
-#: How often a run waiting for another run's batch looks at the cache again (seconds).
-CLAIM_POLL_SECONDS: Final = 1.0
-#: How often a run beats its claim's heartbeat from the claim to the batch's record
-#: (seconds), and how long another run, timing it by its own monotonic clock, must see the
-#: heartbeat still before it takes the claim over (a run on another machine that died).
-CLAIM_REFRESH_SECONDS: Final = 30.0
-CLAIM_STALE_SECONDS: Final = 120.0
 #: The longest a run waits for the provider to take a cancel, when interrupted (seconds).
 CANCEL_SECONDS: Final = 15.0
 
@@ -231,7 +134,7 @@ class Batcher:
         wait: float,
     ) -> None:
         self.api = api
-        self._cache = ledger
+        self._ledger = ledger
         self._progress = progress
         self._wait = wait
         self.lines: dict[str, _Line] = {}  # parked and in a batch, by custom_id
@@ -331,20 +234,25 @@ class Batcher:
                 stacklevel=user_stacklevel(),
             )
         resumed, ended = set(held), set[str]()
+        finished = False
         try:
             await self._create(api, lines, held, resumed)
             await self._wait_all(lines, held, resumed=resumed, ended=ended)
-        except BaseException:
-            # Interrupted, or ended by an error (a key the Batch API no longer takes): name
-            # every batch still running (or cancel it, as the client says) before going.
-            with anyio.CancelScope(shield=True):
-                # All at once: each waits at most CANCEL_SECONDS for its cancel, so the clean-up
-                # of many batches takes that long at most, not that long for each.
-                async with anyio.create_task_group() as tg:
-                    for batch in held:
-                        if batch not in ended:
-                            tg.start_soon(self._interrupted, api, batch)
-            raise
+            finished = True
+        finally:
+            if not finished:
+                # Interrupted, or ended by an error (a key the Batch API no longer takes): name
+                # every batch still running (or cancel it, as the client says) before going.
+                await self._interrupted_all(api, [b for b in held if b not in ended])
+
+    async def _interrupted_all(self, api: BatchAPI, batches: list[str]) -> None:
+        """:meth:`_interrupted` for each of ``batches``, shielded from the interrupt itself."""
+        with anyio.CancelScope(shield=True):
+            # All at once: each waits at most CANCEL_SECONDS for its cancel, so the clean-up
+            # of many batches takes that long at most, not that long for each.
+            async with anyio.create_task_group() as tg:
+                for batch in batches:
+                    tg.start_soon(self._interrupted, api, batch)
 
     async def _create(
         self,
@@ -356,7 +264,7 @@ class Batcher:
         """A batch for each file of the ``lines`` no recorded batch holds, added to ``held``.
 
         Each file's calls are claimed in the cache before it is uploaded
-        (:meth:`~safecons.run._cache.ResponseCache.claim_batch_lines`): another run on the
+        (:meth:`~safecons.clients._batch_claims.BatchLedger.claim_batch_lines`): another run on the
         same cache (a second process started meanwhile) waits for this one's batch and picks
         it up rather than making its own; this one does the same for calls another run has
         claimed. Batches picked up so go in ``resumed``.
@@ -379,8 +287,10 @@ class Batcher:
                         "a batch by another run on the same cache: waiting to pick its batch up "
                         "rather than paying for them twice",
                     )
-                await anyio.sleep(CLAIM_POLL_SECONDS)
-                waited += CLAIM_POLL_SECONDS
+                lease = self._ledger.lease if self._ledger is not None else ClaimLease.default()
+                poll = lease.poll_seconds
+                await anyio.sleep(poll)
+                waited += poll
 
     async def _make(
         self,
@@ -405,6 +315,7 @@ class Batcher:
         # answer), or it would run and be paid for with no one to pick it up. The claim's
         # heartbeat beats from its making to its record, so no other run takes it over while
         # this one looks for a dead run's batch, uploads, or creates.
+        submitted = False
         with anyio.CancelScope(shield=True):
             try:
                 async with self._beating(claim if ours else None):
@@ -420,14 +331,15 @@ class Batcher:
                     if ours:
                         data = b"".join(lines[k].data for k in ours)
                         batch = await api.submit(data, name=_name(ours), tag=claim_tag(claim))
+                submitted = True
             except BatchError as exc:
-                self._give_up(claim, claims)
                 for key in ours:
                     lines[key].answer(_failure("batch_not_created", str(exc)), "(none)")
                 return [k for keys in claims.theirs.values() for k in keys]
-            except BaseException:
-                self._give_up(claim, claims)
-                raise
+            finally:
+                if not submitted:
+                    # No batch was made under the claim (an error, or an interrupt).
+                    self._give_up(claim, claims)
             if ours:
                 self._record(api, batch, ours, claim=claim)
                 held[batch] = ours
@@ -437,19 +349,21 @@ class Batcher:
 
     @asynccontextmanager
     async def _beating(self, claim: str | None) -> AsyncIterator[None]:
-        """Beat ``claim``'s heartbeat every :data:`CLAIM_REFRESH_SECONDS` for the block."""
-        if claim is None or self._cache is None:
+        """Beat ``claim``'s heartbeat every ``refresh_seconds`` of the ledger's lease for the
+        block."""
+        if claim is None or self._ledger is None:
             yield
             return
-        cache = self._cache
+        ledger = self._ledger
+        every = ledger.lease.refresh_seconds
         async with anyio.create_task_group() as tg:
 
             async def beat() -> None:
                 while True:
-                    await anyio.sleep(CLAIM_REFRESH_SECONDS)
+                    await anyio.sleep(every)
                     # A claim that cannot be refreshed goes stale, and is taken over.
-                    with contextlib.suppress(Exception):
-                        cache.refresh_batch_claim(claim)
+                    with contextlib.suppress(*LEDGER_ERRORS):
+                        ledger.refresh_batch_claim(claim)
 
             tg.start_soon(beat)
             try:
@@ -459,19 +373,19 @@ class Batcher:
 
     def _claim(self, api: BatchAPI, claim: str, keys: list[str]) -> BatchClaims:
         """Claim ``keys`` in the cache; with no cache to claim in, they are all this run's."""
-        if self._cache is not None and not self._cache.read_only:
+        if self._ledger is not None and not self._ledger.read_only:
             try:
                 # A call answered in this run, or whose batch this run gave up on, is asked
                 # again: its recorded batch would only say the same.
                 given_up = {key for _, key in self._given_up}
-                return self._cache.claim_batch_lines(
+                return self._ledger.claim_batch_lines(
                     claim,
                     endpoint=api.identity,
                     keys=keys,
-                    stale_after=CLAIM_STALE_SECONDS,
+                    stale_after=self._ledger.lease.stale_seconds,
                     anew={k for k in keys if k in self._delivered or k in given_up},
                 )
-            except Exception as exc:
+            except LEDGER_ERRORS as exc:
                 self._warn(
                     "write",
                     f"could not claim calls for a batch ({type(exc).__name__}: {exc}); another "
@@ -487,9 +401,9 @@ class Batcher:
             self._release(claim)
 
     def _release(self, claim: str) -> None:
-        if self._cache is not None:
-            with contextlib.suppress(Exception):  # a claim left behind goes stale
-                self._cache.release_batch_claim(claim)
+        if self._ledger is not None:
+            with contextlib.suppress(*LEDGER_ERRORS):  # a claim left behind goes stale
+                self._ledger.release_batch_claim(claim)
 
     async def _wait_all(
         self,
@@ -637,7 +551,7 @@ class Batcher:
     ) -> None:
         """``keys`` of ``batch`` could not be read now: each fails, its record kept
         (``again``: what was read is garbled; a rerun reads it once more, then sends anew)."""
-        writable = self._cache is not None and not self._cache.read_only
+        writable = self._ledger is not None and not self._ledger.read_only
         if not writable:
             resume = "no writable cache records it: look for it in the provider's console"
         elif again:
@@ -728,15 +642,15 @@ class Batcher:
         self._pend({key: lines[key] for key in keys})
 
     def _recorded(self, endpoint: str, lines: Iterable[str]) -> dict[str, list[str]]:
-        if self._cache is None:
+        if self._ledger is None:
             return {}
         try:
             if not self._pruned:
                 # The lines of calls whose answers are stored are never needed again.
                 self._pruned = True
-                self._cache.prune_batch_lines(endpoint)
-            held = self._cache.batches_holding(endpoint, lines)
-        except Exception as exc:
+                self._ledger.prune_batch_lines(endpoint)
+            held = self._ledger.batches_holding(endpoint, lines)
+        except LEDGER_ERRORS as exc:
             self._warn("read", f"could not read its recorded batches ({type(exc).__name__}: {exc})")
             return {}
         kept = {
@@ -748,7 +662,7 @@ class Batcher:
     def _record(
         self, api: BatchAPI, batch: str, keys: list[str], *, claim: str | None = None
     ) -> None:
-        if self._cache is None:
+        if self._ledger is None:
             self._warn(
                 "none",
                 f"batch {batch} was created with no cache to record it in: if this run is "
@@ -757,8 +671,8 @@ class Batcher:
             )
             return
         try:
-            self._cache.record_batch(batch, endpoint=api.identity, keys=keys, claim=claim)
-        except Exception as exc:
+            self._ledger.record_batch(batch, endpoint=api.identity, keys=keys, claim=claim)
+        except LEDGER_ERRORS as exc:
             self._warn(
                 "write",
                 f"could not record batch {batch} ({type(exc).__name__}: {exc}); a rerun cannot "
@@ -767,16 +681,20 @@ class Batcher:
 
     def _forget(self, batch: str, keys: list[str]) -> None:
         self._given_up.update((batch, key) for key in keys)
-        if self._cache is not None and keys:
+        if self._ledger is not None and keys:
             try:
-                self._cache.forget_batch_lines(batch, keys)
-            except Exception as exc:
+                self._ledger.forget_batch_lines(batch, keys)
+            except LEDGER_ERRORS as exc:
                 self._warn("write", f"could not update batch {batch}'s record ({exc})")
 
     def _warn(self, what: str, problem: str) -> None:
         if what not in self._warned:
             self._warned.add(what)
-            where = f"response cache {self._cache}" if self._cache is not None else "batch run"
+            where = (
+                f"response cache {str(self._ledger.path)!r}"
+                if self._ledger is not None
+                else "batch run"
+            )
             warnings.warn(f"{where}: {problem}", CacheWarning, stacklevel=2)
 
     async def _interrupted(self, api: BatchAPI, batch: str) -> None:
@@ -786,7 +704,7 @@ class Batcher:
             with anyio.move_on_after(CANCEL_SECONDS) as scope:
                 try:
                     await api.cancel(batch)
-                except Exception as exc:
+                except (BatchError, AuthenticationError) as exc:
                     warnings.warn(
                         f"batch {batch} of {api.identity}: could not cancel it ({exc}); "
                         "cancel it in the provider's console",
@@ -804,9 +722,9 @@ class Batcher:
             )
             return
         resume = (
-            f"run the same call again with the same cache ({self._cache.path}) to pick it up "
+            f"run the same call again with the same cache ({self._ledger.path}) to pick it up "
             "instead of paying twice"
-            if self._cache is not None and not self._cache.read_only
+            if self._ledger is not None and not self._ledger.read_only
             else "no writable cache records it, so a rerun cannot pick it up: cancel it in "
             "the provider's console if its answers are not wanted"
         )
@@ -836,111 +754,3 @@ def _why(state: BatchState) -> str:
 def _name(keys: list[str]) -> str:
     digest = hashlib.blake2b("\n".join(keys).encode(), digest_size=6).hexdigest()
     return f"safecons-{digest}.jsonl"
-
-
-class LiveSession(Protocol):
-    """What a batched session needs of the client's own session: the body it would send,
-    and how it reads an answer."""
-
-    def request_body(
-        self,
-        messages: Messages,
-        *,
-        temperature: float,
-        seed: int | None = None,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]: ...
-
-    def read_answer(self, status: int, data: bytes) -> Completion: ...
-
-
-class BatchedSession:
-    """A session whose every call is a line of a provider batch.
-
-    :meth:`attempt` builds the request the live session would send, hands it as a line to
-    the run (``lines``), and reads the line's output record as the live session reads an
-    answer. A line that failed (its status was not 200, the error file holds it, the batch
-    expired or was cancelled before it) is that call's error and is not tried again in this
-    run: running again sends it anew. A judge's verdict that does not parse is tried again,
-    as a live call is, in a later batch.
-    """
-
-    #: The judge may ask for structured output: the line's body is the live request's.
-    structured_output = True
-
-    #: How many of its calls may wait at once for their batch (a run lets that many units
-    #: start, each call waiting with no permit and no per-attempt timeout).
-    holds = MAX_BATCH_LINES
-
-    def __init__(self, live: LiveSession, batcher: Batcher) -> None:
-        self._live = live
-        self._api = batcher.api
-        self._batcher = batcher
-
-    async def attempt(
-        self,
-        attempt: Attempt,
-        messages: Messages,
-        *,
-        temperature: float,
-        seed: int | None = None,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> Completion:
-        """One attempt as the line ``attempt.key`` (its call's key) of a batch."""
-        custom_id = attempt.key
-        if custom_id is None:
-            raise RuntimeError("a batched call was made without its key (a safecons bug)")
-        body = self._live.request_body(
-            messages, temperature=temperature, seed=seed, response_format=response_format
-        )
-        record, batch = await self._batcher.park(custom_id, self._api.line(custom_id, body))
-        error = record.get("error")
-        if isinstance(error, Mapping) and error.get("code") == STORED:
-            attempt.started = False  # nothing was sent, nothing bought
-            raise AnsweredElsewhere(f"{self._api.identity}: answered meanwhile by another run")
-        return self._read(record, batch)
-
-    def _read(self, record: Mapping[str, Any], batch: str) -> Completion:
-        again = f"a line of batch {batch}; running again sends it anew"
-        response, error = record.get("response"), record.get("error")
-        if isinstance(response, Mapping) and isinstance(response.get("status_code"), int):
-            body = response.get("body")
-            try:
-                # A string body may hold a lone surrogate; an object, any nesting.
-                data = (
-                    valid_unicode(body).encode()
-                    if isinstance(body, str)
-                    else json.dumps(body).encode("utf-8", "replace")
-                )
-            except (ValueError, RecursionError):
-                data = b"not JSON safecons can read"
-            try:
-                return self._live.read_answer(response["status_code"], data)
-            except (CallFailed, AuthenticationError) as exc:
-                raise NonRetryableCallError(f"{exc} ({again})") from None
-        scrub = self._api.client.secrets.scrub
-        if isinstance(error, Mapping) and error.get("code") == UNREAD:
-            # Not failed: not readable now. The message says how a rerun picks it up.
-            said = scrub(short(error.get("message"), 600))
-            raise NonRetryableCallError(f"{self._api.identity}: batch {batch}: {said}")
-        if isinstance(error, Mapping):
-            said = scrub(f"{short(error.get('code'))}: {short(error.get('message'))}")[:300]
-            raise NonRetryableCallError(f"{self._api.identity}: the line failed: {said} ({again})")
-        raise NonRetryableCallError(f"{self._api.identity}: {again} came back with no answer")
-
-
-@asynccontextmanager
-async def batched_session(
-    client: OpenAICompatible, live: LiveSession, *, ledger: BatchLedger | None, progress: bool
-) -> AsyncIterator[BatchedSession]:
-    """A session of the ``batch=True`` ``client`` whose calls are lines of its provider's
-    batches, sent by a task of its own for as long as the block runs; ``live`` is the client's
-    own session (the bodies it would send, how it reads an answer). Interrupted, the sender
-    cancels or names every batch still running before the block ends."""
-    batcher = Batcher(BatchAPI(client), ledger, progress=progress, wait=client.batch_wait_seconds)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(batcher.serve)
-        try:
-            yield BatchedSession(live, batcher)
-        finally:
-            tasks.cancel_scope.cancel()

@@ -2,9 +2,9 @@
 
 What a client's batches need from the provider, and nothing of the run: upload a JSONL file of
 requests (``/files``, purpose ``batch``), create a batch over it (``/batches``, completion window
-24 hours), look at its progress, read its output and error files, cancel it. The batched
-session (:mod:`safecons.clients._batcher`) decides which calls go in which file, when, and
-records each batch in the run's cache; each of its calls' answers comes from a batch's output
+24 hours), look at its progress, read its output and error files, cancel it. The batcher
+(:mod:`safecons.clients._batch_run`) decides which calls go in which file, when, and records
+each batch in the run's ledger; each of its calls' answers comes from a batch's output
 line instead of a request of its own.
 """
 
