@@ -12,6 +12,7 @@ refusals, vague answers and harmless play-along). It ships as plain arrays
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Literal
 
@@ -58,10 +59,7 @@ class HarmClassifier(TextModel):
         ]
 
 
-_DEFAULT: list[HarmClassifier] = []
-
-
+@functools.cache
 def default_harm() -> HarmClassifier:
-    if not _DEFAULT:
-        _DEFAULT.append(HarmClassifier())
-    return _DEFAULT[0]
+    """The shipped harm head, loaded once per process."""
+    return HarmClassifier()

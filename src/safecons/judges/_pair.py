@@ -15,6 +15,7 @@ learns from are those of answers they never saw, and ships as plain arrays
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from importlib import resources
@@ -121,10 +122,7 @@ class PairModel:
         return logistic(self.decision(features))
 
 
-_DEFAULT: list[PairModel] = []
-
-
+@functools.cache
 def default_pair() -> PairModel:
-    if not _DEFAULT:
-        _DEFAULT.append(PairModel())
-    return _DEFAULT[0]
+    """The shipped pair model, loaded once per process."""
+    return PairModel()

@@ -9,6 +9,7 @@ example, a test a sample).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -263,14 +264,10 @@ class PostureClassifier(TextModel):
         ]
 
 
-_DEFAULT: list[PostureClassifier] = []
-
-
+@functools.cache
 def default_posture() -> PostureClassifier:
     """The shipped classifier, loaded once per process."""
-    if not _DEFAULT:
-        _DEFAULT.append(PostureClassifier())
-    return _DEFAULT[0]
+    return PostureClassifier()
 
 
 #: What is read of one answer at most (the offline judge, :meth:`PostureClassifier.predict_proba`,
