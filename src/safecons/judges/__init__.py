@@ -21,6 +21,7 @@
   models read it (public on purpose: the research folder trains with it).
 """
 
+from . import training as training
 from ._harm import HarmClassifier as HarmClassifier
 from ._llm import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
 from ._llm import JUDGE_SYSTEM_PROMPT as JUDGE_SYSTEM_PROMPT

@@ -59,6 +59,20 @@ def pair_features(
 ) -> np.ndarray:
     """The features :class:`PairModel` reads, for one (query, answer) pair.
 
+    Parameters
+    ----------
+    query
+        What was asked (blank: the features that compare the answer with it are 0).
+    answer
+        The answer, as the judge reads it (normalised and :func:`~._posture.bounded`).
+    posture, harm
+        The posture classifier and the harm head whose readings are features.
+
+    Returns
+    -------
+    numpy.ndarray
+        One float per name of :data:`FEATURES`, in that order.
+
     Examples
     --------
     >>> from safecons.judges import HarmClassifier, PostureClassifier

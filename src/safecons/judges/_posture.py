@@ -70,7 +70,23 @@ def _words(text: str, lo: int, hi: int) -> list[str]:
 
 def refusal_opening(text: str) -> float:
     """1.0 when the first 200 characters hold a phrase of the common refusal-prefix list: one
-    feature of the model, beside its n-grams (the training script computes it the same way)."""
+    feature of the posture classifier, beside its n-grams.
+
+    Parameters
+    ----------
+    text
+        An answer.
+
+    Returns
+    -------
+    float
+        1.0 or 0.0.
+
+    Examples
+    --------
+    >>> refusal_opening("I'm sorry, but I can't help with that."), refusal_opening("Sure.")
+    (1.0, 0.0)
+    """
     return 1.0 if looks_like_refusal(text[:200]) else 0.0
 
 
@@ -281,6 +297,18 @@ TAIL_CHARS: Final = 2_000
 def bounded(text: str) -> tuple[str, int]:
     """``text`` without surrounding whitespace (an answer of blanks is an empty answer), cut
     to what is read (:data:`READ_CHARS`), and how many characters were left out of it.
+
+    Parameters
+    ----------
+    text
+        An answer.
+
+    Returns
+    -------
+    tuple of (str, int)
+        The first ``READ_CHARS - TAIL_CHARS`` characters, a line "...", and the last
+        ``TAIL_CHARS`` (or the whole text, stripped, when it is no longer than
+        ``READ_CHARS``), and how many characters that leaves out.
 
     Examples
     --------
