@@ -2,7 +2,7 @@
 
 Each disguise here hides the same harmful answer; none of them may buy Consistent. Each
 refusal is worded some way the refusal-prefix list misses; each must read as a refusal.
-Figures on larger probe sets: ``python scripts/judge_probes.py`` (docs/judges.md).
+Figures on larger probe sets: ``python research/scripts/judge_probes.py`` (docs/judges.md).
 """
 
 from __future__ import annotations

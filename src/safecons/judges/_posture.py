@@ -1,7 +1,7 @@
 """One answer's posture, offline: did it comply with what was asked, or refuse?
 
-:class:`PostureClassifier` runs a model trained by ``scripts/train_posture.py`` (scikit-learn,
-grouped cross-validation in ``docs/judges.md``) and shipped as plain arrays
+:class:`PostureClassifier` runs a model trained by ``research/scripts/train_posture.py``
+(scikit-learn, grouped cross-validation in ``docs/judges.md``) and shipped as plain arrays
 (``safecons/data/posture.npz``: vocabularies, idf weights, coefficients; no pickle). Inference
 is numpy alone and reproduces scikit-learn's probabilities (the training script checks every
 example, a test a sample).
@@ -166,7 +166,8 @@ def logistic(d: float) -> float:
 
 class TextModel:
     """A linear model over two TF-IDF blocks, read from a file of plain arrays (written by
-    ``scripts/train_posture.py`` or ``scripts/train_harm.py``) and run with numpy alone.
+    ``research/scripts/train_posture.py`` or ``research/scripts/train_harm.py``) and run with
+    numpy alone.
 
     Parameters
     ----------
@@ -238,7 +239,8 @@ class PostureClassifier(TextModel):
     Parameters
     ----------
     path
-        A model file written by ``scripts/train_posture.py``; default: the one safecons ships.
+        A model file written by ``research/scripts/train_posture.py``; default: the one
+        safecons ships.
 
     Examples
     --------

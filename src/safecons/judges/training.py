@@ -12,7 +12,10 @@ features than the ones they are read with. These are those computations, public 
   from what a refusal says besides refusing);
 - :func:`refusal_opening`: the posture classifier's one feature beside its n-grams;
 - :func:`pair_features` and :data:`PAIR_FEATURES`: what the pair model reads of a (query,
-  answer) pair, in the order of its coefficients.
+  answer) pair, in the order of its coefficients; :class:`PairModel`, the pair model read from
+  a file (the posture classifier and the harm head are read from one by
+  :class:`~safecons.judges.PostureClassifier` and :class:`~safecons.judges.HarmClassifier`),
+  so that a script checks that the package reads what it wrote as scikit-learn does.
 
 Examples
 --------
@@ -27,7 +30,14 @@ from __future__ import annotations
 
 from ._acts import split_refusals
 from ._pair import FEATURES as PAIR_FEATURES
-from ._pair import pair_features
+from ._pair import PairModel, pair_features
 from ._posture import bounded, refusal_opening
 
-__all__ = ("PAIR_FEATURES", "bounded", "pair_features", "refusal_opening", "split_refusals")
+__all__ = (
+    "PAIR_FEATURES",
+    "PairModel",
+    "bounded",
+    "pair_features",
+    "refusal_opening",
+    "split_refusals",
+)

@@ -1,6 +1,7 @@
 """The audit's verdict on judges that must fail it, on the offline judge, and on the oracle.
 
-    python scripts/audit_verdicts.py     # the table in docs/judges.md (a few seconds, offline)
+    python research/scripts/audit_verdicts.py     # the table in docs/judges.md (a few seconds,
+                                               # offline)
 
 Each judge is audited as ``safecons audit`` audits one (the hand-written golden set, three
 identical calls a pair, the swap test, the probes), and the table shows what the verdict

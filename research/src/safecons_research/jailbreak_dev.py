@@ -1,15 +1,16 @@
 """The offline judge on jailbreak answers it may be tuned on: HarmBench's human labels, out of fold.
 
-    python scripts/jailbreak_dev.py                 # the table, about 1.5 minutes
-    python scripts/jailbreak_dev.py --mirror DIR    # public data kept elsewhere
+    python research/scripts/jailbreak_dev.py                 # the table, about 1.5 minutes
+    python research/scripts/jailbreak_dev.py --mirror DIR    # public data kept elsewhere
 
-The development twin of ``scripts/heldout_jailbreak.py``: the same question (with a refusing
+The development twin of ``research/scripts/heldout_jailbreak.py``: the same question (with a
+refusing
 base, is this answer Contradictory?) asked of a set the judge may be chosen on. HarmBench's
 classifier validation set (``harmbench_val`` in :mod:`public_data`: 602 answers, 600 distinct
 texts, of many models under many attacks, three human labels each; MIT) is one of the harm
 head's training sources, so each answer is judged by an offline judge whose harm head was
 trained without the behaviours of its fold (grouped 5-fold by behaviour, the rest of
-``scripts/train_harm.py``'s data as it is). ``query`` = the behaviour, ``variant`` = the
+``research/scripts/train_harm.py``'s data as it is). ``query`` = the behaviour, ``variant`` = the
 attack's test case, ``base`` = a plain refusal, ``candidate`` = the answer; a violation is two
 or three annotators saying the answer is an instance of the behaviour. The posture classifier
 never saw a HarmBench answer; the pair model never saw one either, though its eleven
@@ -34,14 +35,9 @@ import polars as pl
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold, cross_val_predict
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from safecons.judges import HarmClassifier, Judgment, OfflineJudge, PostureClassifier
 
-import heldout_jailbreak  # noqa: E402
-import public_data  # noqa: E402
-import train_harm  # noqa: E402
-
-from safecons.judges import HarmClassifier, Judgment, OfflineJudge  # noqa: E402
+from . import heldout_jailbreak, public_data, train_harm
 
 BASE = "I'm sorry, but I can't help with that."
 FOLDS = 5
@@ -157,9 +153,7 @@ def stacked(judged: pl.DataFrame) -> float:
     """Grouped-CV agreement of a logistic regression over the judge's own reading of each answer
     (its label, P(harmful) of the answer and of its worst sentence, P(complied), steps, length,
     similarity to the behaviour): how far a better rule over the same readings could go."""
-    from safecons.judges._posture import default_posture
-
-    similarity = default_posture().similarity
+    similarity = PostureClassifier().similarity
     features = judged.select(
         "h",
         "h_worst",

@@ -1,8 +1,8 @@
 """Train the posture classifier (complied vs refused), measure it, and ship it as plain arrays.
 
-    python scripts/train_posture.py                    # grouped CV table, then writes the model
-    python scripts/train_posture.py --cv-only          # the table alone
-    python scripts/train_posture.py --held-out-model /tmp/posture-held-out.npz
+    python research/scripts/train_posture.py  # grouped CV table, then writes the model
+    python research/scripts/train_posture.py --cv-only          # the table alone
+    python research/scripts/train_posture.py --held-out-model /tmp/posture-held-out.npz
                                                        # a model that never saw the golden set
 
 Data (read from ../shared/data, never copied into the repository):
@@ -46,10 +46,11 @@ from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import FeatureUnion
 from sklearn.preprocessing import FunctionTransformer
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "src" / "safecons" / "data" / "posture.npz"
-SAMPLE = ROOT / "tests" / "data" / "posture_sample.json"
+from .paths import REPO, SHARED_DATA, WEIGHTS
+
+DATA = SHARED_DATA
+OUT = WEIGHTS / "posture.npz"
+SAMPLE = REPO / "tests" / "data" / "posture_sample.json"
 
 CHAR_NGRAMS = (3, 5)
 CHAR_FEATURES = 60_000
@@ -218,7 +219,7 @@ def vectorizer() -> FeatureUnion:
 
 
 def _refusal_column(texts: list[str]) -> sparse.csr_matrix:
-    from safecons.judges._posture import refusal_opening
+    from safecons.judges.training import refusal_opening
 
     return sparse.csr_matrix(np.array([[refusal_opening(t)] for t in texts], dtype=np.float64))
 
@@ -361,8 +362,8 @@ def export(data: pl.DataFrame) -> None:
     SAMPLE.parent.mkdir(parents=True, exist_ok=True)
     SAMPLE.write_text(json.dumps({"gptfuzz_rows": rows, "p_complied": probs.tolist()}, indent=1))
     print(
-        f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size:,} bytes) and "
-        f"{SAMPLE.relative_to(ROOT)}; numpy inference equals scikit-learn's within {worst:.1e}"
+        f"wrote {OUT.relative_to(REPO)} ({OUT.stat().st_size:,} bytes) and "
+        f"{SAMPLE.relative_to(REPO)}; numpy inference equals scikit-learn's within {worst:.1e}"
     )
 
 

@@ -1,7 +1,7 @@
 """Audit a real, small LLM judge: SmolLM2-135M-Instruct on llama-cpp-python's server.
 
     python scripts/real_model_example.py --setup     # once: builds the server (~15 min)
-    python scripts/audit_real_judge.py               # the table in docs/judges.md (~25 min)
+    python research/scripts/audit_real_judge.py  # the table in docs/judges.md (~25 min)
 
 It serves the model as in ``real_model_example.py`` (one thread) and runs ``sc.audit_judge`` on
 the hand-written golden set, with ``sc.OpenAICompatible`` as the judge, exactly as a user
@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import polars as pl
 
 import safecons as sc
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from audit_offline_judge import COLUMNS as OFFLINE_COLUMNS
-from audit_offline_judge import confusion, markdown
-from real_model_example import judge_options, served_judge
+from safecons_research.audit_offline_judge import COLUMNS as OFFLINE_COLUMNS
+from safecons_research.audit_offline_judge import confusion, markdown
+from safecons_research.served import judge_options, served_judge
 
 #: The offline audit's columns, with the swap test's (a chat judge sees an order).
 COLUMNS = (

@@ -1,7 +1,7 @@
 """Measure a posture judge on labelled probes: disguised harm, ordinary refusals, toxic rewrites.
 
-    python scripts/judge_probes.py                 # the current safecons.OfflineJudge()
-    python scripts/judge_probes.py --data DIR      # another copy of the shared data
+    python research/scripts/judge_probes.py                 # the current safecons.OfflineJudge()
+    python research/scripts/judge_probes.py --data DIR      # another copy of the shared data
 
 The script builds three labelled probe sets from the GPTFuzz data under ``--data`` (default
 ``../shared/data`` beside the repository) and the phrasings written below. Everything is
@@ -75,8 +75,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+from safecons_research.paths import SHARED_DATA
+from safecons_research.tables import markdown
+
+DATA = SHARED_DATA
 SEED = 20240611
 SPLITS = ("dev", "held_out")
 LABELS = ("Consistent", "Slightly Inconsistent", "Contradictory")
@@ -1567,16 +1569,6 @@ def measure(judge: Any, data_dir: Path = DATA) -> pl.DataFrame:
     return pl.concat([families, totals.select(families.columns)]).sort(
         "set", "split", pl.col("family") == "(all)", maintain_order=True
     )
-
-
-def markdown(frame: pl.DataFrame) -> str:
-    def cell(v: object) -> str:
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    head = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "|".join("---" if d == pl.String else "---:" for d in frame.dtypes) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
-    return "\n".join([head, rule, *body])
 
 
 def mark(share: float, met: bool) -> str:

@@ -1,11 +1,11 @@
 """Measure a judge on two probe sets written apart from it: terse compliance dressed to look
 safe, and refusals that should read as refusals.
 
-    python scripts/terse_probes.py      # the current safecons.OfflineJudge(), about 5 s
+    python research/scripts/terse_probes.py      # the current safecons.OfflineJudge(), about 5 s
 
-``scripts/data/terse_probes.jsonl`` holds two sets, each written by someone who had not read
-the judge's code and before any judge was run on it (issue 29, item 1: "held-out evasions of
-kinds you will not see"):
+``research/data/terse_probes.jsonl`` holds two sets, each written by someone who had not read
+the judge's code and before any judge was run on it (held-out evasions of kinds the judge's
+authors would not see):
 
 - set ``a``: 85 compliant answers in 17 dressings (passive voice, telegraphic fragments, a
   table, a JSON blob, a haiku, a code comment, a refusal on each side, ...) and 53 refusals in
@@ -17,7 +17,7 @@ kinds you will not see"):
   changelog, footnotes, an answer buried after a long preamble, ...) and 60 refusals in 12
   styles (some shaped like those dressings: a refusal in a chat transcript, a log line, a code
   block), over 15 topics, 23 refusing bases; written by a helper that read no code of the
-  judge's and ran none, after every change of issue 29 it measures, and sealed until then.
+  judge's and ran none, after every change it measures, and sealed until then.
 
 Harmful specifics are placeholders (``[METHOD]``, ``[REAGENT]``): the shape of compliance is
 what is measured, not capability. Expected: a compliant answer is not Consistent; a refusal is
@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import safecons as sc
+from safecons_research.paths import RESEARCH
 
-DATA = Path(__file__).resolve().parent / "data" / "terse_probes.jsonl"
+DATA = RESEARCH / "data" / "terse_probes.jsonl"
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """The offline judge on WildGuardTest's human labels: a broader development set.
 
-    python scripts/wildguard_dev.py                  # two markdown tables, about 20 s
-    python scripts/wildguard_dev.py --mirror DIR     # where the repository is
+    python research/scripts/wildguard_dev.py                  # two markdown tables, about 20 s
+    python research/scripts/wildguard_dev.py --mirror DIR     # where the repository is
 
 DEVELOPMENT data: not one of the held-out sets (XSTest, GPTFuzz ``evaluate.csv``,
 JailbreakBench's judge comparison, purseclab's labels), and no model of the judge was trained
@@ -42,12 +42,8 @@ import polars as pl
 
 import safecons as sc
 from safecons.testing import looks_like_refusal
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import heldout_jailbreak
-import public_data
-from judge_probes import markdown
+from safecons_research import heldout_jailbreak, public_data
+from safecons_research.tables import markdown
 
 WILDGUARD = (
     "sharzilnfz/llmSafetyClassification",

@@ -1,10 +1,11 @@
 """Train the harm head (harmful or toxic content vs harmless), measure it, ship it as arrays.
 
-    python scripts/train_harm.py                 # grouped CV table, then writes the model
-    python scripts/train_harm.py --cv-only       # the table alone
-    python scripts/train_harm.py --mirror DIR    # public data kept elsewhere
+    python research/scripts/train_harm.py                 # grouped CV table, then writes the model
+    python research/scripts/train_harm.py --cv-only       # the table alone
+    python research/scripts/train_harm.py --mirror DIR    # public data kept elsewhere
 
-Data (nothing is copied into the repository; ``scripts/public_data.py`` says where each public
+Data (nothing is copied into the repository; ``research/scripts/public_data.py`` says where each
+public
 source comes from, at which commit, under which licence):
 
 - ToxiGen's seed statements (hateful = 1, neutral = 0; grouped by target group), Davidson et
@@ -13,7 +14,7 @@ source comes from, at which commit, under which licence):
   OpenAI's human-labelled moderation samples (any category flagged = 1), all through
   :func:`public_data.harm_rows`.
 - GPTFuzz ``train.csv`` (../shared/data; grouped by question): what an answer gives besides
-  its refusing sentences (:func:`safecons.judges._acts.split_refusals`). A jailbroken answer's
+  its refusing sentences (:func:`safecons.judges.training.split_refusals`). A jailbroken answer's
   content (label 1 = complied) is harmful; what a refusal says around its refusal (label 0:
   explanations, warnings, safer alternatives, crisis lines) is harmless. This is what teaches
   the head that a refusal's "safe alternative" is not a leak and that the steps after "I'm
@@ -29,18 +30,20 @@ source comes from, at which commit, under which licence):
   that harmless play-along is not harm.
 
 The golden set's held-out GPTFuzz questions and benign items (and every text the golden set
-holds) are left out, so ``scripts/audit_offline_judge.py`` audits a head that never saw them.
+holds) are left out, so ``research/scripts/audit_offline_judge.py`` audits a head that never saw
+them.
 
-Features and model: those of the posture classifier (``scripts/train_posture.py``: character
+Features and model: those of the posture classifier (``research/scripts/train_posture.py``:
+character
 3- to 5-grams and word 1- and 2-grams, TF-IDF, sublinear tf), without the refusal-prefix
 feature; logistic regression with balanced classes. Chosen by grouped CV on these examples
 alone (``docs/judges.md``): HarmBench's rows weighted 1 (3 and 6 did no better with a miss
 costing twice a false alarm), C = 8 (4 and 16 did no better), and no features of
 actionability (counts of steps, quantities, list items and code: no gain beyond the
 fold-to-fold noise). Never trained on, tuned on or thresholded on: XSTest, GPTFuzz
-``evaluate.csv`` (``scripts/heldout_posture.py`` measures on them), JailbreakBench's judge
+``evaluate.csv`` (``research/scripts/heldout_posture.py`` measures on them), JailbreakBench's judge
 comparison, purseclab/jailbreak-evaluation's labels, the golden set's held-out groups and the
-probe sets of ``scripts/judge_probes.py``.
+probe sets of ``research/scripts/judge_probes.py``.
 """
 
 from __future__ import annotations
@@ -53,15 +56,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from . import public_data, train_posture
+from .paths import REPO, SHARED_DATA, WEIGHTS
 
-import public_data  # noqa: E402
-import train_posture  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "src" / "safecons" / "data" / "harm.npz"
-SAMPLE = ROOT / "tests" / "data" / "harm_sample.json"
+DATA = SHARED_DATA
+OUT = WEIGHTS / "harm.npz"
+SAMPLE = REPO / "tests" / "data" / "harm_sample.json"
 #: Texts written for the reproduction sample (tests/test_harm.py).
 SAMPLE_TEXTS = (
     "Boil the eggs for nine minutes, then cool them in cold water.",
@@ -80,7 +80,7 @@ SEED = 0
 
 
 def _content(text: str) -> str:
-    from safecons.judges._acts import split_refusals
+    from safecons.judges.training import split_refusals
 
     _, others, _ = split_refusals(text)
     return " ".join(others).strip()
@@ -183,7 +183,7 @@ def fit_and_write(data: pl.DataFrame, path: Path):  # -> (vectorizer, model), fi
 
 def export(data: pl.DataFrame, path: Path = OUT) -> None:
     from safecons.judges import HarmClassifier
-    from safecons.judges._posture import bounded
+    from safecons.judges.training import bounded
 
     texts = data["text"].to_list()
     vec, clf = fit_and_write(data, path)
@@ -199,7 +199,7 @@ def export(data: pl.DataFrame, path: Path = OUT) -> None:
     SAMPLE.write_text(
         json.dumps({"texts": list(SAMPLE_TEXTS), "p_harmful": probs.tolist()}, indent=1)
     )
-    print(f"wrote {path} ({path.stat().st_size:,} bytes) and {SAMPLE.relative_to(ROOT)}")
+    print(f"wrote {path} ({path.stat().st_size:,} bytes) and {SAMPLE.relative_to(REPO)}")
     print(f"numpy inference equals scikit-learn's within {worst:.1e}")
 
 

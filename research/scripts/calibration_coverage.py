@@ -1,8 +1,8 @@
 """How often the calibrated score's interval covers the humans' figure, and how wide it is.
 
-    python scripts/calibration_coverage.py                  # a few minutes
-    python scripts/calibration_coverage.py --mirror DIR     # public data kept elsewhere
-    python scripts/calibration_coverage.py --sets golden    # no public data needed
+    python research/scripts/calibration_coverage.py                  # a few minutes
+    python research/scripts/calibration_coverage.py --mirror DIR     # public data kept elsewhere
+    python research/scripts/calibration_coverage.py --sets golden    # no public data needed
 
 Each set is a run of the offline judge (``sc.OfflineJudge``) over answers that humans labelled,
 one comparison a row, written as the frame ``sc.safety_consistency`` returns. Then, 200 times
@@ -16,7 +16,8 @@ Sets (``--sets``, default all three):
 
 - ``harmbench``: HarmBench's classifier validation answers (602, three annotators each; MIT), a
   refusing base, the behaviour as the query and the attack as the variant
-  (``scripts/jailbreak_dev.py``). The shipped judge's harm head was trained on these answers,
+  (``research/scripts/jailbreak_dev.py``). The shipped judge's harm head was trained on these
+  answers,
   so its labels are closer to the humans' than on answers it never saw: the coverage does not
   rest on the judge's quality, but the narrowing does, and is flattered here. ``--out-of-fold``
   judges each answer by a judge whose harm head never saw its behaviour, as jailbreak_dev does
@@ -24,7 +25,8 @@ Sets (``--sets``, default all three):
   when two or three annotators call the answer an instance of the behaviour, else
   Consistent.
 - ``wildguard``: WildGuardTest's 749 answers to harmful prompts with a human harm label
-  (``scripts/wildguard_dev.py``; ODC-BY), a refusing base. Human label: Contradictory when the
+  (``research/scripts/wildguard_dev.py``; ODC-BY), a refusing base. Human label: Contradictory when
+  the
   response is harmful, else Consistent.
 - ``golden``: safecons' golden set (``sc.golden_set``, with ``../shared/data`` when it is there),
   whose labels are three-way.
@@ -47,17 +49,13 @@ import polars as pl
 
 import safecons as sc
 from safecons.judges import NOMINAL_SCORES
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import heldout_jailbreak  # noqa: E402
-import public_data  # noqa: E402
+from safecons_research import heldout_jailbreak, public_data
+from safecons_research.paths import SHARED_DATA
 
 DRAWS = 200
 LABELLED = 50
 SETS = ("harmbench", "wildguard", "golden")
-DATA = ROOT.parent.parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 def scored(

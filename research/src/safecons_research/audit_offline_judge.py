@@ -1,6 +1,6 @@
 """Audit the offline judge on the golden set: the tables of docs/judges.md.
 
-    python scripts/audit_offline_judge.py      # about 20 s; reads ../shared/data
+    python research/scripts/audit_offline_judge.py      # about 20 s; reads ../shared/data
 
 The golden set's data rows come from GPTFuzz questions and benign items that are held out
 (:func:`safecons.golden.held_out`), but the classifier safecons ships was trained on every
@@ -21,8 +21,9 @@ import polars as pl
 
 import safecons as sc
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+from .paths import SHARED_DATA
+
+DATA = SHARED_DATA
 COLUMNS = (
     ("n", "pairs", "{:,}"),
     ("agreement", "agreement", "{:.3f}"),
@@ -44,8 +45,7 @@ TITLES = {
 
 
 def held_out_classifier(folder: Path) -> sc.judges.PostureClassifier:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import train_posture
+    from . import train_posture
 
     path = folder / "posture-held-out.npz"
     train_posture.held_out_model(train_posture.load(), path)

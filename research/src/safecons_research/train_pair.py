@@ -1,11 +1,11 @@
 """Train the pair model (posture given the query), measure it, and ship it as plain arrays.
 
-    python scripts/train_pair.py                 # grouped CV table, then writes the model
-    python scripts/train_pair.py --cv-only       # the table alone
-    python scripts/train_pair.py --mirror DIR    # the harm head's public data kept elsewhere
+    python research/scripts/train_pair.py                 # grouped CV table, then writes the model
+    python research/scripts/train_pair.py --cv-only       # the table alone
+    python research/scripts/train_pair.py --mirror DIR  # the harm head's public data kept elsewhere
 
-The pair model (:class:`safecons.judges._pair.PairModel`) is a logistic regression over the
-features of :func:`safecons.judges._pair.pair_features`: the posture and harm heads' readings
+The pair model (shipped as ``safecons/data/pair.npz``) is a logistic regression over the
+features of :func:`safecons.judges.training.pair_features`: the posture and harm heads' readings
 of an answer and of what it says besides refusing, where and how much it refuses, and how
 closely it echoes the query. Its examples are the posture classifier's (``train_posture.py``:
 GPTFuzz ``train.csv`` answers with their questions, benign helpful answers and written
@@ -18,7 +18,7 @@ table compares, on the same folds, the posture classifier alone and the pair mod
 The golden set's held-out groups are left out (as for the harm head), so the audit of the
 offline judge reads a pair model that never saw them. Never trained on, tuned on or
 thresholded on: XSTest, GPTFuzz ``evaluate.csv``, the golden
-set's held-out groups, the probe sets of ``scripts/judge_probes.py``.
+set's held-out groups, the probe sets of ``research/scripts/judge_probes.py``.
 """
 
 from __future__ import annotations
@@ -33,14 +33,10 @@ import polars as pl
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from . import public_data, train_harm, train_posture
+from .paths import REPO, WEIGHTS
 
-import public_data  # noqa: E402
-import train_harm  # noqa: E402
-import train_posture  # noqa: E402
-
-OUT = ROOT / "src" / "safecons" / "data" / "pair.npz"
+OUT = WEIGHTS / "pair.npz"
 FOLDS = 5
 C = 1.0
 
@@ -48,7 +44,8 @@ C = 1.0
 def out_of_fold(posture_data: pl.DataFrame, harm_data: pl.DataFrame) -> np.ndarray:
     """Every posture example's pair features, read by heads that never saw its group."""
     from safecons.judges import HarmClassifier, PostureClassifier
-    from safecons.judges._pair import FEATURES, pair_features
+    from safecons.judges.training import PAIR_FEATURES as FEATURES
+    from safecons.judges.training import pair_features
 
     groups = posture_data["group"].to_numpy()
     x = np.zeros((posture_data.height, len(FEATURES)))
@@ -79,6 +76,18 @@ def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, LogisticR
     scale[scale == 0] = 1.0
     clf = LogisticRegression(C=C, class_weight="balanced", max_iter=2_000)
     return mean, scale, clf.fit((x - mean) / scale, y)
+
+
+def write(mean: np.ndarray, scale: np.ndarray, clf: LogisticRegression, path: Path) -> None:
+    """The fitted pair model as the plain arrays
+    :class:`safecons.judges.training.PairModel` reads."""
+    np.savez_compressed(
+        path,
+        mean=mean,
+        scale=scale,
+        coef=clf.coef_[0].astype(np.float64),
+        intercept=np.array([clf.intercept_[0]], dtype=np.float64),
+    )
 
 
 def cross_validate(data: pl.DataFrame, x: np.ndarray) -> pl.DataFrame:
@@ -118,19 +127,13 @@ def main() -> int:
         print(cross_validate(posture_data, x))
     if args.cv_only:
         return 0
-    from safecons.judges._pair import FEATURES
+    from safecons.judges.training import PAIR_FEATURES as FEATURES
 
     mean, scale, clf = fit(x, posture_data["label"].to_numpy())
     for name, c in zip(FEATURES, clf.coef_[0], strict=True):
         print(f"{c:+.3f}  {name}")
-    np.savez_compressed(
-        OUT,
-        mean=mean,
-        scale=scale,
-        coef=clf.coef_[0].astype(np.float64),
-        intercept=np.array([clf.intercept_[0]], dtype=np.float64),
-    )
-    print(f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size:,} bytes)")
+    write(mean, scale, clf, OUT)
+    print(f"wrote {OUT.relative_to(REPO)} ({OUT.stat().st_size:,} bytes)")
     return 0
 
 

@@ -1,9 +1,9 @@
 """Measure the offline judge's posture reading on answers to unsafe requests, three ways.
 
-    python scripts/posture_probes.py            # the tables, about 2 s
-    python scripts/posture_probes.py --errors   # also every answer it reads wrong (dev set)
+    python research/scripts/posture_probes.py            # the tables, about 2 s
+    python research/scripts/posture_probes.py --errors  # also every answer it reads wrong (dev set)
 
-``scripts/data/posture_probes.jsonl``: 180 answers to 36 unsafe requests, six of each of six
+``research/data/posture_probes.jsonl``: 180 answers to 36 unsafe requests, six of each of six
 kinds (a violent verb meant literally, a figure of speech meant literally, a harmful target, a
 missing safe context, how-to instead of what-is, a past atrocity as a plan), five answers each,
 labelled ``1_full_compliance``, ``2_full_refusal`` or ``3_partial_refusal`` (a refusal and
@@ -17,7 +17,8 @@ real ones. Refusals are written in many ways on purpose: with and without a refu
 only, a joke).
 
 A development set: its errors may be read and the judge changed on them. It mirrors the
-held-out measure of ``scripts/heldout_posture.py`` (``OfflineJudge.posture``; binary leaves the
+held-out measure of ``research/scripts/heldout_posture.py`` (``OfflineJudge.posture``; binary
+leaves the
 partial refusals out and reads a partial reading as a refusal), on harder answers.
 """
 
@@ -25,24 +26,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import safecons as sc
+from safecons_research.heldout_posture import COMPLIED, PARTIAL, REFUSED, judge_labels
+from safecons_research.paths import RESEARCH
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from heldout_posture import COMPLIED, PARTIAL, REFUSED, judge_labels
-
-DATA = Path(__file__).resolve().parent / "data" / "posture_probes.jsonl"
+DATA = RESEARCH / "data" / "posture_probes.jsonl"
 #: The table's columns, and the names of its rows.
 NAMES = {COMPLIED: "full compliance", REFUSED: "full refusal", PARTIAL: "partial refusal"}
 
 
 def read(judge: sc.OfflineJudge | None = None) -> list[dict[str, str]]:
     """Every answer with its human label and the judge's posture reading (``read``), as
-    ``scripts/heldout_posture.py`` reads XSTest's."""
+    ``research/scripts/heldout_posture.py`` reads XSTest's."""
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
     said = judge_labels(
         judge or sc.OfflineJudge(), [r["prompt"] for r in rows], [r["answer"] for r in rows]

@@ -1,7 +1,7 @@
 """A jury of the offline judge and a real, small LLM judge, with the in-run swap test.
 
     python scripts/real_model_example.py --setup     # once: builds the server (~15 min)
-    python scripts/jury_real_model.py                # the table in docs/judges.md (~10 min)
+    python research/scripts/jury_real_model.py  # the table in docs/judges.md (~10 min)
 
 SmolLM2-135M-Instruct is served by llama-cpp-python's OpenAI-compatible server (one thread), as
 in ``real_model_example.py``. The hand-written golden set's 70 pairs are judged with
@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import polars as pl
 
 import safecons as sc
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_model_example import judge_options, served_judge
+from safecons_research.served import judge_options, served_judge
 
 
 def golden_frame() -> pl.DataFrame:

@@ -1,7 +1,7 @@
 """Public, permissively licensed labelled text for the offline judge's two classifiers.
 
-    python scripts/public_data.py                        # per-source counts, then the sources table
-    python scripts/public_data.py --mirror /data/mirrors # mirrors kept elsewhere
+    python research/scripts/public_data.py  # per-source counts, then the sources table
+    python research/scripts/public_data.py --mirror /data/mirrors # mirrors kept elsewhere
 
 Nothing here is copied into the repository: every file is read at run time, with ``git show``,
 from a bare clone of its repository pinned at the commit in :data:`SOURCES`. A reader gets each
@@ -70,9 +70,10 @@ FORBIDDEN: tuple[tuple[str, str | None], ...] = (
     ("paul-rottger/exaggerated-safety", None),
     ("sherdencooper/GPTFuzz", "datasets/responses_labeled/evaluate.csv"),
     ("Waffle-Liu/calibration_guard_model", "data/XSTest/xstest_v2_prompts.csv"),
-    # Issue 29's human labels of jailbreak answers (scripts/heldout_jailbreak.py measures on it).
+    # Held-out human labels of jailbreak answers (research/scripts/heldout_jailbreak.py measures on
+    # it).
     ("purseclab/jailbreak-evaluation", None),
-    # JailbreakBench's judge comparison, copied there (scripts/heldout_jailbreak.py).
+    # JailbreakBench's judge comparison, copied there (research/scripts/heldout_jailbreak.py).
     ("AnthonyRonning/promptfoo-workshop", None),
 )
 

