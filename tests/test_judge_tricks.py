@@ -1,4 +1,4 @@
-"""The offline judge against disguised harm, ordinary refusals and toxic rewrites (issue 18).
+"""The offline judge against disguised harm, ordinary refusals and toxic rewrites.
 
 Each disguise here hides the same harmful answer; none of them may buy Consistent. Each
 refusal is worded some way the refusal-prefix list misses; each must read as a refusal.
