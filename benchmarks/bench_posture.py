@@ -2,15 +2,11 @@
 
     python benchmarks/bench_posture.py                 # 2,000 GPTFuzz answers (shared data)
     python benchmarks/bench_posture.py --synthetic     # no data needed: generated answers
-    python benchmarks/bench_posture.py --violation 100 # and the judge with the violation head
-                                                       # (the embed extra), on 100 answers
 
 Prints the load time, the classifier's answers per second and the mean answer length, then the
 offline judge's comparisons per second (each answer judged against a refusing base: every
 reading of it, the base's too), then what the posture a judged frame records costs an answer
-(``answer_postures``); the figures are quoted in docs/judges.md and docs/metric.md. With
-``--violation N``, the judge with :class:`~safecons.judges.ViolationHead` on N distinct answers
-(SmolLM2's embeddings on every CPU this process may use; the model's load counted apart).
+(``answer_postures``); the figures are quoted in docs/judges.md and docs/metric.md.
 """
 
 from __future__ import annotations
@@ -55,7 +51,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2_000)
     parser.add_argument("--synthetic", action="store_true")
-    parser.add_argument("--violation", type=int, default=0, metavar="N")
     args = parser.parse_args()
     texts = answers(args.n, args.synthetic)
     started = time.perf_counter()
@@ -89,27 +84,6 @@ def main() -> None:
     print(
         f"answer_postures: {1000 * spent / len(some):.2f} ms an answer over {len(some):,} "
         f"distinct answers ({', '.join(f'{p} {s:.0%}' for p, s in shares.items())})"
-    )
-    if args.violation:
-        violation(texts[: args.violation])
-
-
-def violation(texts: list[str]) -> None:
-    head = sc.judges.ViolationHead()
-    judge = sc.OfflineJudge(violation=head)
-    started = time.perf_counter()
-    head.probability("a request", "warm up")  # loads the model, checks the embedder
-    loaded = time.perf_counter() - started
-    started = time.perf_counter()
-    for text in texts:
-        judge.compare(
-            query="a request", variant="a rewrite", base="I can't help with that.", candidate=text
-        )
-    spent = time.perf_counter() - started
-    mean = sum(map(len, texts)) / len(texts)
-    print(
-        f"OfflineJudge with the violation head: load {loaded:.1f} s; {spent / len(texts):.2f} s "
-        f"a comparison over {len(texts):,} answers of {mean:.0f} characters on average"
     )
 
 

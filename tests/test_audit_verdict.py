@@ -99,35 +99,10 @@ def test_every_threshold_names_a_column_of_the_table():
     assert all(column in columns for column, _, _ in VERDICT_THRESHOLDS)
 
 
-@pytest.mark.slow  # a script behind a docs table, run whole (seven audits)
-def test_the_docs_show_what_the_verdict_script_prints(capsys):
-    import runpy
-    from pathlib import Path
-
-    root = Path(__file__).parents[1]
-    script = runpy.run_path(str(root / "scripts" / "audit_verdicts.py"))
-    assert script["main"]() == 0
-    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-    documented = (root / "docs" / "judges.md").read_text(encoding="utf-8").splitlines()
-    assert len(printed) == 9  # the heading, its rule and seven judges
-    assert all(line in documented for line in printed), "docs/judges.md: rerun the script"
-    # What the demo and the CLI say of the offline judge quotes this script's figures.
-    from safecons.judges import OFFLINE_JUDGE_LIMITS
-    from safecons.judges._offline import OFFLINE_JUDGE_FIGURES
-
-    head = [c.strip() for c in printed[0].strip("|").split("|")]
-    (row,) = [line for line in printed if line.startswith("| OfflineJudge |")]
-    cells = dict(zip(head, (c.strip() for c in row.strip("|").split("|")), strict=True))
-    assert {k: cells[k] for k in OFFLINE_JUDGE_FIGURES} == OFFLINE_JUDGE_FIGURES
-    said = " ".join(OFFLINE_JUDGE_LIMITS.split())
-    assert all(f"({figure}" in said for figure in OFFLINE_JUDGE_FIGURES.values())
-    assert "scripts/audit_verdicts.py" in said and "SCREEN" in said
-
-
 @pytest.mark.slow
 def test_what_the_limits_say_of_the_offline_judge_with_the_data_rows(shared_data):
-    """OFFLINE_JUDGE_LIMITS: it fails on the hand-written set (above) and passes with the data
-    rows; if that ever changes, the text must."""
+    """OFFLINE_JUDGE_LIMITS: it fails on the hand-written set (research/tests/test_docs_tables.py)
+    and passes with the data rows; if that ever changes, the text must."""
     from safecons.judges import OFFLINE_JUDGE_LIMITS
 
     audit = sc.audit_judge(sc.OfflineJudge(), sc.golden_set(shared_data), progress=False)

@@ -303,27 +303,6 @@ def test_the_calibrated_figures_are_ppi_on_the_runs_comparisons() -> None:
     assert "calibrated by 40 human label(s)" in text
 
 
-def test_the_coverage_script_measures_a_known_truth() -> None:
-    # The script behind the docs' coverage figures, on a run whose humans' rate is known: a
-    # judge that calls 30% of the humans' Consistent answers Contradictory.
-    import runpy
-    from pathlib import Path
-
-    script = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "calibration_coverage.py"))
-    rng = np.random.default_rng(5)
-    human = ["Contradictory" if x < 0.4 else "Consistent" for x in rng.random(300)]
-    said = [h if h == "Contradictory" or rng.random() > 0.3 else "Contradictory" for h in human]
-    verdicts = [sc.Judgment(s, NOMINAL_SCORES[s]) for s in said]
-    texts = [f"t{i}" for i in range(300)]
-    frame = script["scored"](texts, texts, texts, texts, verdicts)
-    # Seeded data and seeds 0 to 14: deterministic, so the bound below cannot flake.
-    figures = script["coverage"](frame, human, 15, 50)
-    assert figures["humans' rate"] == pytest.approx(np.mean([h == "Contradictory" for h in human]))
-    assert figures["judge's rate"] > figures["humans' rate"] + 0.1
-    assert 0.8 <= figures["rate covered"] <= 1.0
-    assert figures["rate width"] < figures["labels-only width"]
-
-
 def test_ids_a_csv_read_as_numbers_get_a_hint() -> None:
     frame = scored_frame().with_columns(input_id=pl.format("00{}", pl.int_range(pl.len())))
     sample = labelled(sc.review_sample(frame, 10), frame)

@@ -539,11 +539,6 @@ def test_audit_needs_a_model_for_a_chat_judge(capsys):
     assert "--judge-model" in capsys.readouterr().err
 
 
-def test_audit_takes_the_violation_head_only_for_the_offline_judge(capsys):
-    assert main(["audit", "--judge-model", "m", "--violation-head"]) == 2
-    assert "--violation-head: the offline judge's" in capsys.readouterr().err
-
-
 def test_audit_names_a_missing_data_folder(capsys, tmp_path):
     assert main(["audit", "--data", str(tmp_path / "nope")]) == 2
     assert "--data" in capsys.readouterr().err

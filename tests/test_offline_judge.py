@@ -168,8 +168,8 @@ GPTFUZZ = __import__("pathlib").Path(__file__).parents[1].parent / "shared" / "d
 
 @pytest.mark.skipif(not GPTFUZZ.is_dir(), reason="shared test data not found (present in CI)")
 def test_no_line_of_a_real_answer_is_taken_for_text_addressed_to_the_judge():
-    from safecons.judges._offline import _without_addressed
+    from safecons.judges._addressed import without_addressed
 
     answers = pl.read_csv(GPTFUZZ / "train.csv")["Response"]
-    dropped = [a for a in answers if _without_addressed(a)[1]]
+    dropped = [a for a in answers if without_addressed(a)[1]]
     assert dropped == []

@@ -90,7 +90,7 @@ def test_the_session_learns_the_form_of_structured_output_the_server_takes(base_
 def test_audit_judge_judges_every_pair_on_a_real_llama_cpp_python_server(base_url):
     golden = sc.golden_set()
     # Two pairs of each gold label: every pair of what it is given must get a verdict (the
-    # whole golden set is audited by scripts/audit_real_judge.py, quoted in docs/judges.md).
+    # whole golden set is audited by research/scripts/audit_real_judge.py: docs/judges.md).
     some = golden.filter(pl.int_range(pl.len()).over("gold") < 2)
     audit = sc.audit_judge(
         _judge(base_url),

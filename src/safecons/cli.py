@@ -725,32 +725,22 @@ def _legend(columns: Sequence[str]) -> list[str]:
 def _audit(args: argparse.Namespace) -> int:
     from .audit import audit_judge
     from .golden import golden_set
-    from .judges import OFFLINE_JUDGE_LIMITS, OfflineJudge, ViolationHead
+    from .judges import OFFLINE_JUDGE_LIMITS, OfflineJudge
 
     output = _check_output(args)[0] if args.output else None
     if args.data is not None and not Path(args.data).is_dir():
         raise SafeconsError(f"--data: no such folder {args.data!r}")
     golden = golden_set(args.data)
     judge: Any
-    asked: _Asked | None = None
     if args.judge_model is None:
         if args.judge_base_url or args.judge_key_env:
             raise SafeconsError(
                 "--judge-model: needed with --judge-base-url/--judge-key-env (without them the "
                 "offline judge is audited)"
             )
-        if args.violation_head:
-            asked = _Asked(ViolationHead())
-            judge = OfflineJudge(violation=asked)
-            print("judge: OfflineJudge with the violation head (offline, no calls)")
-        else:
-            judge = OfflineJudge()
-            print("judge: OfflineJudge (offline, no calls)")
+        judge = OfflineJudge()
+        print("judge: OfflineJudge (offline, no calls)")
         print(OFFLINE_JUDGE_LIMITS)
-    elif args.violation_head:
-        raise SafeconsError(
-            "--violation-head: the offline judge's; not with --judge-model (an LLM judge)"
-        )
     else:
         judge = _client(args, "judge")
     print(f"golden set: {golden.height} pairs" + ("" if args.data else " (hand-written only)"))
@@ -777,19 +767,6 @@ def _audit(args: argparse.Namespace) -> int:
     if not audit.ordered:
         print("swap test: not run (a judge object's compare takes keywords: no order to swap)")
     print("\n".join(_audit_lines(audit.table, columns)))
-    if asked is not None:
-        queries = set(golden["query"])
-        answers = {pair for pair in asked.pairs if pair[0] in queries}
-        print(
-            f"\nviolation head: asked about {len(answers):,} distinct answer(s) of the golden "
-            "set's queries"
-            + (
-                "; none of these pairs has a refusing base and an answer the rules leave "
-                "to it, so the figures above are the rules' own"
-                if not answers
-                else ""
-            )
-        )
     errors = audit.calls["error"].drop_nulls()
     if errors.len():
         print(f"\n{errors.len()} call(s) gave no verdict; most common:")
@@ -1135,27 +1112,6 @@ def _add_judge_options(add: Any) -> None:
     )
 
 
-class _Asked:
-    """A violation reading that keeps the (query, answer) pairs it was asked about, so the
-    audit can say whether the head had any say."""
-
-    def __init__(self, reader: Any) -> None:
-        self._reader = reader
-        self.pairs: set[tuple[str, str]] = set()
-
-    @property
-    def identity(self) -> str:
-        return str(self._reader.identity)
-
-    @property
-    def threshold(self) -> float:
-        return float(self._reader.threshold)
-
-    def probability(self, query: str, answer: str) -> float:
-        self.pairs.add((query, answer))
-        return float(self._reader.probability(query, answer))
-
-
 def _add_audit(sub: _Commands) -> None:
     """``safecons audit``: which judge to audit (the offline one unless a model is named)."""
     from .audit import DEFAULT_REPEATS
@@ -1174,11 +1130,6 @@ def _add_audit(sub: _Commands) -> None:
     add("--judge-model", default=None, help="a chat judge's model (default: OfflineJudge)")
     add("--judge-base-url", default=None, help="the chat judge's API root")
     add("--judge-key-env", default=None, metavar="VAR", help="variable holding its key")
-    add(
-        "--violation-head",
-        action="store_true",
-        help="the offline judge with its reading of meaning (ViolationHead: the embed extra)",
-    )
     add(
         "--repeats",
         type=int,

@@ -12,13 +12,16 @@
 - :mod:`._acts`: refusal as an act (the sentences in which an answer declines).
 - :mod:`._disguise`: the forms an answer may hide content in, brought into the open.
 
-- :mod:`._meaning`: :class:`ViolationHead`, whether an answer does what the harmful request
-  asked, from a small model's embeddings (:class:`SmolLM2Embedder`, the ``embed`` extra).
-
 - :mod:`._offline`: :class:`OfflineJudge`, the metric's judge offline: the judge prompt's
-  posture semantics on top of the posture classifier.
+  posture semantics on top of the posture classifier; :mod:`._reading`, how one answer
+  reads to it (:mod:`._addressed`: lines addressed to the evaluator, set aside);
+  :mod:`._identity`, the digest of its verdicts its cache identity carries; :mod:`._postures`,
+  :func:`answer_postures`.
+- :mod:`.training`: what the scripts that train the shipped models compute the way the
+  models read it (public on purpose: the research folder trains with it).
 """
 
+from . import training as training
 from ._harm import HarmClassifier as HarmClassifier
 from ._llm import JUDGE_RESPONSE_FORMAT as JUDGE_RESPONSE_FORMAT
 from ._llm import JUDGE_SYSTEM_PROMPT as JUDGE_SYSTEM_PROMPT
@@ -35,20 +38,16 @@ from ._llm import clamp_to_band as clamp_to_band
 from ._llm import fit_for_judge as fit_for_judge
 from ._llm import parse_judgment as parse_judgment
 from ._llm import top_level_objects as top_level_objects
-from ._meaning import Embedder as Embedder
-from ._meaning import SmolLM2Embedder as SmolLM2Embedder
-from ._meaning import ViolationHead as ViolationHead
-from ._meaning import ViolationReader as ViolationReader
 from ._offline import OFFLINE_JUDGE_LIMITS as OFFLINE_JUDGE_LIMITS
-from ._offline import POSTURES as POSTURES
 from ._offline import OfflineJudge as OfflineJudge
-from ._offline import PostureMemo as PostureMemo
-from ._offline import answer_postures as answer_postures
 from ._posture import PostureClassifier as PostureClassifier
 from ._posture import posture as posture
 from ._posture import posture_proba as posture_proba
+from ._postures import PostureMemo as PostureMemo
+from ._postures import answer_postures as answer_postures
 from ._protocol import PostureJudge as PostureJudge
 from ._protocol import judgment_from as judgment_from
+from ._reading import POSTURES as POSTURES
 
 __all__ = (
     "JUDGE_RESPONSE_FORMAT",
@@ -60,7 +59,6 @@ __all__ = (
     "NOMINAL_SCORES",
     "OFFLINE_JUDGE_LIMITS",
     "POSTURES",
-    "Embedder",
     "HarmClassifier",
     "Judgment",
     "JudgmentError",
@@ -69,9 +67,6 @@ __all__ = (
     "PostureClassifier",
     "PostureJudge",
     "PostureMemo",
-    "SmolLM2Embedder",
-    "ViolationHead",
-    "ViolationReader",
     "answer_postures",
     "build_judge_messages",
     "clamp_to_band",

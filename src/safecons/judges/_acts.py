@@ -141,6 +141,17 @@ def split_refusals(text: str) -> tuple[list[str], list[str], bool]:
     """The refusing sentences of ``text``, the others (in order), and whether the refusing
     ones are sprinkled through the others rather than all before them.
 
+    Parameters
+    ----------
+    text
+        An answer.
+
+    Returns
+    -------
+    tuple of (list of str, list of str, bool)
+        The refusing sentences, the other sentences, and whether two or more refusing
+        sentences come after the content began.
+
     Examples
     --------
     >>> split_refusals("I can't help with that. Call 988 if you are struggling.")

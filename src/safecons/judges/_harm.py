@@ -1,6 +1,6 @@
 """Harmful or toxic content, offline: the content head of the offline judge.
 
-:class:`HarmClassifier` runs a model trained by ``scripts/train_harm.py`` (scikit-learn,
+:class:`HarmClassifier` runs a model trained by ``research/scripts/train_harm.py`` (scikit-learn,
 grouped cross-validation in ``docs/judges.md``) on public labelled text: hateful and neutral
 statements, human-labelled offensive and harmless posts and moderation samples, the content
 of GPTFuzz answers (what a jailbroken answer gave versus what a refusal said around its
@@ -12,6 +12,7 @@ refusals, vague answers and harmless play-along). It ships as plain arrays
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Literal
 
@@ -31,7 +32,7 @@ class HarmClassifier(TextModel):
     Parameters
     ----------
     path
-        A model file written by ``scripts/train_harm.py``; default: the one safecons ships.
+        A model file written by ``research/scripts/train_harm.py``; default: the one safecons ships.
 
     Examples
     --------
@@ -58,10 +59,7 @@ class HarmClassifier(TextModel):
         ]
 
 
-_DEFAULT: list[HarmClassifier] = []
-
-
+@functools.cache
 def default_harm() -> HarmClassifier:
-    if not _DEFAULT:
-        _DEFAULT.append(HarmClassifier())
-    return _DEFAULT[0]
+    """The shipped harm head, loaded once per process."""
+    return HarmClassifier()

@@ -48,6 +48,8 @@ def judgment_from(value: object) -> Judgment | JudgmentError:
     """
     try:
         return _judgment_from(value)
+    # boundary: a user's judge returned this object; reading it runs its own code (a mapping's
+    # keys, a __getattr__), which may raise anything, and one row's bad verdict must not end a run.
     except Exception as exc:
         return JudgmentError(
             f"judge returned {type_name(value)}, which could not be read "

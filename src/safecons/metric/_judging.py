@@ -535,13 +535,6 @@ def _check_one(judge: object, parameter: str) -> object:
             base="",
             candidate="",
         )
-        if isinstance(judge, OfflineJudge):
-            # A reading that cannot read would fail every comparison, after the SUT's
-            # answers were paid for: said now, by name.
-            try:
-                judge.check()
-            except InputError as err:
-                raise InputError(f"{parameter}: {err}") from err
         return judge
     if isinstance(judge, LLMJudge):
         client = as_chat_client(judge.client, parameter)
