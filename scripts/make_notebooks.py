@@ -304,7 +304,7 @@ VALIDATION = [
         "confusion matrix is the last table. The judge alone says Contradictory more often than "
         "the humans do; the calibrated interval covers the humans' rate over the whole set. How "
         "often that holds over 200 draws of 50, on this set and two others: "
-        "`python scripts/calibration_coverage.py` (`docs/metric.md`).\n\n"
+        "`python research/scripts/calibration_coverage.py` (`docs/metric.md`).\n\n"
         "### Posture flips, by direction\n\n"
         "`sc.posture_flips` counts posture changes from the base answer to the fresh ones. Every "
         "base here refused, so only the directions from `refused` have answers: a complied "

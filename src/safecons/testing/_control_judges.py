@@ -3,7 +3,7 @@ answers; and the oracle that must pass it. Chat callables, behind safecons' judg
 
 They hold :func:`~safecons.audit_judge`'s verdict to account: a verdict that one of the first
 three could pass, or the oracle fail, measures nothing (``tests/test_audit_verdict.py``;
-``scripts/audit_verdicts.py`` prints what the audit says of each).
+``research/scripts/audit_verdicts.py`` prints what the audit says of each).
 """
 
 from __future__ import annotations
