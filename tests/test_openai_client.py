@@ -10,6 +10,7 @@ from safecons.clients import (
     NonRetryableCallError,
     OpenAICompatible,
     RetryableCallError,
+    TransportOptions,
 )
 from safecons.errors import AuthenticationError
 
@@ -432,8 +433,10 @@ def test_http_timeout_bounds_a_trickled_answer_whole_under_httpx_too():
     client = OpenAICompatible(
         model="m",
         base_url="http://x.test/v1",
-        http_timeout=0.2,
-        transport=httpx.MockTransport(lambda request: httpx.Response(200, stream=Trickle())),
+        transport=TransportOptions(
+            via=httpx.MockTransport(lambda request: httpx.Response(200, stream=Trickle())),
+            http_timeout=0.2,
+        ),
     )
 
     async def ask() -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..clients._house import CLAIM_PREFIX, BatchClaims
+from ..clients._internal import CLAIM_PREFIX, BatchClaims
 from ..errors import CacheError, CacheWarning, InputError
 
 #: The kinds of call a cache holds (the run's ``CallKind``).
