@@ -1,8 +1,8 @@
-"""Cache keys hold everything that can change an answer (issue 17, items 3 and 4).
+"""Cache keys hold everything that can change an answer.
 
 Each probe runs twice over one cache with one thing changed that changes the answers; the
 second run must request them again (and the dry run must say so first), never replay the
-first run's. A callable's identity is what its docs list (issue 28, item 6); what it reads
+first run's. A callable's identity is what its docs list; what it reads
 beyond that, a run with a cache names in one warning.
 """
 
@@ -197,7 +197,7 @@ def test_a_callable_judge_is_keyed_by_the_request_it_makes_too():
 
 
 # --------------------------------------------------------------------------------------------
-# Item 4, as issue 28 (item 6) redid it: a Python function's identity is its qualified name and
+# A Python function's identity is its qualified name and
 # a hash of its code, defaults and plain closure values; what it reads beyond them is named in
 # a warning, never walked.
 
@@ -597,8 +597,9 @@ def named(name: str | None, version: str | None) -> sc.CallableClient:
 
 
 def test_a_named_callables_identity_and_keys_are_what_they_were():
-    # Caches written by a named callable replay across issue 28's change: these were computed
-    # by the tree before it (95067e3). Change them only on purpose, and say so in the docs.
+    # Caches written by a named callable replay across the change to what a callable's
+    # identity reads: these were computed by the tree before it (95067e3). Change them only
+    # on purpose, and say so in the docs.
     from safecons.metric._units import sut_call
 
     client = sc.CallableClient(

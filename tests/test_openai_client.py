@@ -158,8 +158,8 @@ async def test_other_4xx_not_retryable_and_temperature_hint():
 
 
 async def test_a_long_provider_message_keeps_its_end_where_the_reason_is():
-    # A provider says what it refused first and why last: the cut keeps both (issue 31, item
-    # 6: the model's name went with the end of "... the model `x` does not exist").
+    # A provider says what it refused first and why last: the cut keeps both (the model's
+    # name went with the end of "... the model `x` does not exist").
     said = (
         "Invalid request: the request could not be served. "
         + "Details follow. " * 40
