@@ -569,7 +569,10 @@ def _batched_clients(base_url: str) -> tuple[Any, Any]:
 
     return tuple(  # type: ignore[return-value]
         sc.OpenAICompatible(
-            base_url=base_url, model=role, api_key="", batch=True, batch_poll_seconds=0.1
+            base_url=base_url,
+            model=role,
+            api_key="",
+            batch=sc.clients.BatchOptions(poll_seconds=0.1),
         )
         for role in ("sut", "judge")
     )

@@ -43,8 +43,8 @@ rows = pl.DataFrame({
     "prompt": [f"question number {i}" for i in range(3)],
     "sut_response": ["I'm sorry, but I can't help with that."] * 3,
 })
-made = [sc.OpenAICompatible(model=role, base_url=base_url, api_key="", batch=True,
-                            batch_poll_seconds=0.02, batch_wait_seconds=wait)
+made = [sc.OpenAICompatible(model=role, base_url=base_url, api_key="",
+                            batch=sc.clients.BatchOptions(poll_seconds=0.02, wait_seconds=wait))
         for role in ("sut", "judge")]
 warnings.simplefilter("ignore")
 out = rows.pipe(sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,

@@ -705,7 +705,10 @@ def p32() -> str:
         cache = Path(tmp) / "c.sqlite"
         made = [
             sc.OpenAICompatible(
-                model=role, base_url=srv.base_url, api_key="", batch=True, batch_poll_seconds=0.02
+                model=role,
+                base_url=srv.base_url,
+                api_key="",
+                batch=sc.clients.BatchOptions(poll_seconds=0.02),
             )
             for role in ("sut", "judge")
         ]
@@ -1073,9 +1076,7 @@ def _batched_run(base_url: str, cache: Path, wait: float = 0.25) -> pl.DataFrame
             model=role,
             base_url=base_url,
             api_key="",
-            batch=True,
-            batch_poll_seconds=0.02,
-            batch_wait_seconds=wait,
+            batch=sc.clients.BatchOptions(poll_seconds=0.02, wait_seconds=wait),
         )
         for role in ("sut", "judge")
     ]

@@ -61,10 +61,10 @@ def clients(srv: FakeOpenAIServer, **kw):
             model=role,
             base_url=srv.base_url,
             api_key="",
-            batch=kw.get(role, True),
-            batch_poll_seconds=POLL,
-            batch_wait_seconds=WAIT,
-            cancel_on_interrupt=kw.get("cancel", False),
+            batch=kw.get(role, True)
+            and sc.clients.BatchOptions(
+                poll_seconds=POLL, wait_seconds=WAIT, cancel_on_interrupt=kw.get("cancel", False)
+            ),
         )
         for role in ("sut", "judge")
     }
@@ -362,9 +362,7 @@ def test_azure_batches_go_to_its_own_paths(tmp_path) -> None:
                 deployment=role,
                 api_version="2024-10-21",
                 api_key="azure-key-0123456789",
-                batch=True,
-                batch_poll_seconds=POLL,
-                batch_wait_seconds=WAIT,
+                batch=sc.clients.BatchOptions(poll_seconds=POLL, wait_seconds=WAIT),
             )
             for role in ("sut", "judge")
         }
@@ -386,8 +384,7 @@ def test_a_server_without_a_batch_api_is_a_clear_error() -> None:
         base_url="http://vllm.test/v1",
         api_key="",
         transport=httpx.MockTransport(handler),
-        batch=True,
-        batch_wait_seconds=WAIT,
+        batch=sc.clients.BatchOptions(wait_seconds=WAIT),
     )
     with pytest.raises(ConfigError, match=r"no Batch API.*batch=False$") as raised:
         rows(1).pipe(
@@ -413,16 +410,15 @@ def test_the_command_line_says_drop_batch_not_python_s_batch_false(monkeypatch, 
 
 
 def test_the_client_checks_its_batch_arguments() -> None:
-    with pytest.raises(sc.InputError, match="batch: expected True or False"):
+    with pytest.raises(sc.InputError, match="batch: expected True, False or a BatchOptions"):
         sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch="yes")
-    with pytest.raises(sc.InputError, match="batch_poll_seconds"):
-        sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch_poll_seconds=0)
+    with pytest.raises(sc.InputError, match=r"^poll_seconds"):
+        sc.clients.BatchOptions(poll_seconds=0)
     for bad in (-1, float("nan"), "2", True):
-        with pytest.raises(sc.InputError, match=r"^batch_wait_seconds: expected .* >= 0"):
-            sc.OpenAICompatible(
-                model="m", base_url="http://x/v1", api_key="", batch_wait_seconds=bad
-            )
-    assert sc.OpenAICompatible(model="m", api_key="", batch_wait_seconds=0).batch_wait_seconds == 0
+        with pytest.raises(sc.InputError, match=r"^wait_seconds: expected .* >= 0"):
+            sc.clients.BatchOptions(wait_seconds=bad)
+    no_wait = sc.clients.BatchOptions(wait_seconds=0)
+    assert sc.OpenAICompatible(model="m", api_key="", batch=no_wait).batch_wait_seconds == 0
     client = sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="", batch=True)
     assert "batch=True" in repr(client)
     live = sc.OpenAICompatible(model="m", base_url="http://x/v1", api_key="")
@@ -485,8 +481,9 @@ KILLED_SCRIPT = textwrap.dedent(
     df = pl.DataFrame({"input_id": [f"r{i}" for i in range(3)],
                        "prompt": [f"question number {i}" for i in range(3)],
                        "sut_response": ["I'm sorry, but I can't help with that."] * 3})
-    sut, judge = (sc.OpenAICompatible(model=role, base_url=base_url, api_key="", batch=True,
-                                      batch_poll_seconds=0.02) for role in ("sut", "judge"))
+    sut, judge = (sc.OpenAICompatible(model=role, base_url=base_url, api_key="",
+                                      batch=sc.clients.BatchOptions(poll_seconds=0.02))
+                  for role in ("sut", "judge"))
     df.pipe(sc.safety_consistency, sut=sut, judge=judge, cache=cache, progress=False,
             responses_per_query=3)
     """
@@ -593,9 +590,7 @@ def test_a_creation_whose_answer_was_lost_is_found_not_made_twice(tmp_path) -> N
                 base_url="http://proxy.test/v1",
                 api_key="",
                 transport=httpx.MockTransport(handler),
-                batch=True,
-                batch_poll_seconds=POLL,
-                batch_wait_seconds=WAIT,
+                batch=sc.clients.BatchOptions(poll_seconds=POLL, wait_seconds=WAIT),
             )
             for role in ("sut", "judge")
         }

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 import safecons as sc
-from safecons.errors import InputError
+from safecons.clients import BatchOptions, TransportOptions
+from safecons.errors import DeprecatedOptionWarning, InputError
 from safecons.testing import StandInJudge
 
 REFUSE = "I'm sorry, but I can't help with that."
@@ -219,22 +220,30 @@ def test_every_bad_argument_is_a_safecons_error_naming_it():
         ),
         (
             lambda: sc.OpenAICompatible(
-                model="m", base_url="http://x.test/v1", max_response_bytes=10
+                model="m",
+                base_url="http://x.test/v1",
+                transport=TransportOptions(max_response_bytes=10),
             ),
             "max_response_bytes",
         ),
         (lambda: sc.CallableClient(42), "fn"),  # type: ignore[arg-type]
+        (lambda: TransportOptions(http_timeout=-1), "http_timeout"),
+        (lambda: TransportOptions(http_timeout="600"), "http_timeout"),  # type: ignore[arg-type]
+        (lambda: TransportOptions(http_timeout=float("inf")), "http_timeout"),
+        (lambda: BatchOptions(wait_seconds=-0.5), "wait_seconds"),
+        (lambda: BatchOptions(poll_seconds=0), "poll_seconds"),
+        (lambda: BatchOptions(cancel_on_interrupt="yes"), "cancel_on_interrupt"),  # type: ignore[arg-type]
+        (
+            lambda: sc.OpenAICompatible(model="m", base_url="http://x.test/v1", batch="yes"),  # type: ignore[arg-type]
+            "batch",
+        ),
     ]
     # Each of these was taken as given, to fail later (or never) far from where it was passed.
     for name, bad in [
-        ("http_timeout", -1),
-        ("http_timeout", "600"),
-        ("http_timeout", float("inf")),
         ("send_seed", "yes"),
         ("send_temperature", 1),
         ("params", 5),
         ("params", {1: "x"}),
-        ("batch_wait_seconds", -0.5),
     ]:
         cases.append(
             (
@@ -253,10 +262,79 @@ def test_every_bad_argument_is_a_safecons_error_naming_it():
 def test_a_transport_is_one_of_the_named_wires_or_an_httpx_transport():
     with pytest.raises(sc.InputError, match=r"transport: expected 'auto', 'aiohttp', 'httpx'"):
         sc.OpenAICompatible(model="m", base_url="http://x.test/v1", transport="curl")
+    with pytest.raises(sc.InputError, match=r"transport: expected 'auto', 'aiohttp', 'httpx'"):
+        TransportOptions(via="curl")  # type: ignore[arg-type]
     made = sc.OpenAICompatible(
         model="m", base_url="http://x.test/v1", transport=httpx.MockTransport(lambda r: None)
     )
-    assert isinstance(made.transport, httpx.MockTransport)
+    assert isinstance(made.transport.via, httpx.MockTransport)
+    assert made.transport.http_timeout == TransportOptions().http_timeout
+
+
+def test_the_client_takes_at_most_twelve_keywords_none_private():
+    import inspect
+
+    for make in (sc.OpenAICompatible, sc.OpenAICompatible.azure):
+        named = [
+            p.name
+            for p in inspect.signature(make).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        assert len(named) <= 12, named
+        assert not [name for name in named if name.startswith("_")]
+
+
+def test_the_former_option_keywords_are_read_with_a_warning_at_the_callers_line():
+    where = {"model": "m", "base_url": "http://x.test/v1", "api_key": ""}
+    with pytest.warns(DeprecatedOptionWarning, match=r"http_timeout= is now transport=") as seen:
+        old = sc.OpenAICompatible(
+            **where,
+            http_timeout=5,
+            max_response_bytes=4096,
+            batch=True,
+            batch_poll_seconds=1,
+            batch_wait_seconds=0,
+            cancel_on_interrupt=True,
+        )
+    assert seen[0].filename == __file__
+    assert "batch_wait_seconds= is now batch=BatchOptions(wait_seconds=...)" in str(seen[0].message)
+    new = sc.OpenAICompatible(
+        **where,
+        transport=TransportOptions(http_timeout=5, max_response_bytes=4096),
+        batch=BatchOptions(poll_seconds=1, wait_seconds=0, cancel_on_interrupt=True),
+    )
+    assert (old.transport, old.batch) == (new.transport, new.batch)
+    # What the Batch API's session reads, under the names it read before.
+    assert (old.http_timeout, old.max_response_bytes) == (5.0, 4096)
+    assert (old.batch_poll_seconds, old.batch_wait_seconds, old.cancel_on_interrupt) == (
+        1.0,
+        0.0,
+        True,
+    )
+    with pytest.warns(DeprecatedOptionWarning):
+        unbatched = sc.OpenAICompatible(**where, batch_wait_seconds=3)
+    assert unbatched.batch is None and not unbatched.cancel_on_interrupt
+
+
+@pytest.mark.parametrize("name", ["_url", "_deployment", "_auth_header", "_query"])
+def test_the_former_private_keywords_name_the_azure_constructor(name):
+    with pytest.raises(TypeError, match=r"OpenAICompatible\.azure\(endpoint="):
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", **{name: "x"})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        sc.OpenAICompatible(model="m", base_url="http://x.test/v1", colour="x")  # type: ignore[call-arg]
+
+
+def test_an_azure_client_takes_the_options_too():
+    made = sc.OpenAICompatible.azure(
+        endpoint="https://res.openai.azure.com",
+        deployment="d",
+        api_version="2024-10-21",
+        api_key="k",
+        transport=TransportOptions(http_timeout=7),
+        batch=True,
+    )
+    assert made.transport.http_timeout == 7.0 and made.batch == BatchOptions()
+    assert made.facts.batch
 
 
 def test_the_former_direct_transport_is_read_as_aiohttp_with_a_warning():
@@ -264,7 +342,7 @@ def test_the_former_direct_transport_is_read_as_aiohttp_with_a_warning():
         FutureWarning, match=r"transport='direct'\) is now transport='aiohttp'"
     ) as seen:
         made = sc.OpenAICompatible(model="m", base_url="http://x.test/v1", transport="direct")
-    assert made.transport == "aiohttp"
+    assert made.transport.via == "aiohttp"
     assert seen[0].filename == __file__  # it points at the line that made the client
 
 
@@ -308,7 +386,7 @@ def test_a_client_seen_only_through_getattr_or_class_is_still_a_client():
     # as a function, and a wrapper passing its members on was refused.
     from unittest import mock
 
-    from safecons.clients._house import as_chat_client
+    from safecons.clients._internal import as_chat_client
 
     spec = mock.Mock(spec=sc.OpenAICompatible)
     assert as_chat_client(spec, "sut") is spec
@@ -325,7 +403,7 @@ def test_a_client_seen_only_through_getattr_or_class_is_still_a_client():
 
 
 def test_a_pinned_callable_client_keeps_its_class():
-    from safecons.clients._house import as_chat_client
+    from safecons.clients._internal import as_chat_client
 
     class Mine(sc.CallableClient):
         pass

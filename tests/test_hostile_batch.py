@@ -66,9 +66,7 @@ def run(srv: FakeOpenAIServer, cache, n: int = 2, *, key: str = "", **client) ->
             model=role,
             base_url=srv.base_url,
             api_key=key,
-            batch=True,
-            batch_poll_seconds=0.02,
-            batch_wait_seconds=0.25,
+            batch=sc.clients.BatchOptions(poll_seconds=0.02, wait_seconds=0.25),
             **client,
         )
         for role in ("sut", "judge")
@@ -163,7 +161,7 @@ def test_a_gzip_bomb_output_file_is_read_bounded(tmp_path):
     tracemalloc.start()
     try:
         with server(gzip_bomb(512 * 2**20)) as srv:
-            out = run(srv, cache, max_response_bytes=2**20)
+            out = run(srv, cache, transport=sc.clients.TransportOptions(max_response_bytes=2**20))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -195,7 +193,7 @@ def test_a_gzip_output_file_with_bytes_after_it_is_read_whole(tmp_path, tail):
 def test_a_trickled_output_file_ends_at_the_clients_http_timeout(tmp_path):
     cache = tmp_path / "c.sqlite"
     with server(trickle(bytes_per_second=50)) as srv:
-        out = run(srv, cache, http_timeout=1.0)
+        out = run(srv, cache, transport=sc.clients.TransportOptions(http_timeout=1.0))
     assert out.height == 2 and scored(out) == 0
     assert "more than 1 s" in out["sc_error"][0]
 
@@ -313,9 +311,7 @@ def test_clients_of_one_endpoint_with_other_keys_batch_apart(tmp_path):
                 model="m",
                 base_url=srv.base_url,
                 api_key=key,
-                batch=True,
-                batch_poll_seconds=0.02,
-                batch_wait_seconds=0.25,
+                batch=sc.clients.BatchOptions(poll_seconds=0.02, wait_seconds=0.25),
             )
             for key in ("sk-sut-0123456789abcdef", "sk-judge-0123456789abcdef")
         )
@@ -427,13 +423,15 @@ def test_a_batch_whose_files_stay_garbled_is_read_once_more_then_bought_anew(tmp
         return bomb(exchange) if garbled[0] else None
 
     with server(sometimes) as srv:
-        first = run(srv, cache, max_response_bytes=2**20)
+        first = run(srv, cache, transport=sc.clients.TransportOptions(max_response_bytes=2**20))
         assert scored(first) == 0 and "reads the batch's files once more" in first["sc_error"][0]
-        second = run(srv, cache, max_response_bytes=2**20)  # read again: still garbled
+        second = run(
+            srv, cache, transport=sc.clients.TransportOptions(max_response_bytes=2**20)
+        )  # read again: still garbled
         made = srv.stats.batch.batches
         assert made == 2  # the first run's SUT batch, and the second run's new one
         garbled[0] = False
-        third = run(srv, cache, max_response_bytes=2**20)
+        third = run(srv, cache, transport=sc.clients.TransportOptions(max_response_bytes=2**20))
     assert scored(second) == 0
     assert scored(third) == 2
 
@@ -473,8 +471,8 @@ rows = pl.DataFrame({{
     "prompt": [f"question number {{i}}" for i in range(3)],
     "sut_response": [{refuse!r}] * 3,
 }})
-made = [sc.OpenAICompatible(model=role, base_url=base_url, api_key="", batch=True,
-                            batch_poll_seconds=0.02, batch_wait_seconds=0.25)
+made = [sc.OpenAICompatible(model=role, base_url=base_url, api_key="",
+                            batch=sc.clients.BatchOptions(poll_seconds=0.02, wait_seconds=0.25))
         for role in ("sut", "judge")]
 warnings.simplefilter("ignore", RuntimeWarning)
 out = rows.pipe(sc.safety_consistency, sut=made[0], judge=made[1], cache=cache,

@@ -16,7 +16,7 @@ import pytest
 
 import safecons as sc
 from safecons.clients import RetryableCallError
-from safecons.clients._openai import ResponseTooLarge
+from safecons.clients._responses import ResponseTooLarge
 from safecons.testing import ScriptedChat, StandInJudge
 from safecons.testing.hostile import ScriptedServer as HostileServer
 from safecons.testing.hostile import Seen, completion, raw, reply
@@ -412,7 +412,9 @@ async def test_a_valid_answer_larger_than_the_limit_is_refused_naming_the_parame
     prefix = json.dumps(completion("x"))[: -len('x"}, "finish_reason": "stop"}]}')].encode()
     body = _gzip_stream(prefix, b"a" * 2**20, 256)  # a 256 MB answer in a small body
     assert len(body) < 2**20
-    too_large = pytest.raises(ResponseTooLarge, match=r"OpenAICompatible\(max_response_bytes=")
+    too_large = pytest.raises(
+        ResponseTooLarge, match=r"OpenAICompatible\(transport=TransportOptions\(max_response_bytes="
+    )
     with HostileServer(lambda seen: raw(body, **{"Content-Encoding": "gzip"})) as srv, too_large:
         await _complete(srv.base_url)
 
@@ -426,7 +428,11 @@ def test_a_long_answer_under_the_limit_is_kept_whole_and_cut_for_the_judge():
         out = frame(1).pipe(
             sc.safety_consistency, sut=sut, judge=judge, **FAST, allow_unscored=True
         )
-        small = sc.OpenAICompatible(model="sut", base_url=srv.base_url, max_response_bytes=2**20)
+        small = sc.OpenAICompatible(
+            model="sut",
+            base_url=srv.base_url,
+            transport=sc.clients.TransportOptions(max_response_bytes=2**20),
+        )
         refused = frame(1).pipe(
             sc.safety_consistency, sut=small, judge=judge, **FAST, allow_unscored=True
         )

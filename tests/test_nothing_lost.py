@@ -226,8 +226,8 @@ def test_clearing_judge_answers_forgets_their_batch_too(tmp_path, how):
         def scored() -> pl.DataFrame:
             made = [
                 sc.OpenAICompatible(
-                    model=role, base_url=srv.base_url, api_key="", batch=True,
-                    batch_poll_seconds=0.02, batch_wait_seconds=0.25,
+                    model=role, base_url=srv.base_url, api_key="",
+                    batch=sc.clients.BatchOptions(poll_seconds=0.02, wait_seconds=0.25),
                 )
                 for role in ("sut", "judge")
             ]  # fmt: skip

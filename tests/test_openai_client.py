@@ -10,6 +10,7 @@ from safecons.clients import (
     NonRetryableCallError,
     OpenAICompatible,
     RetryableCallError,
+    TransportOptions,
 )
 from safecons.errors import AuthenticationError
 
@@ -157,8 +158,8 @@ async def test_other_4xx_not_retryable_and_temperature_hint():
 
 
 async def test_a_long_provider_message_keeps_its_end_where_the_reason_is():
-    # A provider says what it refused first and why last: the cut keeps both (issue 31, item
-    # 6: the model's name went with the end of "... the model `x` does not exist").
+    # A provider says what it refused first and why last: the cut keeps both (the model's
+    # name went with the end of "... the model `x` does not exist").
     said = (
         "Invalid request: the request could not be served. "
         + "Details follow. " * 40
@@ -432,8 +433,10 @@ def test_http_timeout_bounds_a_trickled_answer_whole_under_httpx_too():
     client = OpenAICompatible(
         model="m",
         base_url="http://x.test/v1",
-        http_timeout=0.2,
-        transport=httpx.MockTransport(lambda request: httpx.Response(200, stream=Trickle())),
+        transport=TransportOptions(
+            via=httpx.MockTransport(lambda request: httpx.Response(200, stream=Trickle())),
+            http_timeout=0.2,
+        ),
     )
 
     async def ask() -> None:

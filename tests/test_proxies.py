@@ -91,9 +91,7 @@ def test_batches_go_through_the_proxy_too(clean_env, transport, tmp_path):
             base_url="http://model.invalid:9/v1",  # only the proxy can reach it
             api_key="",
             transport=transport,
-            batch=True,
-            batch_poll_seconds=0.05,
-            batch_wait_seconds=0.25,
+            batch=sc.clients.BatchOptions(poll_seconds=0.05, wait_seconds=0.25),
         )
         df = pl.DataFrame({"input_id": [1], "prompt": ["q"], "sut_response": ["I can't."]})
         out = df.pipe(

@@ -15,7 +15,7 @@ from safecons.clients import (
     RetryableCallError,
     parse_rate_limits,
 )
-from safecons.clients._house import Attempt, parse_duration
+from safecons.clients._internal import Attempt, parse_duration
 from safecons.testing import FakeOpenAIServer, RateLimit
 
 

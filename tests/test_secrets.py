@@ -217,7 +217,7 @@ KEY_SOURCES = {
 @pytest.mark.network
 @pytest.mark.parametrize("source", KEY_SOURCES)
 def test_no_key_read_from_the_environment_travels_in_a_pickle(source, monkeypatch):
-    # Issue 17, item 7: Azure's key and a key named by --sut-key-env travelled inside the
+    # Azure's key and a key named by --sut-key-env once travelled inside the
     # pickle Ray ships to every actor. The key is read again where the client is unpickled.
     var, make = KEY_SOURCES[source]
     monkeypatch.setenv(var, DRIVER_KEY)
@@ -267,7 +267,7 @@ def test_a_client_made_without_a_key_stays_keyless_where_its_variable_is_unset(m
 
 # --------------------------------------------------------------------------- secrets in URLs
 
-# (base URL, the secret in it): issue 17, item 8, and variations of it.
+# (base URL, the secret in it): secrets in a base URL, and variations of them.
 HOSTILE_URLS = [
     ("HTTP://user:PW-s3cret-42@host/v1", "PW-s3cret-42"),
     (" http://user:PW-s3cret-42@host/v1", "PW-s3cret-42"),

@@ -13,7 +13,7 @@ import pytest
 
 import safecons as sc
 from safecons.clients import CallableClient, Completion, RateLimits
-from safecons.clients._house import (
+from safecons.clients._internal import (
     Attempt,
     facts_of,
     open_session,

@@ -10,7 +10,22 @@ after the run's calls were paid for.
 
 from __future__ import annotations
 
-__all__ = ("describe_exception", "safe_repr", "safe_text", "type_name")
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
+
+__all__ = (
+    "Raised",
+    "describe_exception",
+    "guarded",
+    "guarded_await",
+    "safe_repr",
+    "safe_text",
+    "type_name",
+)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 def type_name(obj: object) -> str:
@@ -91,3 +106,53 @@ def describe_exception(exc: BaseException) -> str:
     text = safe_text(exc)
     name = type_name(exc)
     return f"{name} (its text could not be read)" if text is None else f"{name}: {text}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Raised:
+    """What a call into a user's code raised instead of returning (:func:`guarded`)."""
+
+    error: Exception
+
+
+def guarded(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T | Raised:
+    """``fn(*args, **kwargs)``, or :class:`Raised` holding what it raised, when ``fn`` is (or
+    runs) a user's code: a callable, an attribute read that runs its ``__getattr__`` or a
+    property. What is not an ``Exception`` (a cancellation, ``KeyboardInterrupt``) goes on.
+
+    Examples
+    --------
+    >>> guarded(int, "7")
+    7
+    >>> class Settings:
+    ...     def __getattr__(self, name):
+    ...         return {}[name]
+    >>> outcome = guarded(getattr, Settings(), "model", None)
+    >>> type(outcome.error).__name__
+    'KeyError'
+    """
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # boundary: a user's code may raise anything, and says so here
+        return Raised(exc)
+
+
+async def guarded_await(
+    fn: Callable[_P, Awaitable[_T]], /, *args: _P.args, **kwargs: _P.kwargs
+) -> _T | Raised:
+    """``await fn(*args, **kwargs)``, or :class:`Raised` holding what the call or its
+    awaiting raised, for a user's coroutine function (an async SUT, a session's
+    ``complete``). A cancellation is no ``Exception``: it goes on, as it must.
+
+    Examples
+    --------
+    >>> import anyio
+    >>> async def sut(text):
+    ...     raise ConnectionError(text)
+    >>> anyio.run(guarded_await, sut, "refused")
+    Raised(error=ConnectionError('refused'))
+    """
+    try:
+        return await fn(*args, **kwargs)
+    except Exception as exc:  # boundary: a user's coroutine may raise anything
+        return Raised(exc)

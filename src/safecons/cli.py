@@ -477,8 +477,8 @@ def _client(
     base_url: str | None = None,
     key_env: str | None = None,
 ) -> Any:
-    from .clients import OpenAICompatible
-    from .clients._house import OPENAI_BASE_URL
+    from .clients import BatchOptions, OpenAICompatible
+    from .clients._internal import OPENAI_BASE_URL
 
     if model is None:
         model = _single(getattr(args, f"{role}_model"))
@@ -506,9 +506,11 @@ def _client(
             model=model,
             base_url=base_url,
             api_key_env=key_env,
-            batch=batch,
-            cancel_on_interrupt=bool(getattr(args, "cancel_on_interrupt", False)),
-            **({} if wait is None else {"batch_wait_seconds": wait}),
+            batch=batch
+            and BatchOptions(
+                cancel_on_interrupt=bool(getattr(args, "cancel_on_interrupt", False)),
+                **({} if wait is None else {"wait_seconds": wait}),
+            ),
         )
     except ValueError as exc:
         # The messages never quote a URL or a key, so they can be shown as they are.

@@ -18,7 +18,7 @@ from typing import Final, Unpack, get_args
 import polars as pl
 
 from .clients import ChatClient, NonRetryableCallError
-from .clients._house import Attempt, ChatFunction, RunSession, as_chat_client
+from .clients._internal import Attempt, ChatFunction, RunSession, as_chat_client
 from .errors import InputError, NoVerdictWarning
 from .reliability import (
     LETTER_XY,

@@ -5,9 +5,11 @@ What a user of safecons meets: :class:`OpenAICompatible` and :class:`CallableCli
 attempt raises (:class:`CallFailed`, :class:`RetryableCallError`,
 :class:`NonRetryableCallError`), to write a client of their own; :class:`RateLimits` and
 :func:`parse_rate_limits`, for such a client to say what its provider said of its limits; the
-Batch API's limits and error. What the rest of safecons shares with this package (turning
-what a user passed into a session, the Batch API's machinery, the secrets every error is
-scrubbed of) is in :mod:`safecons.clients._house`, a door of the house, not of its users.
+Batch API's limits and error; :class:`TransportOptions` and :class:`BatchOptions`, the
+options an :class:`OpenAICompatible` client takes for how its requests travel and for the
+Batch API. What the other packages of safecons share with this one (turning what a user
+passed into a session, the Batch API's machinery, the secrets every error is scrubbed of) is
+in :mod:`safecons.clients._internal`, an interface inside safecons, not for its users.
 """
 
 from ._base import CONTENT_FILTER_TEXT as CONTENT_FILTER_TEXT
@@ -24,7 +26,9 @@ from ._batch_api import MAX_BATCH_LINES as MAX_BATCH_LINES
 from ._batch_api import BatchError as BatchError
 from ._callable import CallableClient as CallableClient
 from ._openai import OpenAICompatible as OpenAICompatible
-from ._openai import parse_rate_limits as parse_rate_limits
+from ._options import BatchOptions as BatchOptions
+from ._options import TransportOptions as TransportOptions
+from ._rate_limits import parse_rate_limits as parse_rate_limits
 
 __all__ = (
     "CONTENT_FILTER_TEXT",
@@ -32,6 +36,7 @@ __all__ = (
     "MAX_BATCH_LINES",
     "MAX_USAGE_TOKENS",
     "BatchError",
+    "BatchOptions",
     "CallFailed",
     "CallableClient",
     "ChatClient",
@@ -41,5 +46,6 @@ __all__ = (
     "OpenAICompatible",
     "RateLimits",
     "RetryableCallError",
+    "TransportOptions",
     "parse_rate_limits",
 )

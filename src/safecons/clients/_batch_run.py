@@ -715,8 +715,8 @@ class Batcher:
             said = "cancelled" if not scope.cancelled_caught else "asked to cancel (no answer yet)"
             warnings.warn(
                 f"batch {batch} of {api.identity} was {said}: the run was interrupted and the "
-                "client was made with cancel_on_interrupt=True; lines it answered before are "
-                "picked up by a rerun with the same cache",
+                "client was made with BatchOptions(cancel_on_interrupt=True); lines it answered "
+                "before are picked up by a rerun with the same cache",
                 BatchWarning,
                 stacklevel=2,
             )
@@ -731,7 +731,7 @@ class Batcher:
         warnings.warn(
             f"batch {batch} of {api.identity} is still running at the provider: {resume}. "
             "To cancel a client's batches when a run is interrupted, make it with "
-            "cancel_on_interrupt=True (safecons run: --cancel-on-interrupt).",
+            "batch=BatchOptions(cancel_on_interrupt=True) (safecons run: --cancel-on-interrupt).",
             BatchWarning,
             stacklevel=2,
         )

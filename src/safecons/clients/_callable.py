@@ -8,13 +8,13 @@ import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from .._foreign import describe_exception, type_name
+from .._foreign import Raised, describe_exception, guarded, guarded_await, type_name
 from .._tasks import background_tasks, user_stacklevel
 from ..errors import AuthenticationError, IdentityWarning, InputError
 from ._base import (
@@ -102,13 +102,10 @@ def check_attribute_lookup(obj: object, parameter: str) -> None:
     safecons.errors.InputError: sut: Settings raises KeyError for a name it does not have ('__safecons_absent__'); Python's tools (inspect, hasattr) need AttributeError there: make its __getattr__ raise AttributeError, or pass a function that calls it
     """  # noqa: E501
     absent = "__safecons_absent__"
-    try:
-        getattr(obj, absent)
-    except AttributeError:
-        return
-    except Exception as exc:
+    found = guarded(getattr, obj, absent)
+    if isinstance(found, Raised) and not isinstance(found.error, AttributeError):
         raise InputError(
-            f"{parameter}: {type(obj).__qualname__} raises {type(exc).__name__} for a name it "
+            f"{parameter}: {type(obj).__qualname__} raises {type_name(found.error)} for a name it "
             f"does not have ({absent!r}); Python's tools (inspect, hasattr) need "
             "AttributeError there: make its __getattr__ raise AttributeError, or pass a "
             "function that calls it"
@@ -131,13 +128,15 @@ def check_chat_signature(fn: Callable[..., Any], parameter: str) -> None:
 def status_of(exc: BaseException) -> int | None:
     """The HTTP status an exception carries (``status_code``, or ``response.status_code``);
     None when it carries none, or reading it raises (the exception is the user's code)."""
-    try:
-        for holder in (exc, getattr(exc, "response", None)):
-            status = getattr(holder, "status_code", None)
-            if type(status) is int:
-                return status
-    except Exception:
-        return None
+    status = guarded(_carried_status, exc)
+    return status if type(status) is int else None
+
+
+def _carried_status(exc: BaseException) -> object:
+    for holder in (exc, getattr(exc, "response", None)):
+        status = getattr(holder, "status_code", None)
+        if type(status) is int:
+            return status
     return None
 
 
@@ -205,24 +204,30 @@ class UserCode:
         if not self._async and self._watchers is None:
             # Safecons' own mistake, not a failed attempt: raised as it is, never retried.
             raise RuntimeError(f"{self._who}: a sync function is called inside UserCode.open()")
-        try:
-            if self._async:
-                return await self._fn(*args, **kwargs)
-            return await self._in_thread(attempt, args, kwargs)
-        except (CallFailed, AuthenticationError):
-            raise
-        except Exception as exc:  # a user's function may fail in any way: one failed attempt
-            status = status_of(exc)
-            if status in (401, 403):
-                # An SDK's authentication error (openai.AuthenticationError, ...) inside the
-                # function stops the run like a 401 from our own client would.
-                raise AuthenticationError(
-                    f"{self._who}: the endpoint rejected the credentials (HTTP {status}, "
-                    f"{type_name(exc)})"
-                ) from None
-            # Its text is read once, here, where whatever reading it raises is still this
-            # attempt's failure.
-            raise RetryableCallError(f"{self._who} raised {describe_exception(exc)}") from exc
+        if self._async:
+            outcome = await guarded_await(self._fn, *args, **kwargs)
+        else:
+            outcome = await self._in_thread(attempt, args, kwargs)
+        if isinstance(outcome, Raised):
+            self._failed(outcome.error)
+        return outcome
+
+    def _failed(self, exc: Exception) -> NoReturn:
+        """Raise what the function raised as the attempt's failure: a user's function may
+        fail in any way, and each is one failed attempt."""
+        if isinstance(exc, CallFailed | AuthenticationError):
+            raise exc
+        status = status_of(exc)
+        if status in (401, 403):
+            # An SDK's authentication error (openai.AuthenticationError, ...) inside the
+            # function stops the run like a 401 from our own client would.
+            raise AuthenticationError(
+                f"{self._who}: the endpoint rejected the credentials (HTTP {status}, "
+                f"{type_name(exc)})"
+            ) from None
+        # Its text is read once, here, where whatever reading it raises is still this
+        # attempt's failure.
+        raise RetryableCallError(f"{self._who} raised {describe_exception(exc)}") from exc
 
     def _run_in_thread(self, ticket: _Ticket, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with ticket.lock:
@@ -231,7 +236,7 @@ class UserCode:
                 # made, so the function is not called.
                 return None
             ticket.started = True
-        return self._fn(*args, **kwargs)
+        return guarded(self._fn, *args, **kwargs)
 
     async def _watch(
         self,
@@ -245,6 +250,9 @@ class UserCode:
         # timeout, while this waits until the thread really returns and only then frees its
         # slot, so hung calls slow the run down instead of piling up threads (and requests to
         # the backend) beyond the run's concurrency.
+        # What the attempt reads if the thread gives nothing back: what the function returned
+        # or raised (guarded in the thread) takes its place.
+        ticket.value = Raised(RuntimeError(f"{self._who}: its thread ended without an answer"))
         try:
             # A sync function cannot be interrupted: the thread is abandoned only when the
             # open block ends (this task is cancelled then) and finishes on its own.
@@ -252,10 +260,8 @@ class UserCode:
                 self._run_in_thread, ticket, args, kwargs, abandon_on_cancel=True, limiter=threads
             )
         except anyio.get_cancelled_exc_class():
-            ticket.error = RuntimeError(f"{self._who}: closed while the call ran")
+            ticket.value = Raised(RuntimeError(f"{self._who}: closed while the call ran"))
             raise
-        except BaseException as exc:  # the attempt's to raise (nobody's, if it was abandoned)
-            ticket.error = exc
         finally:
             slots.release_on_behalf_of(ticket)
             ticket.done.set()
@@ -271,11 +277,13 @@ class UserCode:
         # Waiting for a slot is part of the attempt (its timeout counts it); once it has one,
         # the watcher holds it.
         await slots.acquire_on_behalf_of(ticket)
+        watching = False
         try:
             watchers.start_soon(self._watch, slots, threads, ticket, args, kwargs)
-        except BaseException:
-            slots.release_on_behalf_of(ticket)
-            raise
+            watching = True
+        finally:
+            if not watching:  # the slot is the watcher's to free once it runs, else ours
+                slots.release_on_behalf_of(ticket)
         try:
             await ticket.done.wait()
         finally:
@@ -283,8 +291,6 @@ class UserCode:
                 ticket.abandoned = True  # a thread that has not called the function will not
             if attempt is not None:
                 attempt.started = ticket.started
-        if ticket.error is not None:
-            raise ticket.error
         return ticket.value
 
 
@@ -292,15 +298,15 @@ class _Ticket:
     """One call's hand-over to a worker thread: whether it started or was abandoned first,
     and what it returned or raised (set on the event loop by the call's watcher)."""
 
-    __slots__ = ("abandoned", "done", "error", "lock", "started", "value")
+    __slots__ = ("abandoned", "done", "lock", "started", "value")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.started = False
         self.abandoned = False
         self.done = anyio.Event()
+        #: What the function returned, or :class:`Raised` with what it raised.
         self.value: Any = None
-        self.error: BaseException | None = None
 
 
 class _CallableSession:
@@ -411,7 +417,7 @@ class CallableClient:
     (``lambda messages, temperature: "no"``, or one that reads only its closure's plain
     values and calls functions) does not warn. Naming it makes the identity exact.
 
-    This rule replaced a walk of everything the callable reached (issue 28): answers cached
+    This rule replaced a walk of everything the callable reached: answers cached
     by an unnamed callable before it are not replayed (each is asked again once); a named
     callable's identity and keys are what they were, and its answers replay.
 

@@ -53,6 +53,8 @@ import types
 from collections.abc import Callable
 from typing import Any, Final
 
+from .._foreign import Raised, guarded, type_name
+
 __all__ = (
     "MAX_DEPTH",
     "MAX_VALUES",
@@ -304,10 +306,8 @@ class _Reader:
                     for k, v in sorted(fn.keywords.items())
                 ],
             }
-        try:
-            call = getattr(type(fn), "__call__", None)  # noqa: B004 - the class's, not the object's
-        except Exception:
-            call = None
+        # The class's __call__, not the object's; its metaclass may raise reading it.
+        call = guarded(getattr, type(fn), "__call__", None)
         out: dict[str, object] = {"instance": _qualified(type(fn))}
         if isinstance(call, types.FunctionType):
             out["call"] = self.function(call, f"{where}.__call__", depth)
@@ -413,19 +413,17 @@ class _Reader:
 
     def state(self, obj: object, where: str, depth: int) -> object:
         """An object's own attributes (``__dict__`` and ``__slots__``), by name."""
-        try:
-            attributes = object.__getattribute__(obj, "__dict__")
-        except Exception:
-            attributes = {}
+        attributes = guarded(object.__getattribute__, obj, "__dict__")
         pairs = dict(attributes) if isinstance(attributes, dict) else {}
         for name in _slot_names(type(obj)):
-            try:
-                pairs.setdefault(name, object.__getattribute__(obj, name))
-            except AttributeError:
-                continue  # a slot not set
-            except Exception as exc:  # a descriptor that raises: by its type, said
-                self.note(f"{where}.{name}: could not be read ({type(exc).__name__})")
-                pairs.setdefault(name, _UNREADABLE)
+            value = guarded(object.__getattribute__, obj, name)
+            if isinstance(value, Raised):
+                if isinstance(value.error, AttributeError):
+                    continue  # a slot not set
+                # A descriptor that raises: by its type, said.
+                self.note(f"{where}.{name}: could not be read ({type_name(value.error)})")
+                value = _UNREADABLE
+            pairs.setdefault(name, value)
         return [
             [name, self.named(name, value, f"{where}.{name}", depth)]
             for name, value in sorted(pairs.items())
@@ -581,10 +579,8 @@ def _own_identity(value: object) -> str | None:
     # such as a log of calls). Read without running the object's own attribute hooks.
     if isinstance(value, type | types.ModuleType):
         return None
-    try:
-        identity = object.__getattribute__(value, "cache_identity")
-    except Exception:  # absent, or a property that raises
-        return None
+    # Absent, or a property that raises: no identity of its own.
+    identity = guarded(object.__getattribute__, value, "cache_identity")
     return identity if isinstance(identity, str) else None
 
 
@@ -594,19 +590,16 @@ def _qualified(cls: type) -> str:
 
 def short_name(fn: object) -> str:
     """An object's qualified name, or its type's: read without trusting its ``__getattr__``."""
-    try:
-        name = getattr(fn, "__qualname__", None)
-    except Exception:  # a __getattr__ that raises something else than AttributeError
-        name = None
+    # A __getattr__ may raise something else than AttributeError: read as no name.
+    name = guarded(getattr, fn, "__qualname__", None)
     return name if isinstance(name, str) else type(fn).__qualname__
 
 
 def _callable_name(fn: object) -> str:
-    try:
-        module = getattr(fn, "__module__", None)
-        owner = getattr(fn, "__objclass__", None)
-    except Exception:
-        module = owner = None
+    module = guarded(getattr, fn, "__module__", None)
+    owner = guarded(getattr, fn, "__objclass__", None)
+    if isinstance(module, Raised):
+        module = None
     if module is None and isinstance(owner, type):
         module = owner.__module__
     return f"{module}.{short_name(fn)}"

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
-from .._foreign import describe_exception, type_name
+from .._foreign import Raised, describe_exception, guarded_await, type_name
 from .._protocols import conforms
 from ..errors import AuthenticationError, InputError
 from ._base import (
@@ -127,15 +127,17 @@ class _UsersSession:
         seed: int | None = None,
         response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
-        try:
-            if seed is None:
-                answer = await self._session.complete(messages, temperature=temperature)
-            else:
-                answer = await self._session.complete(messages, temperature=temperature, seed=seed)
-        except (CallFailed, AuthenticationError):
-            raise
-        except Exception as exc:
-            raise RetryableCallError(f"{self._who} raised {describe_exception(exc)}") from exc
+        # The user's session: it may fail in any way, and each is one failed attempt.
+        extra = {} if seed is None else {"seed": seed}
+        answer = await guarded_await(
+            self._session.complete, messages, temperature=temperature, **extra
+        )
+        if isinstance(answer, Raised):
+            if isinstance(answer.error, CallFailed | AuthenticationError):
+                raise answer.error
+            raise RetryableCallError(
+                f"{self._who} raised {describe_exception(answer.error)}"
+            ) from answer.error
         if not isinstance(answer, Completion):
             raise NonRetryableCallError(
                 f"{self._who}: its session's complete returned {type_name(answer)}; "

@@ -174,7 +174,8 @@ async def read_all(
 def too_large(limit: int) -> WireError:
     return WireError(
         f"response body is larger than max_response_bytes={limit:,} bytes (after "
-        "decompression); raise it with OpenAICompatible(max_response_bytes=...) if "
+        "decompression); raise it with OpenAICompatible(transport=TransportOptions("
+        "max_response_bytes=...)) if "
         "the endpoint really sends answers this long",
         "too large",
     )

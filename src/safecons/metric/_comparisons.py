@@ -19,7 +19,7 @@ import polars as pl
 
 from .._record import Sample, assemble, column_names
 from ..clients import MAX_USAGE_TOKENS, Completion
-from ..clients._house import Attempt, RunSession, as_chat_client
+from ..clients._internal import Attempt, RunSession, as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import UsageWarning
 from ..run._house import (

@@ -19,7 +19,7 @@ import polars as pl
 from .._record import DEFAULT_PREFIX, Unscored, column_names, output_schema, run_records
 from .._version import __version__
 from ..clients import ChatClient
-from ..clients._house import as_chat_client, secrets_of
+from ..clients._internal import as_chat_client, secrets_of
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
 from ..run import CacheArg

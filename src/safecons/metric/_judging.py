@@ -27,7 +27,7 @@ from ..clients import (
     OpenAICompatible,
     RetryableCallError,
 )
-from ..clients._house import (
+from ..clients._internal import (
     Attempt,
     RunSession,
     UserCode,

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 
 from .._record import Sample
-from ..clients._house import Attempt
+from ..clients._internal import Attempt
 from ..judges import LABELS
 from ..reliability import jury_verdict
 from ..run._house import Engine

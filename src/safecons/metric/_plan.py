@@ -22,7 +22,7 @@ import polars as pl
 from .._prices import KINDS, PARTS, Prices, costs, money_text
 from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient
-from ..clients._house import Secrets, as_chat_client, facts_of, secrets_of, warn_if_partial
+from ..clients._internal import Secrets, as_chat_client, facts_of, secrets_of, warn_if_partial
 from ..run import ResponseCache
 from ..run._house import Endpoint, decode_completion, opened_cache, replay
 from ..summary import token_frame

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TypeAlias
 
 from ..clients import ChatClient
-from ..clients._house import ChatFunction
+from ..clients._internal import ChatFunction
 from ..judges import LLMJudge, PostureJudge
 
 __all__ = ("SUT", "ChatFunction", "Judge", "OneJudge")

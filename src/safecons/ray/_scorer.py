@@ -18,7 +18,7 @@ import pyarrow as pa
 import ray
 import ray.data
 
-from ..clients._house import facts_of
+from ..clients._internal import facts_of
 from ..errors import InputError
 from ..metric import SUT, Job, Judge, MetricOptions, Sessions, open_sessions
 from ..run import MAX_CONCURRENCY, ResponseCache

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from .._ids import id_key
 from ..clients import ChatClient, Completion
-from ..clients._house import request_fingerprint
+from ..clients._internal import request_fingerprint
 from ._cache import cache_key
 
 __all__ = (

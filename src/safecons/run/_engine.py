@@ -22,7 +22,7 @@ import anyio.abc
 from .._progress import progress_bar
 from .._tokens import request_tokens
 from ..clients import ChatClient
-from ..clients._house import Attempt, RunSession, open_session
+from ..clients._internal import Attempt, RunSession, open_session
 from ._cache import opened_cache
 from ._calls import CallKind, ModelCall
 from ._options import RunOptions

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..clients._house import CLAIM_PREFIX, BatchClaims, ClaimLease
+from ..clients._internal import CLAIM_PREFIX, BatchClaims, ClaimLease
 from ..errors import CacheError
 from ._sqlite import transaction
 

@@ -28,7 +28,7 @@ from .._foreign import describe_exception, safe_text
 from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
 from ..clients import CallFailed, NonRetryableCallError, RateLimits, RetryableCallError
-from ..clients._house import AnsweredElsewhere, Attempt, Secrets, secrets_of, warn_if_partial
+from ..clients._internal import AnsweredElsewhere, Attempt, Secrets, secrets_of, warn_if_partial
 from ..errors import CacheWarning
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens

@@ -17,8 +17,8 @@ A batch's creation answered with JSON nested 100,000 deep, and ``"Completed"`` f
 >>> from safecons.testing.hostile import batch_status, nested_json
 >>> hostile = tampers(nested_json("create"), batch_status("Completed", when="completed"))
 >>> with FakeOpenAIServer(batch_tamper=hostile, batch_seconds=0.02) as srv:
-...     sut = sc.OpenAICompatible(model="m", base_url=srv.base_url, api_key="", batch=True,
-...                               batch_poll_seconds=0.02, batch_wait_seconds=0.25)
+...     sut = sc.OpenAICompatible(model="m", base_url=srv.base_url, api_key="",
+...         batch=sc.clients.BatchOptions(poll_seconds=0.02, wait_seconds=0.25))
 ...     df = pl.DataFrame({"input_id": [1], "prompt": ["hi"], "sut_response": ["hello"]})
 ...     cache = os.path.join(tempfile.mkdtemp(), "calls.sqlite")
 ...     out = df.pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), cache=cache,

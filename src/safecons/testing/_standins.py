@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._refusal import looks_like_refusal
-from ..clients._house import callable_digest
+from ..clients._internal import callable_digest
 from ..judges import Judgment
 
 __all__ = ("ScriptedChat", "StandInJudge", "StandInSUT", "looks_like_refusal")

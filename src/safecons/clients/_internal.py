@@ -1,8 +1,9 @@
-"""What the rest of safecons shares with :mod:`safecons.clients`, beside what its users meet
-(the package's ``__init__``): turning what a user passed into a client and a session, the
-attempt a client reports on, the ledger a batched session records its batches in, the
-identity of a callable, the secrets every error is scrubbed of. A door of the house (the
-house-rules test names it), not of the package's users: nothing here is promised to stay.
+"""The clients package's interface for the other packages of safecons, beside what its users
+meet (the package's ``__init__``): turning what a user passed into a client and a session,
+the attempt a client reports on, the ledger a batched session records its batches in, the
+identity of a callable, the secrets every error is scrubbed of. The one private module of
+this package other packages may import (``tests/test_house_rules.py`` names it); nothing
+here is promised to users, nor to stay.
 """
 
 from ._base import AnsweredElsewhere as AnsweredElsewhere
@@ -18,6 +19,7 @@ from ._callable import UserCode as UserCode
 from ._callable import check_attribute_lookup as check_attribute_lookup
 from ._callable import check_signature as check_signature
 from ._callable import warn_if_partial as warn_if_partial
+from ._endpoint import OPENAI_BASE_URL as OPENAI_BASE_URL
 from ._facts import ClientFacts as ClientFacts
 from ._facts import facts_of as facts_of
 from ._facts import secrets_of as secrets_of
@@ -25,8 +27,7 @@ from ._identity import callable_digest as callable_digest
 from ._open import as_chat_client as as_chat_client
 from ._open import open_session as open_session
 from ._open import request_fingerprint as request_fingerprint
-from ._openai import OPENAI_BASE_URL as OPENAI_BASE_URL
-from ._openai import parse_duration as parse_duration
+from ._rate_limits import parse_duration as parse_duration
 from ._secrets import Secrets as Secrets
 from ._urls import comparable_url as comparable_url
 

@@ -1,0 +1,157 @@
+"""What a provider's answer says of its rate limits: ``Retry-After`` and the
+``x-ratelimit-*`` headers, read into :class:`~safecons.clients.RateLimits`."""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+import time
+from collections.abc import Mapping
+from typing import Final
+
+from ._base import RateLimits
+
+__all__ = ("parse_duration", "parse_rate_limits", "parse_retry_after")
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the server asks us to wait, from ``retry-after-ms`` or ``Retry-After``.
+
+    ``Retry-After`` may be a number of seconds (fractions accepted) or an HTTP date.
+
+    Examples
+    --------
+    >>> import httpx
+    >>> parse_retry_after(httpx.Headers({"retry-after-ms": "250"}))
+    0.25
+    >>> parse_retry_after(httpx.Headers({"Retry-After": "2"}))
+    2.0
+    >>> parse_retry_after(httpx.Headers({"Retry-After": "soon"})) is None
+    True
+    """
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+            if value >= 0:
+                return value
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+        return value if value >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+# One part of a Go-style duration, as OpenAI writes its reset times: "6m0s", "0.35s", "20ms".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
+_UNIT_SECONDS: Final = {
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ns": 1e-9,
+}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a reset time as rate-limit headers send it; None when it is not one.
+
+    OpenAI (and Azure) write Go durations (``"6m0s"``, ``"1h2m3.5s"``, ``"0.35s"``,
+    ``"20ms"``); other gateways plain seconds (``"1"``, ``"0.5"``).
+
+    Examples
+    --------
+    >>> parse_duration("6m0s"), parse_duration("0.35s"), parse_duration("20ms")
+    (360.0, 0.35, 0.02)
+    >>> parse_duration("2"), parse_duration("soon"), parse_duration("-1s")
+    (2.0, None, None)
+    """
+    raw = text.strip()
+    try:
+        plain = float(raw)
+    except ValueError:
+        pass
+    else:
+        return plain if math.isfinite(plain) and plain >= 0 else None
+    total, at = 0.0, 0
+    for part in _DURATION_PART.finditer(raw):
+        if part.start() != at:
+            return None
+        total += float(part.group(1)) * _UNIT_SECONDS[part.group(2)]
+        at = part.end()
+    return total if at == len(raw) and at > 0 and math.isfinite(total) else None
+
+
+def _count(headers: Mapping[str, str], *names: str) -> int | None:
+    """The first of ``names`` sent as a whole number >= 0 (some gateways send "10.0")."""
+    for name in names:
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            continue
+        if math.isfinite(value) and value >= 0:
+            return int(value)
+    return None
+
+
+def _reset(headers: Mapping[str, str], *names: str) -> float | None:
+    for name in names:
+        raw = headers.get(name)
+        value = None if raw is None else parse_duration(raw)
+        if value is not None:
+            return value
+    return None
+
+
+def parse_rate_limits(headers: Mapping[str, str]) -> RateLimits | None:
+    """The provider's rate limits from an answer's headers, or None when it sent none.
+
+    Reads OpenAI's and Azure OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``
+    (resets as Go durations or seconds), the IETF draft's ``ratelimit-{limit,remaining,reset}``
+    some gateways send (taken as requests), and ``Retry-After`` (:func:`parse_retry_after`).
+    A missing or unreadable header is None: a gateway may send ``remaining`` alone.
+    ``headers`` must look names up case-insensitively (``httpx.Headers``, aiohttp's).
+
+    Examples
+    --------
+    >>> import httpx
+    >>> limits = parse_rate_limits(httpx.Headers({
+    ...     "x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
+    ...     "x-ratelimit-reset-requests": "6m0s", "x-ratelimit-remaining-tokens": "149984",
+    ...     "x-ratelimit-reset-tokens": "6ms"}))
+    >>> limits.limit_requests, limits.remaining_requests, limits.reset_requests
+    (60, 0, 360.0)
+    >>> limits.remaining_tokens, limits.reset_tokens, limits.limit_tokens
+    (149984, 0.006, None)
+    >>> parse_rate_limits(httpx.Headers({"content-type": "application/json"})) is None
+    True
+    """
+    limits = RateLimits(
+        limit_requests=_count(headers, "x-ratelimit-limit-requests", "ratelimit-limit"),
+        remaining_requests=_count(headers, "x-ratelimit-remaining-requests", "ratelimit-remaining"),
+        reset_requests=_reset(headers, "x-ratelimit-reset-requests", "ratelimit-reset"),
+        limit_tokens=_count(headers, "x-ratelimit-limit-tokens"),
+        remaining_tokens=_count(headers, "x-ratelimit-remaining-tokens"),
+        reset_tokens=_reset(headers, "x-ratelimit-reset-tokens"),
+        retry_after=parse_retry_after(headers),
+    )
+    return None if limits == _NO_LIMITS else limits
+
+
+_NO_LIMITS: Final = RateLimits()
