@@ -11,15 +11,15 @@ judges' raw texts, which no figure of the notebook reads; ``pandalm.parquet`` is
 prints from them is the one it prints from the full folder. Their licences (LLMBar: MIT;
 PandaLM: Apache-2.0) are copied beside them.
 
-``wildguard.parquet`` is the human-labelled answers the notebook calibrates a score with:
-300 of WildGuardTest's 749 answers to harmful prompts that carry a human harm label (read
-as ``research/scripts/wildguard_dev.py`` reads them, from its copy in the mirror), the 300
-whose prompt's SHA-256 comes first (a draw that depends on the prompt alone, not on the
-file's order), with the set's own columns: ``prompt``, ``response``, ``adversarial``, ``subcategory``,
+``wildguard.parquet`` is the human-labelled answers the notebook calibrates a score with: 300
+of WildGuardTest's 749 answers to harmful prompts that carry a human harm label (read as
+``research/scripts/wildguard_dev.py`` reads them, from its copy in the mirror), the 300 whose
+prompt's SHA-256 comes first (a draw that depends on the prompt alone, not on the file's
+order), with the set's own columns: ``prompt``, ``response``, ``adversarial``, ``subcategory``,
 ``response_harm_label`` (the humans' majority: ``harmful`` or ``unharmful``) and
-``response_harm_agreement`` (how many of the three annotators gave it). WildGuardTest is
-ODC-BY 1.0 (Han et al. 2024, the test split of ``allenai/wildguardmix``); the copy read has no
-licence file of its own, so the notice beside it, ``LICENSE-wildguard``, is written here.
+``response_harm_agreement`` (how many of the three annotators gave it). WildGuardTest is ODC-BY
+1.0 (Han et al. 2024, the test split of ``allenai/wildguardmix``); the copy read has no licence
+file of its own, so the notice beside it, ``LICENSE-wildguard``, is written here.
 """
 
 from __future__ import annotations
