@@ -48,8 +48,7 @@ import polars as pl
 
 import safecons as sc
 from safecons.metric import Job, safety_consistency_run
-from safecons.run import ResponseCache
-from safecons.run._house import Runner
+from safecons.run import ResponseCache, Runner
 from safecons.testing import FakeOpenAIServer, Fault, route_by_model
 
 REFUSE = "I'm sorry, but I can't help with that."

@@ -5,7 +5,7 @@ import pytest
 
 from safecons.clients import NonRetryableCallError, RetryableCallError
 from safecons.errors import AuthenticationError
-from safecons.run._house import RetryPolicy, Runner, run_sync
+from safecons.run import RetryPolicy, Runner, run_sync
 from virtual_time import VIRTUAL_TIME
 
 pytestmark = pytest.mark.anyio

@@ -22,8 +22,7 @@ from ..clients import ChatClient
 from ..clients._house import as_chat_client, secrets_of
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
-from ..run import CacheArg
-from ..run._house import CallOptions, Runner, RunOptions, opened_cache, portal_call
+from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache, portal_call
 from ..summary import RunSummary, run_summary
 from ..templates import Template
 from ..variants import build_variants, check_unique_ids
@@ -46,7 +45,7 @@ class MetricOptions(CallOptions, total=False):
 
     The run's options (``concurrency_limit``, ``n_judge_retries``, ``timeout_seconds``,
     ``cache``, ``max_calls``, ``progress``, ``seed``, from
-    :class:`~safecons.run._house.CallOptions`),
+    :class:`~safecons.run.CallOptions`),
     every other field of :class:`~safecons.SafetyConsistencyConfig` (an override of
     ``config``), and what shapes the frame (``prefix``, the template sets). See
     :func:`~safecons.safety_consistency` for what each means.

@@ -21,8 +21,7 @@ import ray.data
 from ..clients._house import facts_of
 from ..errors import InputError
 from ..metric import SUT, Job, Judge, MetricOptions, Sessions, open_sessions
-from ..run import MAX_CONCURRENCY, ResponseCache
-from ..run._house import Runner, engine, opened_cache, whole_number
+from ..run import MAX_CONCURRENCY, ResponseCache, Runner, engine, opened_cache, whole_number
 from ..variants import check_unique_ids
 from ._leases import RemotePermits
 from ._limiter import global_limiter

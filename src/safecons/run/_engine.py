@@ -184,7 +184,7 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
     Examples
     --------
     >>> import anyio
-    >>> from safecons.run._house import RunOptions, engine
+    >>> from safecons.run import RunOptions, engine
     >>> async def main():
     ...     async with engine(RunOptions(progress=False, cache=False)) as run:
     ...         async def answer(_attempt):

@@ -26,7 +26,7 @@ from .._record import Sample
 from ..clients._house import Attempt
 from ..judges import LABELS
 from ..reliability import jury_verdict
-from ..run._house import Engine
+from ..run import Engine
 from ._judging import Comparison, JudgeSession, Verdict, encode_judgment
 from ._units import jury_orders
 
