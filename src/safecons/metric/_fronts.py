@@ -165,7 +165,7 @@ def safety_consistency(
             functools.partial(run_batches, job),
             output_schema(prefix=job.prefix, metric_name=job.config.metric_name),
         )
-    frame = run_sync(job.run, df, keep=job.cache).frame
+    frame = run_sync(job.frame, df, keep=job.cache)
     job.warn_if_unscored(frame)
     return frame
 
@@ -181,7 +181,7 @@ async def safety_consistency_async(
     a LazyFrame is collected first."""
     job = Job.of(df, sut=sut, judge=judge, options=options)
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
-    scored = (await job.run(frame)).frame
+    scored = await job.frame(frame)
     job.warn_if_unscored(scored)
     return scored
 

@@ -274,19 +274,30 @@ class Job:
         text = json.dumps(record, ensure_ascii=False, default=str)
         return secrets_of(*(client for _, client in self.chat_clients() if client)).scrub(text)
 
-    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
-        """The whole metric over ``df``, with the facts of the run."""
+    async def frame(self, df: pl.DataFrame) -> pl.DataFrame:
+        """The whole metric over ``df``: the scored frame alone (what the plain fronts
+        return, with no summary worked out for nothing)."""
+        out, _, _ = await self._scored(df)
+        return out
+
+    async def _scored(self, df: pl.DataFrame) -> tuple[pl.DataFrame, Runner, float]:
+        """The scored frame, the runner that made its calls and the seconds they took."""
         with_variants = self.variants(df)
         started = time.perf_counter()
         with opened_cache(self.options.cache) as cache:
             runner = self.options.runner(cache)
             out = await self.score(with_variants, runner)
+        return out, runner, time.perf_counter() - started
+
+    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
+        """The whole metric over ``df``, with the facts of the run."""
+        out, runner, elapsed = await self._scored(df)
         return SafetyConsistencyRun(
             frame=out,
             summary=run_summary(out, prefix=self.prefix, metric_name=self.config.metric_name),
             config=self.config.to_dict(),
             seed=self.options.seed,
-            elapsed_seconds=time.perf_counter() - started,
+            elapsed_seconds=elapsed,
             max_in_flight=runner.stats.max_in_flight,
             min_concurrency_target=runner.stats.min_target,
             sut=None if self.sut is None else measured(self.sut, "sut"),

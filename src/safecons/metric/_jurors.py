@@ -99,16 +99,21 @@ async def judge_by_jury(
         comparison = session.prepare(slot, candidate_first=candidate_first, repeat=again, **texts)
         await judge_sample(eng, session, comparison, into)
 
-    async with anyio.create_task_group() as tasks:
-        for juror, first, again in jury_orders([j.ordered for j in jury], swap, repeat):
-            into = votes[juror]
-            if first:
-                into = swapped[juror] = Sample()
-            elif again:
-                into = repeated[juror] = Sample()
-            tasks.start_soon(
-                functools.partial(ask, jury[juror], into, candidate_first=first, again=again)
-            )
+    calls = []
+    for juror, first, again in jury_orders([j.ordered for j in jury], swap, repeat):
+        into = votes[juror]
+        if first:
+            into = swapped[juror] = Sample()
+        elif again:
+            into = repeated[juror] = Sample()
+        calls.append(functools.partial(ask, jury[juror], into, candidate_first=first, again=again))
+    if len(calls) == 1:
+        # One judge's one call (most comparisons): made here, with no task group to start.
+        await calls[0]()
+    else:
+        async with anyio.create_task_group() as tasks:
+            for call in calls:
+                tasks.start_soon(call)
     extra = (s for s in (*swapped, *repeated) if s is not None)
     for part in (*votes, *extra):
         sample.judge += part.judge
