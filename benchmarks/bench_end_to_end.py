@@ -16,6 +16,9 @@ Each pair of runs is the bare loop, then safecons, back to back; the figure prin
 pair's ``bare wall / safecons wall`` and the median over the pairs (the machine's load moves
 both of a pair together more than it moves runs far apart). The server counts the requests it
 answered and the script exits non-zero unless each run made exactly the workload's calls.
+Beside the wall times it prints each run's CPU time per call in this process (every thread's;
+the server runs in another): on a machine other jobs share, the wall ratio moves with their
+load, and the CPU per call much less.
 
 ``--profile`` runs safecons once more under pyinstrument (its own process's CPU, the server's
 apart) and prints the functions that took the most time, by their own time and by the time
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import sys
 import time
@@ -60,16 +64,22 @@ def safecons_default(base_url: str, rows: int, concurrency: int) -> None:
         raise SystemExit(f"safecons: {errors.len()} rows errored, e.g. {errors[0]}")
 
 
-def _timed(server: Server, run: object, rows: int, concurrency: int) -> float:
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(server: Server, run: object, rows: int, concurrency: int) -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds (every thread's) of one run."""
     server.take_count()
-    wall = time.perf_counter()
+    wall, cpu = time.perf_counter(), _cpu()
     run(server.base_url, rows, concurrency)  # type: ignore[operator]
-    wall = time.perf_counter() - wall
+    wall, cpu = time.perf_counter() - wall, _cpu() - cpu
     calls = server.take_count()
     expected = 2 * rows * (RESPONSES_PER_QUERY - 1)
     if calls != expected:
         raise SystemExit(f"expected {expected} calls, the server answered {calls}")
-    return wall
+    return wall, cpu
 
 
 def _bare(base_url: str, rows: int, concurrency: int) -> None:
@@ -129,16 +139,24 @@ def main() -> int:
             f"{calls:,} calls (ideal {ideal:.2f} s); load average "
             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs"
         )
-        print(f"{'pair':>4} {'bare s':>8} {'safecons s':>11} {'vs bare':>8} {'vs ideal':>9}")
-        ratios = []
+        print(
+            f"{'pair':>4} {'bare s':>8} {'safecons s':>11} {'vs bare':>8} {'vs ideal':>9} "
+            f"{'bare CPU ms/call':>17} {'safecons CPU ms/call':>21}"
+        )
+        ratios, cpus = [], []
         for n in range(args.runs):
-            bare = _timed(server, _bare, rows, c)
-            ours = _timed(server, safecons_default, rows, c)
+            bare, bare_cpu = _timed(server, _bare, rows, c)
+            ours, our_cpu = _timed(server, safecons_default, rows, c)
             ratios.append(bare / ours)
-            print(f"{n + 1:>4} {bare:8.2f} {ours:11.2f} {bare / ours:8.2f} {ideal / ours:9.2f}")
+            cpus.append(1000 * our_cpu / calls)
+            print(
+                f"{n + 1:>4} {bare:8.2f} {ours:11.2f} {bare / ours:8.2f} {ideal / ours:9.2f} "
+                f"{1000 * bare_cpu / calls:17.3f} {1000 * our_cpu / calls:21.3f}"
+            )
         print(
             f"safecons / bare: median {statistics.median(ratios):.2f} "
-            f"(range {min(ratios):.2f}-{max(ratios):.2f}); load average after "
+            f"(range {min(ratios):.2f}-{max(ratios):.2f}); safecons CPU per call median "
+            f"{statistics.median(cpus):.3f} ms; load average after "
             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         )
         if args.profile:

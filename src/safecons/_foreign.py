@@ -10,7 +10,31 @@ after the run's calls were paid for.
 
 from __future__ import annotations
 
-__all__ = ("describe_exception", "safe_repr", "safe_text", "type_name")
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ("describe_exception", "guarded", "safe_repr", "safe_text", "type_name")
+
+T = TypeVar("T")
+D = TypeVar("D")
+
+
+def guarded(read: Callable[[], T], default: D) -> T | D:
+    """``read()``, or ``default`` when the user's code it runs raises.
+
+    The one place safecons catches whatever a user's object raises (anything an
+    ``Exception`` catches; an interrupt still stops the run): every reading of such an
+    object that must not fail goes through it.
+
+    Examples
+    --------
+    >>> guarded(lambda: {}["missing"], "no answer")
+    'no answer'
+    """
+    try:
+        return read()
+    except Exception:  # boundary: a user's object may raise anything, and is read as no answer
+        return default
 
 
 def type_name(obj: object) -> str:
@@ -21,10 +45,7 @@ def type_name(obj: object) -> str:
     >>> type_name(ValueError("x"))
     'ValueError'
     """
-    try:
-        name = type(obj).__name__
-    except Exception:
-        return "object"
+    name = guarded(lambda: type(obj).__name__, "object")
     return name if type(name) is str else "object"
 
 
@@ -45,12 +66,8 @@ def safe_text(obj: object) -> str | None:
     >>> safe_text(Unprintable()) is None
     True
     """
-    try:
-        text = str(obj)
-        # A str subclass may override what reads it: an exact copy is read from here on.
-        return str.__str__(text)
-    except Exception:
-        return None
+    # A str subclass may override what reads it: an exact copy is read from here on.
+    return guarded(lambda: str.__str__(str(obj)), None)
 
 
 def safe_repr(obj: object, limit: int | None = 120) -> str:
@@ -67,9 +84,8 @@ def safe_repr(obj: object, limit: int | None = 120) -> str:
     >>> safe_repr(BadRepr())
     '<BadRepr object: its repr could not be read>'
     """
-    try:
-        text = str.__str__(repr(obj))
-    except Exception:
+    text = guarded(lambda: str.__str__(repr(obj)), None)
+    if text is None:
         return f"<{type_name(obj)} object: its repr could not be read>"
     return text if limit is None or len(text) <= limit else f"{text[:limit]}..."
 

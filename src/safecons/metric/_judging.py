@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._foreign import safe_repr
+from .._foreign import guarded, safe_repr
 from .._protocols import conforms
 from ..clients import (
     CallableClient,
@@ -509,14 +509,9 @@ def _object_identity(judge: object) -> tuple[str, str | None, str | None]:
     """A judge object's class, its own ``cache_identity`` and the digest of its ``compare``
     (its code and settings); what cannot be read counts as None."""
     cls = type(judge)
-    try:
-        own = object.__getattribute__(judge, "cache_identity")
-    except Exception:  # absent, or a property that raises
-        own = None
-    try:
-        digest: str | None = callable_digest(judge.compare)  # type: ignore[attr-defined]
-    except Exception:
-        digest = None
+    # Absent, or a property that raises: None.
+    own = guarded(lambda: object.__getattribute__(judge, "cache_identity"), None)
+    digest = guarded(lambda: callable_digest(judge.compare), None)  # type: ignore[attr-defined]
     return f"{cls.__module__}.{cls.__qualname__}", own if isinstance(own, str) else None, digest
 
 

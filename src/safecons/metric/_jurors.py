@@ -89,6 +89,18 @@ async def judge_by_jury(
     juror of ``jury`` (and again swapped, if ``swap``, and again as it was, if ``repeat``:
     :func:`~._units.jury_orders`) and fill the judge fields of ``sample`` with the jury's
     verdict."""
+    orders = jury_orders([j.ordered for j in jury], swap, repeat)
+    if len(orders) == 1:
+        # One judge's one call (most comparisons): its verdict is the comparison's, filled
+        # in place, with no vote to count.
+        (judge,) = jury
+        comparison = judge.prepare(slot, candidate_first=False, repeat=0, **texts)
+        await judge_sample(eng, judge, comparison, sample)
+        sample.judge_input_cut = bool(comparison.cut)
+        sample.juror_labels, sample.juror_scores = [sample.label], [sample.score]
+        if swap:
+            sample.swap_labels = [None]  # chosen, and a judge that sees no order
+        return
     votes = [Sample() for _ in jury]
     swapped: list[Sample | None] = [None for _ in jury]
     repeated: list[Sample | None] = [None for _ in jury]
@@ -99,21 +111,16 @@ async def judge_by_jury(
         comparison = session.prepare(slot, candidate_first=candidate_first, repeat=again, **texts)
         await judge_sample(eng, session, comparison, into)
 
-    calls = []
-    for juror, first, again in jury_orders([j.ordered for j in jury], swap, repeat):
-        into = votes[juror]
-        if first:
-            into = swapped[juror] = Sample()
-        elif again:
-            into = repeated[juror] = Sample()
-        calls.append(functools.partial(ask, jury[juror], into, candidate_first=first, again=again))
-    if len(calls) == 1:
-        # One judge's one call (most comparisons): made here, with no task group to start.
-        await calls[0]()
-    else:
-        async with anyio.create_task_group() as tasks:
-            for call in calls:
-                tasks.start_soon(call)
+    async with anyio.create_task_group() as tasks:
+        for juror, first, again in orders:
+            into = votes[juror]
+            if first:
+                into = swapped[juror] = Sample()
+            elif again:
+                into = repeated[juror] = Sample()
+            tasks.start_soon(
+                functools.partial(ask, jury[juror], into, candidate_first=first, again=again)
+            )
     extra = (s for s in (*swapped, *repeated) if s is not None)
     for part in (*votes, *extra):
         sample.judge += part.judge

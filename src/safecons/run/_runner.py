@@ -14,6 +14,7 @@ import functools
 import itertools
 import math
 import random
+import sqlite3
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -29,7 +30,7 @@ from .._tasks import in_asyncio_loop
 from .._text import valid_unicode
 from ..clients import CallFailed, NonRetryableCallError, RateLimits, RetryableCallError
 from ..clients._house import AnsweredElsewhere, Attempt, Secrets, secrets_of, warn_if_partial
-from ..errors import CacheWarning
+from ..errors import CacheError, CacheWarning
 from ._cache import ResponseCache
 from ._permits import LocalPermits, PaceNotices, Permits, Slot, Tokens
 
@@ -218,7 +219,7 @@ class Runner:
         # the resume, not the run. Warn once and carry on.
         try:
             return cache.put(key, kind=kind, endpoint=endpoint, value=value)
-        except Exception as exc:
+        except (sqlite3.Error, OSError, CacheError) as exc:
             self._warn_once(cache, f"could not store a {kind} answer ({type(exc).__name__}: {exc})")
             return None
 
@@ -226,7 +227,7 @@ class Runner:
         """The stored value for ``key``; a cache that cannot be read costs a miss, not the run."""
         try:
             return cache.get(key)
-        except Exception as exc:
+        except (sqlite3.Error, OSError, CacheError) as exc:
             self._warn_once(cache, f"could not read a stored answer ({type(exc).__name__}: {exc})")
             return None
 
@@ -667,9 +668,10 @@ def portal_call(
     try:
         while not future.done():
             concurrent.futures.wait((future,), timeout=PORTAL_POLL_SECONDS)
-    except BaseException:
-        future.cancel()
-        raise
+    finally:
+        # Reached undone only by an interrupt (or any error) in the wait: the task stops.
+        if not future.done():
+            future.cancel()
     return future.result()
 
 
