@@ -117,14 +117,18 @@ class Spend:
             self.completion_tokens = _plus(self.completion_tokens, completion_tokens)
 
     def __iadd__(self, other: Spend) -> Spend:
-        for name in SPEND_MEASURES:
-            mine, theirs = getattr(self, name), getattr(other, name)
-            setattr(self, name, _plus(mine, theirs) if name.endswith("_tokens") else mine + theirs)
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in _TOKENS:
+            setattr(self, name, _plus(getattr(self, name), getattr(other, name)))
         return self
 
 
 #: The measures of a :class:`Spend`, in the order of its fields.
 SPEND_MEASURES: Final[tuple[str, ...]] = tuple(f.name for f in fields(Spend))
+#: Its counts, and its token figures (null where no server reported any).
+_TOKENS: Final = tuple(name for name in SPEND_MEASURES if name.endswith("_tokens"))
+_COUNTS: Final = tuple(name for name in SPEND_MEASURES if name not in _TOKENS)
 #: The kinds of call a row spends on.
 SPEND_KINDS: Final[tuple[str, ...]] = ("sut", "judge")
 #: What one row spent (the fields of the frame's spend column): each kind's :class:`Spend`,
@@ -306,10 +310,15 @@ def list_series(name: str, rows: Sequence[Any], dtype: pl.DataType) -> pl.Series
 def _spend(row: Sequence[Sample]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for kind in SPEND_KINDS:
-        total = Spend()
-        for sample in row:
-            total += getattr(sample, kind)
-        out.update({f"{kind}_{what}": getattr(total, what) for what in SPEND_MEASURES})
+        spends = [getattr(sample, kind) for sample in row]
+        for what in SPEND_MEASURES:
+            figures = [getattr(spend, what) for spend in spends]
+            if what in _TOKENS:
+                # Null where no server reported any, not 0.
+                reported = [n for n in figures if n is not None]
+                out[f"{kind}_{what}"] = sum(reported) if reported else None
+            else:
+                out[f"{kind}_{what}"] = sum(figures)
     return out
 
 
