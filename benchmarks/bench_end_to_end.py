@@ -46,6 +46,26 @@ LATENCY = 0.05
 CONCURRENCY = 64
 
 
+#: The parts of the run a function's own time is counted in, by where it is (the first that
+#: matches): safecons' rooms, then the libraries under them.
+PARTS = (
+    "safecons/run/_permits",
+    "safecons/run/_policy",
+    "safecons/run/",
+    "safecons/metric/",
+    "safecons/clients/",
+    "safecons/judges/",
+    "safecons/variants/",
+    "safecons/",
+    "aiohttp/",
+    "anyio/",
+    "asyncio/",
+    "polars/",
+    "json/",
+    "<built-in>",
+)
+
+
 def safecons_default(base_url: str, rows: int, concurrency: int) -> None:
     """The workload through ``safety_consistency`` with its default options."""
     import polars as pl
@@ -105,15 +125,28 @@ def profile(server: Server, rows: int, concurrency: int, top: int) -> None:
         f"({1000 * cpu / max(1, calls):.3f} ms a call); wall {session.duration:.2f} s, of which "
         "the samples below (idle waits in the event loop's select included)"
     )
-    flat = ConsoleRenderer(flat=True, flat_time="self", processor_options={"hide_regex": None})
-    lines = profiler.output(flat).splitlines()
-    body = [line for line in lines if line.strip() and not line.lstrip().startswith(("_", "/"))]
-    print("\ntop functions by their own time:")
-    print("\n".join(body[:top]))
-    total = ConsoleRenderer(flat=True, flat_time="total")
+
+    def table(flat_time: str, everything: bool = False) -> list[str]:
+        renderer = ConsoleRenderer(flat=True, flat_time=flat_time)
+        lines = profiler.output(renderer).splitlines()
+        # The renderer's banner and header lines first, then one line a function.
+        rows = [line for line in lines if line[:1].isdigit()]
+        return rows if everything else rows[:top]
+
+    own = table("self", everything=True)
+    print("\nown time by part (seconds of the run's wall time, and share):")
+    parts: dict[str, float] = {}
+    for line in own:
+        seconds, _, where = line.partition(" ")
+        part = next((p for p in PARTS if p in where), "other")
+        parts[part] = parts.get(part, 0.0) + float(seconds)
+    total = sum(parts.values()) or 1.0
+    for part, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print(f"{seconds:8.3f} {100 * seconds / total:5.1f}%  {part}")
+    print("\ntop functions by their own time (seconds of the run's wall time):")
+    print("\n".join(own[:top]))
     print("\ntop functions by the time under them:")
-    lines = [line for line in profiler.output(total).splitlines() if line.strip()]
-    print("\n".join(lines[:top]))
+    print("\n".join(table("total")))
 
 
 def main() -> int:
