@@ -378,12 +378,17 @@ class Runner:
         succeeded = False
         permits = _no_permit() if deferred else self.permits.slot(endpoint, tokens=tokens)
         async with permits as permit:
+            # A deferred call has no timeout: the provider's window is its deadline.
+            deadline = math.inf if deferred else anyio.current_time() + self.timeout_seconds
             # A deferred call waiting for its answer is not in flight: it holds no connection.
             stats.in_flight += not deferred
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             try:
-                with anyio.fail_after(None if deferred else self.timeout_seconds):
+                # anyio.fail_after's cancel scope, without its generator, on every attempt's path.
+                with anyio.CancelScope(deadline=deadline) as scope:
                     value = await attempt(start)
+                if scope.cancelled_caught:
+                    raise TimeoutError
             except TimeoutError:
                 tally.error = self._timed_out(start)
             except AnsweredElsewhere:
@@ -606,7 +611,8 @@ async def run_in_order(
                 if job is None:
                     gate.release()
                     break
-                tg.start_soon(guarded, job)
+                # Named: anyio would otherwise work a name out of each job's callable.
+                tg.start_soon(guarded, job, name="safecons unit")
     except BaseExceptionGroup as group:
         raise first_exception(group) from None
     finally:
