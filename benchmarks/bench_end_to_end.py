@@ -3,6 +3,7 @@
     python benchmarks/bench_end_to_end.py               # three runs of each, alternating
     python benchmarks/bench_end_to_end.py --runs 5
     python benchmarks/bench_end_to_end.py --profile     # and where safecons' time goes
+    python benchmarks/bench_end_to_end.py --calls       # and each one's Python function calls
 
 The workload is the harness's (``benchmarks/harness.py``): 600 rows, ``responses_per_query=3``
 (two fresh SUT samples per row, each judged once: 2,400 calls), concurrency 64, 50 ms per call,
@@ -18,7 +19,8 @@ both of a pair together more than it moves runs far apart). The server counts th
 answered and the script exits non-zero unless each run made exactly the workload's calls.
 Beside the wall times it prints each run's CPU time per call in this process (every thread's;
 the server runs in another): on a machine other jobs share, the wall ratio moves with their
-load, and the CPU per call much less.
+load, and the CPU per call much less; and the CPU the cyclic garbage collector took in the
+safecons run.
 
 ``--profile`` runs safecons once more under pyinstrument (its own process's CPU, the server's
 apart) and prints the functions that took the most time, by their own time and by the time
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import resource
 import statistics
@@ -89,17 +92,53 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _timed(server: Server, run: object, rows: int, concurrency: int) -> tuple[float, float]:
-    """Wall seconds and this process's CPU seconds (every thread's) of one run."""
+class _Collector:
+    """The CPU seconds the cyclic garbage collector took in this thread, as it goes."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._heard)
+
+    def _heard(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._started
+
+
+COLLECTOR = _Collector()
+
+
+def _timed(server: Server, run: object, rows: int, concurrency: int) -> tuple[float, float, float]:
+    """Wall seconds, this process's CPU seconds (every thread's) and the collector's CPU
+    seconds of one run."""
     server.take_count()
-    wall, cpu = time.perf_counter(), _cpu()
+    wall, cpu, collected = time.perf_counter(), _cpu(), COLLECTOR.seconds
     run(server.base_url, rows, concurrency)  # type: ignore[operator]
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
+    collected = COLLECTOR.seconds - collected
     calls = server.take_count()
     expected = 2 * rows * (RESPONSES_PER_QUERY - 1)
     if calls != expected:
         raise SystemExit(f"expected {expected} calls, the server answered {calls}")
-    return wall, cpu
+    return wall, cpu, collected
+
+
+def count_calls(server: Server, rows: int, concurrency: int) -> None:
+    """The Python function calls (coroutine steps included) of one run of each, by cProfile:
+    a figure the machine's load does not move."""
+    import cProfile
+    import pstats
+
+    for name, run in (("bare", _bare), ("safecons", safecons_default)):
+        profiler = cProfile.Profile()
+        server.take_count()
+        profiler.enable()
+        run(server.base_url, rows, concurrency)
+        profiler.disable()
+        server.take_count()
+        print(f"{name:<9} {pstats.Stats(profiler).total_calls:>12,} function calls")
 
 
 def _bare(base_url: str, rows: int, concurrency: int) -> None:
@@ -157,6 +196,7 @@ def main() -> int:
     p.add_argument("--latency", type=float, default=LATENCY, help="seconds per call")
     p.add_argument("--answer-chars", type=int, default=200)
     p.add_argument("--profile", action="store_true", help="then profile one safecons run")
+    p.add_argument("--calls", action="store_true", help="then count each one's function calls")
     p.add_argument("--top", type=int, default=30, help="lines of each profile table")
     args = p.parse_args()
     server = Server(args.latency, args.answer_chars)
@@ -174,17 +214,18 @@ def main() -> int:
         )
         print(
             f"{'pair':>4} {'bare s':>8} {'safecons s':>11} {'vs bare':>8} {'vs ideal':>9} "
-            f"{'bare CPU ms/call':>17} {'safecons CPU ms/call':>21}"
+            f"{'bare CPU ms/call':>17} {'safecons CPU ms/call':>21} {'safecons GC ms':>15}"
         )
         ratios, cpus = [], []
         for n in range(args.runs):
-            bare, bare_cpu = _timed(server, _bare, rows, c)
-            ours, our_cpu = _timed(server, safecons_default, rows, c)
+            bare, bare_cpu, _ = _timed(server, _bare, rows, c)
+            ours, our_cpu, collected = _timed(server, safecons_default, rows, c)
             ratios.append(bare / ours)
             cpus.append(1000 * our_cpu / calls)
             print(
                 f"{n + 1:>4} {bare:8.2f} {ours:11.2f} {bare / ours:8.2f} {ideal / ours:9.2f} "
-                f"{1000 * bare_cpu / calls:17.3f} {1000 * our_cpu / calls:21.3f}"
+                f"{1000 * bare_cpu / calls:17.3f} {1000 * our_cpu / calls:21.3f} "
+                f"{1000 * collected:15.0f}"
             )
         print(
             f"safecons / bare: median {statistics.median(ratios):.2f} "
@@ -192,6 +233,8 @@ def main() -> int:
             f"{statistics.median(cpus):.3f} ms; load average after "
             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         )
+        if args.calls:
+            count_calls(server, rows, c)
         if args.profile:
             profile(server, rows, c, args.top)
     finally:
