@@ -614,7 +614,7 @@ async def run_in_order(
                     break
                 # Named: anyio would otherwise work a name out of each job's callable.
                 tg.start_soon(guarded, job, name="safecons unit")
-    except BaseExceptionGroup as group:
+    except BaseExceptionGroup as group:  # only a group, and nothing swallowed: its first error
         raise first_exception(group) from None
     finally:
         if bar is not None:
