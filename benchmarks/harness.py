@@ -16,7 +16,9 @@ the *same calls* with each contender in one run:
   (``benchmarks/inspect_task.py``), run with ``--inspect-python PATH`` in an environment that
   has inspect_ai (it pins its own dependencies, so it lives apart); its column reports the
   wall time of its ``eval`` call alone;
-- ``safecons``: ``safety_consistency`` with the same concurrency, no cache, no progress bar;
+- ``safecons``: ``safety_consistency`` with the same concurrency, no cache, no progress bar
+  (``benchmarks/bench_end_to_end.py`` runs it with the default options, pair by pair with the
+  bare loop, and profiles it);
   ``sc+httpx`` is the same run with an ``httpx.AsyncClient`` over the ``httpx-aiohttp``
   transport (``transport=AiohttpTransport()``, when ``httpx-aiohttp`` is installed: the
   ``bench`` extra): what httpx's request and response models cost on top of the same aiohttp,

@@ -30,7 +30,7 @@ import safecons as sc
 from safecons.clients._identity import MAX_DEPTH, MAX_VALUES, credential_name, identify
 from safecons.judges._llm import JUDGE_RESPONSE_FORMAT
 from safecons.metric._judging import ChatJudge
-from safecons.run._house import Endpoint
+from safecons.run import Endpoint
 from safecons.testing import FakeOpenAIServer, ScriptedChat, route_by_model
 
 REFUSE = "I'm sorry, but I can't help with that."

@@ -135,7 +135,7 @@ def test_the_keywords_an_ide_shows_are_the_config_s_fields_and_the_run_s():
 
     from safecons.config import CONFIG_FIELDS
     from safecons.metric import MetricOptions
-    from safecons.run._house import CallOptions
+    from safecons.run import CallOptions
 
     hints = typing.get_type_hints(MetricOptions)
     kinds = {"integer": int, "number": float, "boolean": bool, "string": str}

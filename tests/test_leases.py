@@ -26,7 +26,7 @@ import pytest
 
 from safecons.clients import RateLimits
 from safecons.ray._leases import LeaseTable, RemotePermits
-from safecons.run._house import MAX_PACED_WAIT_SECONDS, Slot
+from safecons.run import MAX_PACED_WAIT_SECONDS, Slot
 from virtual_time import VIRTUAL_TIME
 
 pytestmark = pytest.mark.anyio

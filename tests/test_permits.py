@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from safecons.run._house import LocalPermits, RetryPolicy, Runner
+from safecons.run import LocalPermits, RetryPolicy, Runner
 from virtual_time import VIRTUAL_TIME
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from safecons.clients import RateLimits
-from safecons.run._house import Slot
+from safecons.run import Slot
 from safecons.run._permits import LocalPermits
 from safecons.run._policy import (
     BUCKET_SMALLEST_GAP,

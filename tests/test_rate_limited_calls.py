@@ -10,7 +10,7 @@ import pytest
 
 import safecons as sc
 from safecons.clients import RetryableCallError
-from safecons.run._house import Pace, RetryPolicy, Runner
+from safecons.run import Pace, RetryPolicy, Runner
 from safecons.run._runner import MAX_RATE_LIMITED_FREE, RATE_LIMIT_PATIENCE_SECONDS
 from safecons.testing import FakeOpenAIServer, RateLimit, StandInJudge, route_by_model
 

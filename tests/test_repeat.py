@@ -239,7 +239,7 @@ vote = st.one_of(st.none(), st.sampled_from(LABELS))
 )
 def test_the_repeat_flip_rate_is_plain_counting(case):
     from safecons.reliability import judge_reliability
-    from safecons.reliability._jury import repeat_noise
+    from safecons.reliability._jury_reliability import repeat_noise
 
     k, rows = case
     jurors = [f"j{i}" for i in range(k)]

@@ -19,6 +19,7 @@ __all__ = (
     "describe_exception",
     "guarded",
     "guarded_await",
+    "read_or",
     "safe_repr",
     "safe_text",
     "type_name",
@@ -26,6 +27,7 @@ __all__ = (
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 def type_name(obj: object) -> str:
@@ -36,10 +38,7 @@ def type_name(obj: object) -> str:
     >>> type_name(ValueError("x"))
     'ValueError'
     """
-    try:
-        name = type(obj).__name__
-    except Exception:
-        return "object"
+    name = read_or(lambda: type(obj).__name__, "object")
     return name if type(name) is str else "object"
 
 
@@ -60,12 +59,8 @@ def safe_text(obj: object) -> str | None:
     >>> safe_text(Unprintable()) is None
     True
     """
-    try:
-        text = str(obj)
-        # A str subclass may override what reads it: an exact copy is read from here on.
-        return str.__str__(text)
-    except Exception:
-        return None
+    # A str subclass may override what reads it: an exact copy is read from here on.
+    return read_or(lambda: str.__str__(str(obj)), None)
 
 
 def safe_repr(obj: object, limit: int | None = 120) -> str:
@@ -82,9 +77,8 @@ def safe_repr(obj: object, limit: int | None = 120) -> str:
     >>> safe_repr(BadRepr())
     '<BadRepr object: its repr could not be read>'
     """
-    try:
-        text = str.__str__(repr(obj))
-    except Exception:
+    text = read_or(lambda: str.__str__(repr(obj)), None)
+    if text is None:
         return f"<{type_name(obj)} object: its repr could not be read>"
     return text if limit is None or len(text) <= limit else f"{text[:limit]}..."
 
@@ -156,3 +150,16 @@ async def guarded_await(
         return await fn(*args, **kwargs)
     except Exception as exc:  # boundary: a user's coroutine may raise anything
         return Raised(exc)
+
+
+def read_or(read: Callable[[], _T], default: _D) -> _T | _D:
+    """``read()``, or ``default`` when the user's code it runs raises (:func:`guarded`, for a
+    reading whose failure means only "no answer").
+
+    Examples
+    --------
+    >>> read_or(lambda: {}["missing"], "no answer")
+    'no answer'
+    """
+    value = guarded(read)
+    return default if isinstance(value, Raised) else value

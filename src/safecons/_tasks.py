@@ -91,9 +91,9 @@ async def background_tasks() -> AsyncIterator[TaskGroup]:
     async with anyio.create_task_group() as tg:
         try:
             yield tg
-        except BaseException as exc:
-            # Raised again below, once the tasks are gone: raised through the task group it
-            # would come out wrapped in an ExceptionGroup.
+        except BaseException as exc:  # boundary: the block's own error, whatever it is, kept
+            # and raised again below, once the tasks are gone: raised through the task group
+            # it would come out wrapped in an ExceptionGroup. Nothing is swallowed.
             failure = exc
         finally:
             tg.cancel_scope.cancel()

@@ -49,7 +49,7 @@ from .reliability import (
     position_bias,
     repetition_stability,
 )
-from .run._house import CallOptions, RunOptions, engine, run_sync, slot
+from .run import CallOptions, RunOptions, engine, run_sync, slot
 
 __all__ = (
     "CONTROLLED",

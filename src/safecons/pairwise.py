@@ -39,7 +39,7 @@ from .reliability import (
     position_class,
     winner_from_letter,
 )
-from .run._house import (
+from .run import (
     CallOptions,
     Endpoint,
     Engine,

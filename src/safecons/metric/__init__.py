@@ -11,9 +11,11 @@ as a system under test and a judge (:data:`SUT`, :data:`Judge`, :data:`ChatFunct
 - :mod:`._job`: a call of the metric, validated once (:class:`Job`); LazyFrame batches.
 - :mod:`._comparisons`: the metric's units on the engine: each SUT sample, then its judge call.
 - :mod:`._postures`: each answer's posture, read in a worker thread while the calls go on.
+- :mod:`._jurors`: a comparison judged by a jury (one judge is a jury of one): every
+  juror's call through the engine, then the verdict; :func:`judge_sample`, the judge unit
+  that ``audit_judge`` runs too.
 - :mod:`._judging`: a judge, whatever the user passed (chat client, callable, ``LLMJudge``,
-  judge object), as one thing a unit can ask for a verdict; :func:`judge_sample`, the judge
-  unit that ``audit_judge`` runs too.
+  judge object), as one thing a unit can ask for a verdict.
 - :mod:`._plan`: the dry run (:class:`CallPlan`).
 - :mod:`._types`: :data:`SUT`, :data:`Judge`, :data:`ChatFunction`.
 - :mod:`._inputs`: the checks of a frame before any call.
@@ -36,7 +38,7 @@ from ._job import SafetyConsistencyRun as SafetyConsistencyRun
 from ._judging import JudgeSession as JudgeSession
 from ._judging import check_judge as check_judge
 from ._judging import open_judge as open_judge
-from ._jury import judge_sample as judge_sample
+from ._jurors import judge_sample as judge_sample
 from ._plan import CallPlan as CallPlan
 from ._types import SUT as SUT
 from ._types import ChatFunction as ChatFunction

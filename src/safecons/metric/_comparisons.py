@@ -4,7 +4,7 @@ Every network front of the metric (``safety_consistency`` and its async and run 
 ``respond``, ``judge_responses``, the Ray actors) comes to :func:`score_frame`. A *unit* is one
 comparison: one SUT sample (or a stored answer), then its judge call, which starts as soon as
 the answer arrives; units start in row order through the engine's gate
-(:class:`~safecons.run._house.Engine`).
+(:class:`~safecons.run.Engine`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..clients import MAX_USAGE_TOKENS, Completion
 from ..clients._internal import Attempt, RunSession, as_chat_client
 from ..config import SafetyConsistencyConfig
 from ..errors import UsageWarning
-from ..run._house import (
+from ..run import (
     Endpoint,
     Engine,
     ModelCall,
@@ -33,7 +33,7 @@ from ..run._house import (
     engine,
 )
 from ._judging import JudgeSession, juror_ids, juror_names, jurors_of, open_judge
-from ._jury import judge_by_jury
+from ._jurors import judge_by_jury
 from ._postures import PostureReader
 from ._units import RunPlan, Unit
 
@@ -94,7 +94,7 @@ async def score_frame(
     :func:`open_sessions` of the same ``sut``, ``judge`` and ``runner``) are used instead of
     opening new ones. ``swap_share`` of the comparisons (drawn by the seed and each row's id)
     are judged again with the answers swapped, and ``repeat_share`` (a draw of its own) again
-    as they were (:mod:`._jury`).
+    as they were (:mod:`._jurors`).
     """
     async with engine(options, runner=runner) as eng:
         if sessions is None:

@@ -4,7 +4,7 @@ Stages, each usable alone (see :func:`~safecons.build_variants`, :func:`respond`
 :func:`judge_responses`, :func:`score_expr`); :func:`safety_consistency` composes them. Every
 front takes the same keyword options (:class:`~safecons.metric.MetricOptions`), read once by
 :meth:`~safecons.metric.Job.of`; the calls are made by the engine
-(:func:`~safecons.run._house.engine`), and the pure stages are Polars expressions
+(:func:`~safecons.run.engine`), and the pure stages are Polars expressions
 (:func:`~safecons.variants.variant_expr`, :func:`score_expr`).
 """
 
@@ -19,7 +19,7 @@ import polars as pl
 from .._prices import Prices, as_prices
 from .._record import output_schema
 from ..errors import InputError
-from ..run._house import run_sync
+from ..run import run_sync
 from ._inputs import check_stage_frame
 from ._job import Job, MetricOptions, SafetyConsistencyRun, run_batches
 from ._lazy import lazy_metric
@@ -165,7 +165,7 @@ def safety_consistency(
             functools.partial(run_batches, job),
             output_schema(prefix=job.prefix, metric_name=job.config.metric_name),
         )
-    frame = run_sync(job.run, df, keep=job.cache).frame
+    frame = run_sync(job.frame, df, keep=job.cache)
     job.warn_if_unscored(frame)
     return frame
 
@@ -181,7 +181,7 @@ async def safety_consistency_async(
     a LazyFrame is collected first."""
     job = Job.of(df, sut=sut, judge=judge, options=options)
     frame = df.collect() if isinstance(df, pl.LazyFrame) else df
-    scored = (await job.run(frame)).frame
+    scored = await job.frame(frame)
     job.warn_if_unscored(scored)
     return scored
 

@@ -22,8 +22,7 @@ from ..clients import ChatClient
 from ..clients._internal import as_chat_client, secrets_of
 from ..config import SafetyConsistencyConfig
 from ..errors import InputError
-from ..run import CacheArg
-from ..run._house import CallOptions, Runner, RunOptions, opened_cache, portal_call
+from ..run import CacheArg, CallOptions, Runner, RunOptions, opened_cache, portal_call
 from ..summary import RunSummary, run_summary
 from ..templates import Template
 from ..variants import build_variants, check_unique_ids
@@ -46,7 +45,7 @@ class MetricOptions(CallOptions, total=False):
 
     The run's options (``concurrency_limit``, ``n_judge_retries``, ``timeout_seconds``,
     ``cache``, ``max_calls``, ``progress``, ``seed``, from
-    :class:`~safecons.run._house.CallOptions`),
+    :class:`~safecons.run.CallOptions`),
     every other field of :class:`~safecons.SafetyConsistencyConfig` (an override of
     ``config``), and what shapes the frame (``prefix``, the template sets). See
     :func:`~safecons.safety_consistency` for what each means.
@@ -275,19 +274,30 @@ class Job:
         text = json.dumps(record, ensure_ascii=False, default=str)
         return secrets_of(*(client for _, client in self.chat_clients() if client)).scrub(text)
 
-    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
-        """The whole metric over ``df``, with the facts of the run."""
+    async def frame(self, df: pl.DataFrame) -> pl.DataFrame:
+        """The whole metric over ``df``: the scored frame alone (what the plain fronts
+        return, with no summary worked out for nothing)."""
+        out, _, _ = await self._scored(df)
+        return out
+
+    async def _scored(self, df: pl.DataFrame) -> tuple[pl.DataFrame, Runner, float]:
+        """The scored frame, the runner that made its calls and the seconds they took."""
         with_variants = self.variants(df)
         started = time.perf_counter()
         with opened_cache(self.options.cache) as cache:
             runner = self.options.runner(cache)
             out = await self.score(with_variants, runner)
+        return out, runner, time.perf_counter() - started
+
+    async def run(self, df: pl.DataFrame) -> SafetyConsistencyRun:
+        """The whole metric over ``df``, with the facts of the run."""
+        out, runner, elapsed = await self._scored(df)
         return SafetyConsistencyRun(
             frame=out,
             summary=run_summary(out, prefix=self.prefix, metric_name=self.config.metric_name),
             config=self.config.to_dict(),
             seed=self.options.seed,
-            elapsed_seconds=time.perf_counter() - started,
+            elapsed_seconds=elapsed,
             max_in_flight=runner.stats.max_in_flight,
             min_concurrency_target=runner.stats.min_target,
             sut=None if self.sut is None else measured(self.sut, "sut"),

@@ -3,7 +3,7 @@
 Two kinds: a chat model behind safecons' judge prompt and parser (:class:`ChatJudge`: a chat
 client, a callable, or an :class:`~safecons.LLMJudge` around one), and a local judge object
 with a ``compare`` method (:class:`ObjectJudge`, e.g. an offline classifier). Both prepare a
-:class:`Comparison` once (its prompt, its :class:`~safecons.run._house.ModelCall`, whether a
+:class:`Comparison` once (its prompt, its :class:`~safecons.run.ModelCall`, whether a
 text was cut) and then judge it; the run, the dry run and the cache all read that one value.
 """
 
@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._foreign import safe_repr
+from .._foreign import read_or, safe_repr
 from .._protocols import conforms
 from ..clients import (
     CallableClient,
@@ -54,7 +54,7 @@ from ..judges import (
     judgment_from,
     parse_judgment,
 )
-from ..run._house import Endpoint, ModelCall
+from ..run import Endpoint, ModelCall
 
 __all__ = (
     "ChatJudge",
@@ -354,7 +354,7 @@ def juror_names(judge: object) -> tuple[str, ...]:
 def juror_ids(judge: object) -> tuple[str, ...]:
     """What each juror of ``judge=`` is, in jury order: 16 hex digits of a hash of its
     endpoint (URL read by :func:`~safecons.clients._urls.comparable_url`, model, what else
-    shapes its answers: the cache's :class:`~safecons.run._house.Endpoint`) and of the judge
+    shapes its answers: the cache's :class:`~safecons.run.Endpoint`) and of the judge
     settings that shape its prompt and reading; for a judge object, of its class, its
     ``cache_identity`` and its ``compare`` (code and settings, as an unnamed callable's
     identity is read). No key enters it, and it is the same in every process: two runs'
@@ -509,14 +509,9 @@ def _object_identity(judge: object) -> tuple[str, str | None, str | None]:
     """A judge object's class, its own ``cache_identity`` and the digest of its ``compare``
     (its code and settings); what cannot be read counts as None."""
     cls = type(judge)
-    try:
-        own = object.__getattribute__(judge, "cache_identity")
-    except Exception:  # absent, or a property that raises
-        own = None
-    try:
-        digest: str | None = callable_digest(judge.compare)  # type: ignore[attr-defined]
-    except Exception:
-        digest = None
+    # Absent, or a property that raises: None.
+    own = read_or(lambda: object.__getattribute__(judge, "cache_identity"), None)
+    digest = read_or(lambda: callable_digest(judge.compare), None)  # type: ignore[attr-defined]
     return f"{cls.__module__}.{cls.__qualname__}", own if isinstance(own, str) else None, digest
 
 

@@ -23,8 +23,7 @@ from .._prices import KINDS, PARTS, Prices, costs, money_text
 from .._tokens import completion_budget, estimate_tokens, tokenizer_name
 from ..clients import ChatClient
 from ..clients._internal import Secrets, as_chat_client, facts_of, secrets_of, warn_if_partial
-from ..run import ResponseCache
-from ..run._house import Endpoint, decode_completion, opened_cache, replay
+from ..run import Endpoint, ResponseCache, decode_completion, opened_cache, replay
 from ..summary import token_frame
 from ._judging import JudgeSession, juror_names, jurors_of, planning_judge
 from ._units import RunPlan, jury_orders

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from ..run._house import Endpoint, ModelCall, row_draw, sample_seed, slot
+from ..run import Endpoint, ModelCall, row_draw, sample_seed, slot
 from ..variants import query_of
 
 __all__ = ("RunPlan", "Unit", "jury_orders", "repeat_chosen", "sut_call", "swap_chosen")

@@ -5,7 +5,7 @@
   them until they expire; a 429 with ``Retry-After`` on one endpoint starts a *cool-down* in
   which no holder is granted a permit for that endpoint.
 - :class:`RemotePermits`: a worker's side of a table in another process, the
-  :class:`~safecons.run._permits.Permits` its runner takes each attempt's permit from.
+  :class:`~safecons.run.Permits` its runner takes each attempt's permit from.
 
 :mod:`._limiter` serves a table from one named Ray actor. This module is plain anyio and never
 imports Ray (a test checks it), so the table and the worker's side are tested without Ray.
@@ -27,8 +27,7 @@ import anyio
 
 from .._tasks import background_tasks
 from ..clients import RateLimits
-from ..run import MAX_RETRY_AFTER_SECONDS
-from ..run._house import MAX_PACED_WAIT_SECONDS, EndpointPolicy, Slot, Tokens
+from ..run import MAX_PACED_WAIT_SECONDS, MAX_RETRY_AFTER_SECONDS, EndpointPolicy, Slot, Tokens
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 
@@ -86,7 +85,7 @@ class LeaseTable:
       a holder that died cannot keep permits. A holder that starts again calls :meth:`forget`
       with its old name to free at once what its previous life held. A late release of an
       expired lease is ignored.
-    Each endpoint's rules are its :class:`~safecons.run._house.EndpointPolicy`, the one a
+    Each endpoint's rules are its :class:`~safecons.run.EndpointPolicy`, the one a
     process keeps for itself, here on the table's clock so that the attempts of all holders
     count together:
 
@@ -276,7 +275,7 @@ class LeaseTable:
         provider said nothing of its limits), and the holder need not ask again.
 
         Until the endpoint's first answer is heard, one attempt goes at a time (the others
-        wait for that answer, at most :data:`~safecons.run._house.MAX_PACED_WAIT_SECONDS`: a holder
+        wait for that answer, at most :data:`~safecons.run.MAX_PACED_WAIT_SECONDS`: a holder
         that died before telling it does not hold the endpoint for ever).
         """
         if not self._pacing:

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import math
 import numbers
+import pickle
 import uuid
 import zlib
 from collections.abc import Mapping
@@ -21,8 +22,7 @@ import ray.data
 from ..clients._internal import facts_of
 from ..errors import InputError
 from ..metric import SUT, Job, Judge, MetricOptions, Sessions, open_sessions
-from ..run import MAX_CONCURRENCY, ResponseCache
-from ..run._house import Runner, engine, opened_cache, whole_number
+from ..run import MAX_CONCURRENCY, ResponseCache, Runner, engine, opened_cache, whole_number
 from ..variants import check_unique_ids
 from ._leases import RemotePermits
 from ._limiter import global_limiter
@@ -167,7 +167,7 @@ class _Scorer:
             async with self._stack:
                 started.set_result(await self._start())
                 await anyio.sleep_forever()  # until Ray ends the actor with its process
-        except BaseException as exc:
+        except BaseException as exc:  # boundary: whatever ends the start is the batches' news
             if started.done():
                 if self._started is started:
                     self._started = None  # they are closed: the next batch opens them anew
@@ -212,10 +212,9 @@ class _Scorer:
             # Shielded: a batch cancelled while the actor starts must not cancel the start
             # that the other batches wait on.
             runner, sessions = await asyncio.shield(started)
-        except BaseException:
+        finally:
             if started.done() and (started.cancelled() or started.exception() is not None):
                 self._started = None  # the next batch tries again
-            raise
         job = self._job
         scored = await job.score(job.variants(_to_frame(batch)), runner, sessions)
         return _to_arrow(scored)
@@ -320,7 +319,7 @@ def safety_consistency(
     for role, client in (("sut", sut), ("judge", judge)):
         try:
             ray.cloudpickle.dumps(client)
-        except Exception as exc:
+        except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError) as exc:
             raise InputError(
                 f"{role}: cannot be sent to Ray's actors ({type(exc).__name__}: {exc}); pass a "
                 "client that pickles (OpenAICompatible does) or a plain function"

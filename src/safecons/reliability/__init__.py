@@ -22,11 +22,11 @@ from ._columns import WINNER_YX as WINNER_YX
 from ._common import DisjointLabelsWarning as DisjointLabelsWarning
 from ._common import UndefinedStatisticWarning as UndefinedStatisticWarning
 from ._gap import flip_rate_by_gap as flip_rate_by_gap
-from ._jury import JudgeReliability as JudgeReliability
-from ._jury import RepeatNoise as RepeatNoise
-from ._jury import judge_reliability as judge_reliability
-from ._jury import jury_verdict as jury_verdict
-from ._jury import repeat_noise as repeat_noise
+from ._jury_reliability import JudgeReliability as JudgeReliability
+from ._jury_reliability import RepeatNoise as RepeatNoise
+from ._jury_reliability import judge_reliability as judge_reliability
+from ._jury_reliability import jury_verdict as jury_verdict
+from ._jury_reliability import repeat_noise as repeat_noise
 from ._kappa import cohen_kappa as cohen_kappa
 from ._length import length_bias as length_bias
 from ._multirater import fleiss_kappa as fleiss_kappa

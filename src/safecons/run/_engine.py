@@ -184,7 +184,7 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
     Examples
     --------
     >>> import anyio
-    >>> from safecons.run._house import RunOptions, engine
+    >>> from safecons.run import RunOptions, engine
     >>> async def main():
     ...     async with engine(RunOptions(progress=False, cache=False)) as run:
     ...         async def answer(_attempt):
@@ -199,7 +199,7 @@ async def engine(options: RunOptions, *, runner: Runner | None = None) -> AsyncI
             if runner is None:
                 runner = options.runner(stack.enter_context(opened_cache(options.cache)))
             yield Engine(options, runner, stack)
-    except BaseExceptionGroup as group:
+    except BaseExceptionGroup as group:  # only a group, and nothing swallowed: its first error
         first = first_exception(group)
         if isinstance(first, anyio.get_cancelled_exc_class()):
             raise

@@ -26,7 +26,7 @@ from .._record import Sample
 from ..clients._internal import Attempt
 from ..judges import LABELS
 from ..reliability import jury_verdict
-from ..run._house import Engine
+from ..run import Engine
 from ._judging import Comparison, JudgeSession, Verdict, encode_judgment
 from ._units import jury_orders
 
@@ -89,6 +89,18 @@ async def judge_by_jury(
     juror of ``jury`` (and again swapped, if ``swap``, and again as it was, if ``repeat``:
     :func:`~._units.jury_orders`) and fill the judge fields of ``sample`` with the jury's
     verdict."""
+    orders = jury_orders([j.ordered for j in jury], swap, repeat)
+    if len(orders) == 1:
+        # One judge's one call (most comparisons): its verdict is the comparison's, filled
+        # in place, with no vote to count.
+        (judge,) = jury
+        comparison = judge.prepare(slot, candidate_first=False, repeat=0, **texts)
+        await judge_sample(eng, judge, comparison, sample)
+        sample.judge_input_cut = bool(comparison.cut)
+        sample.juror_labels, sample.juror_scores = [sample.label], [sample.score]
+        if swap:
+            sample.swap_labels = [None]  # chosen, and a judge that sees no order
+        return
     votes = [Sample() for _ in jury]
     swapped: list[Sample | None] = [None for _ in jury]
     repeated: list[Sample | None] = [None for _ in jury]
@@ -100,7 +112,7 @@ async def judge_by_jury(
         await judge_sample(eng, session, comparison, into)
 
     async with anyio.create_task_group() as tasks:
-        for juror, first, again in jury_orders([j.ordered for j in jury], swap, repeat):
+        for juror, first, again in orders:
             into = votes[juror]
             if first:
                 into = swapped[juror] = Sample()
