@@ -1289,7 +1289,7 @@ def p43() -> str:
     import io
     from types import SimpleNamespace
 
-    from safecons.cli import _print_run
+    from safecons.cli._run import _print_run
 
     hostile = "\x1b]0;pwned\x07\x1b[2J\x9b31m\r\nsafecons: error: forged\u202e"
     acted_on = {*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u202e"} - {"\n"}

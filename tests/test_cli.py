@@ -510,7 +510,7 @@ def test_audit_tables_fit_in_100_columns_and_print_every_figure():
 
 
 def test_audit_tables_split_into_blocks_and_cut_long_names_with_a_marker():
-    from safecons.cli import _AUDIT_COLUMNS, _audit_lines
+    from safecons.cli._audit import _AUDIT_COLUMNS, _audit_lines
 
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=2)
     # What a chat judge adds (the swap test's four columns), and a long family name.
@@ -635,7 +635,7 @@ def test_a_key_named_by_key_env_never_travels_in_the_clients_pickle(monkeypatch,
     import argparse
     import pickle
 
-    from safecons.cli import _client
+    from safecons.cli._clients import _client
 
     key = "sut-secret-key-0123456789"
     monkeypatch.setenv("SUT_KEY", key)
