@@ -10,7 +10,7 @@ import polars as pl
 import safecons as sc
 from safecons.cli import main
 from safecons.reliability import JudgeReliability
-from safecons.report import _trust_note
+from safecons._report_judges import trust_note as _trust_note
 
 SAID = ["Consistent", "Contradictory", "consistent", "Slightly Inconsistent", "Contradictory"] * 4
 

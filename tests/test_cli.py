@@ -635,14 +635,14 @@ def test_a_key_named_by_key_env_never_travels_in_the_clients_pickle(monkeypatch,
     import argparse
     import pickle
 
-    from safecons.cli._clients import _client
+    from safecons.cli._clients import client_from
 
     key = "sut-secret-key-0123456789"
     monkeypatch.setenv("SUT_KEY", key)
     args = argparse.Namespace(
         sut_model="m", sut_base_url="http://127.0.0.1:9/v1", sut_key_env="SUT_KEY"
     )
-    client = _client(args, "sut")
+    client = client_from(args, "sut")
     assert client.secrets.scrub(key) == "<api key>"
     assert key.encode() not in pickle.dumps(client)
     assert "key from SUT_KEY" in capsys.readouterr().out

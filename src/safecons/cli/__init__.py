@@ -18,8 +18,8 @@ from typing import TextIO
 from .._text import terminal_text
 from ..errors import NoBatchAPIError, SafeconsError, UnscoredRowsWarning
 from ._audit import EXIT_AUDIT_FAILED as EXIT_AUDIT_FAILED
-from ._audit import _add_audit
-from ._cache import _add_cache
+from ._audit import add_audit
+from ._cache import add_cache
 from ._common import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from ._common import EXIT_BUDGET as EXIT_BUDGET
 from ._common import EXIT_INTERRUPTED as EXIT_INTERRUPTED
@@ -27,8 +27,8 @@ from ._common import EXIT_NONE_SCORED as EXIT_NONE_SCORED
 from ._common import EXIT_OK as EXIT_OK
 from ._common import EXIT_SOME_ERRORED as EXIT_SOME_ERRORED
 from ._common import EXIT_USAGE as EXIT_USAGE
-from ._report import _add_report, _add_review_sample
-from ._run import _add_demo, _add_run
+from ._report import add_report, add_review_sample
+from ._run import add_demo, add_run
 
 __all__ = ("main",)
 
@@ -59,12 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"safecons {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     # The order of these calls is the order --help lists the commands in.
-    _add_demo(sub)
-    _add_report(sub)
-    _add_review_sample(sub)
-    _add_run(sub)
-    _add_audit(sub)
-    _add_cache(sub)
+    add_demo(sub)
+    add_report(sub)
+    add_review_sample(sub)
+    add_run(sub)
+    add_audit(sub)
+    add_cache(sub)
     return p
 
 

@@ -12,8 +12,8 @@ import polars as pl
 
 from .._text import display_text, middle_cut, terminal_text
 from ..errors import SafeconsError
-from ._clients import _client
-from ._common import _ERROR_LINE, EXIT_OK, EXIT_USAGE, _check_output, _Commands, _write_frame
+from ._clients import client_from
+from ._common import ERROR_LINE, EXIT_OK, EXIT_USAGE, Commands, checked_output, write_frame
 
 if TYPE_CHECKING:  # imported when the command runs
     from ..audit import JudgeAudit
@@ -142,7 +142,7 @@ def _audit(args: argparse.Namespace) -> int:
     from ..golden import golden_set
     from ..judges import OFFLINE_JUDGE_LIMITS, OfflineJudge, ViolationHead
 
-    output = _check_output(args)[0] if args.output else None
+    output = checked_output(args)[0] if args.output else None
     if args.data is not None and not Path(args.data).is_dir():
         raise SafeconsError(f"--data: no such folder {args.data!r}")
     golden = golden_set(args.data)
@@ -167,7 +167,7 @@ def _audit(args: argparse.Namespace) -> int:
             "--violation-head: the offline judge's; not with --judge-model (an LLM judge)"
         )
     else:
-        judge = _client(args, "judge")
+        judge = client_from(args, "judge")
     print(f"golden set: {golden.height} pairs" + ("" if args.data else " (hand-written only)"))
     audit = audit_judge(
         judge,
@@ -182,7 +182,7 @@ def _audit(args: argparse.Namespace) -> int:
     )
     # Written before anything is printed: a reader of the printout that goes away (| head)
     # must not cost the pairs a paid audit collected.
-    written = None if output is None else _write_frame(audit.pairs, output, overwrite=args.force)
+    written = None if output is None else write_frame(audit.pairs, output, overwrite=args.force)
     columns = [
         c
         for c in _AUDIT_COLUMNS
@@ -211,7 +211,7 @@ def _audit(args: argparse.Namespace) -> int:
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
             # Cut in the middle as a run's row errors are (what failed first, why at the
             # end), then folded to the width of the tables.
-            shown = terminal_text(middle_cut(" ".join(str(text).split()), _ERROR_LINE))
+            shown = terminal_text(middle_cut(" ".join(str(text).split()), ERROR_LINE))
             print(_folded(f"{count}x {shown}", "  "))
     if written is not None:
         print(f"wrote {audit.pairs.height} pairs to {written}")
@@ -256,7 +256,7 @@ class _Asked:
         return float(self._reader.probability(query, answer))
 
 
-def _add_audit(sub: _Commands) -> None:
+def add_audit(sub: Commands) -> None:
     """``safecons audit``: which judge to audit (the offline one unless a model is named)."""
     from ..audit import DEFAULT_REPEATS
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import SafeconsError
-from ._common import _Commands
+from ._common import Commands
 
 
 def _cache(args: argparse.Namespace) -> int:
@@ -47,7 +47,7 @@ def _days(text: str) -> float:
     return value
 
 
-def _add_cache(sub: _Commands) -> None:
+def add_cache(sub: Commands) -> None:
     """``safecons cache``: info or clear, the latter narrowed by age (:func:`_days`) and kind."""
     cache = sub.add_parser("cache", help="inspect or clear a response cache file")
     cache.add_argument("action", choices=["info", "clear"], help="info: counts; clear: delete")

@@ -11,7 +11,7 @@ from .._text import terminal_text
 from ..errors import SafeconsError
 
 
-def _jury(args: argparse.Namespace) -> Any:
+def judge_from(args: argparse.Namespace) -> Any:
     """The run's judge from ``--judge-model`` (repeated: a jury), each juror with the
     ``--judge-base-url`` and ``--judge-key-env`` of its place, or the one given for all."""
     models = args.judge_model
@@ -24,13 +24,13 @@ def _jury(args: argparse.Namespace) -> Any:
                 "--judge-model, in the same order"
             )
     if len(models) == 1:
-        return _client(args, "judge")
+        return client_from(args, "judge")
     options = {}
     for name in ("base_url", "key_env"):
         given = getattr(args, f"judge_{name}") or [None]
         options[name] = given * len(models) if len(given) == 1 else given
     return [
-        _client(
+        client_from(
             args,
             "judge",
             label=f"judge {i + 1} of {len(models)}",
@@ -42,7 +42,7 @@ def _jury(args: argparse.Namespace) -> Any:
     ]
 
 
-def _client(
+def client_from(
     args: argparse.Namespace,
     role: str,
     *,
@@ -109,7 +109,7 @@ def _single(value: Any) -> Any:
     return value[0] if isinstance(value, list) and value else (None if value == [] else value)
 
 
-def _add_judge_options(add: Any) -> None:
+def add_judge_options(add: Any) -> None:
     """``safecons run``'s judge options: one judge, or a jury (``--judge-model`` repeated)."""
     add(
         "--judge-model",

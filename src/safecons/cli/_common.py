@@ -13,7 +13,7 @@ from .._outputs import check_output, write_output
 from ..errors import SafeconsError
 
 #: How much of one row error a line of the run's summary shows.
-_ERROR_LINE = 200
+ERROR_LINE = 200
 
 #: ``safecons run``'s exit codes (its ``--help`` lists them).
 EXIT_OK, EXIT_USAGE, EXIT_SOME_ERRORED, EXIT_NONE_SCORED, EXIT_BUDGET, EXIT_INTERRUPTED = (
@@ -29,16 +29,16 @@ EXIT_OK, EXIT_USAGE, EXIT_SOME_ERRORED, EXIT_NONE_SCORED, EXIT_BUDGET, EXIT_INTE
 EXIT_BROKEN_PIPE: Final = 141
 
 #: What ``add_subparsers`` returns, which argparse gives no public name.
-_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def _wrote(written: Path, asked: Path) -> str:
+def wrote(written: Path, asked: Path) -> str:
     if written == asked:
         return f"wrote {written}"
     return f"{asked} exists (kept; --force replaces it): wrote {written}"
 
 
-def _check_html(path: str, option: str, *, overwrite: bool) -> Path:
+def check_html(path: str, option: str, *, overwrite: bool) -> Path:
     # Checked before any work: a run must not end in an unwritable report.
     return check_output(
         path,
@@ -71,7 +71,7 @@ def _read_frame(path: Path) -> pl.DataFrame:
     raise SafeconsError(f"input: unsupported file type {suffix!r}; use .parquet, .csv, .jsonl")
 
 
-def _read_input(path: Path) -> pl.DataFrame:
+def read_input(path: Path) -> pl.DataFrame:
     try:
         return _read_frame(path)
     except SafeconsError:
@@ -95,7 +95,7 @@ _CACHE: Final = "safecons.cache"
 _NOT_FINISHED: Final = "safecons.not_finished"
 
 
-def _run_marks(args: argparse.Namespace, not_finished: int) -> dict[str, str]:
+def run_marks(args: argparse.Namespace, not_finished: int) -> dict[str, str]:
     """What a Parquet output of ``safecons run`` says of the run that wrote it."""
 
     def digest(path: str | None) -> str:
@@ -125,14 +125,14 @@ def _unfinished_output(args: argparse.Namespace) -> int:
         said = pl.read_parquet_metadata(where)
     except UNREADABLE:  # not Parquet, unreadable: not ours to replace
         return 0
-    mine = _run_marks(args, 0)
+    mine = run_marks(args, 0)
     if any(said.get(k) != mine[k] for k in (_WRITTEN_BY, _INPUT, _CACHE)):
         return 0
     count = said.get(_NOT_FINISHED, "0")
     return int(count) if count.isdigit() else 0
 
 
-def _check_output(args: argparse.Namespace) -> tuple[Path, int]:
+def checked_output(args: argparse.Namespace) -> tuple[Path, int]:
     """The output, checked before the run (a paid run must not end in an unwritable output),
     and how many unfinished rows of an earlier run of it this run may continue."""
     unfinished = 0 if args.force else _unfinished_output(args)
@@ -148,12 +148,12 @@ def _check_output(args: argparse.Namespace) -> tuple[Path, int]:
     return path, unfinished
 
 
-def _write_frame(
+def write_frame(
     df: pl.DataFrame, path: Path, *, overwrite: bool, marks: dict[str, str] | None = None
 ) -> Path:
     """Write ``df``; a file that appeared at ``path`` during the run is kept (a fresh name is
     used, and said), so the end of a paid run never fails or destroys a file. A Parquet file
-    carries ``marks`` in its metadata (``safecons run``'s: :func:`_run_marks`)."""
+    carries ``marks`` in its metadata (``safecons run``'s: :func:`run_marks`)."""
     if path.suffix.lower() == ".parquet":
 
         def write(where: Path) -> None:

@@ -11,10 +11,10 @@ import polars as pl
 
 from .._outputs import check_output, write_output
 from ..errors import SafeconsError
-from ._common import UNREADABLE, _check_html, _Commands, _read_input, _wrote
+from ._common import UNREADABLE, Commands, check_html, read_input, wrote
 
 
-def _write_report(run: Any, path: Path, *, overwrite: bool, **kw: Any) -> Path:
+def write_report(run: Any, path: Path, *, overwrite: bool, **kw: Any) -> Path:
     from ..report import report
 
     return report(run, path, overwrite=overwrite, **kw)
@@ -30,14 +30,14 @@ def _read_labels(path: Path) -> pl.DataFrame:
             raise SafeconsError(
                 f"--labels: cannot read {str(path)!r} ({type(exc).__name__}: {exc})"
             ) from None
-    return _read_input(path)
+    return read_input(path)
 
 
 def _report(args: argparse.Namespace) -> int:
-    _check_html(args.output, "--output", overwrite=args.force)
+    check_html(args.output, "--output", overwrite=args.force)
     labels = None if args.labels is None else _read_labels(Path(args.labels))
-    scored = _read_input(Path(args.input))
-    written = _write_report(
+    scored = read_input(Path(args.input))
+    written = write_report(
         scored,
         Path(args.output),
         overwrite=args.force,
@@ -45,11 +45,11 @@ def _report(args: argparse.Namespace) -> int:
         metric_name=args.metric_name,
         human_labels=labels,
     )
-    print(f"{_wrote(written, Path(args.output))} ({scored.height} rows)")
+    print(f"{wrote(written, Path(args.output))} ({scored.height} rows)")
     return 0
 
 
-def _add_report(sub: _Commands) -> None:
+def add_report(sub: Commands) -> None:
     """``safecons report``: a scored file in, one HTML file out."""
     from ..config import DEFAULT_CONFIG, DEFAULT_PREFIX
 
@@ -87,21 +87,21 @@ def _review_sample(args: argparse.Namespace) -> int:
         overwrite=args.force,
         overwrite_hint="--force",
     )
-    scored = _read_input(Path(args.input))
+    scored = read_input(Path(args.input))
     sample = review_sample(
         scored, args.n, seed=args.seed, prefix=args.prefix, metric_name=args.metric_name
     )
     write = sample.write_parquet if target.suffix.lower() == ".parquet" else sample.write_csv
     written = write_output(target, write, overwrite=args.force)
     print(
-        f"{_wrote(written, target)} ({sample.height} comparisons to label: fill human_label "
+        f"{wrote(written, target)} ({sample.height} comparisons to label: fill human_label "
         "with Consistent, Slightly Inconsistent or Contradictory, then safecons report "
         f"{args.input} --labels {written})"
     )
     return 0
 
 
-def _add_review_sample(sub: _Commands) -> None:
+def add_review_sample(sub: Commands) -> None:
     """``safecons review-sample``: a uniform sample of a run's comparisons to label."""
     from ..config import DEFAULT_CONFIG, DEFAULT_PREFIX
 

@@ -15,9 +15,9 @@ import polars as pl
 from .._outputs import fresh_name
 from .._text import middle_cut, terminal_text
 from ..errors import SafeconsError
-from ._clients import _add_judge_options, _client, _jury
+from ._clients import add_judge_options, client_from, judge_from
 from ._common import (
-    _ERROR_LINE,
+    ERROR_LINE,
     EXIT_BROKEN_PIPE,
     EXIT_BUDGET,
     EXIT_INTERRUPTED,
@@ -25,15 +25,15 @@ from ._common import (
     EXIT_OK,
     EXIT_SOME_ERRORED,
     EXIT_USAGE,
-    _check_html,
-    _check_output,
-    _Commands,
-    _read_input,
-    _run_marks,
-    _write_frame,
-    _wrote,
+    Commands,
+    check_html,
+    checked_output,
+    read_input,
+    run_marks,
+    write_frame,
+    wrote,
 )
-from ._report import _write_report
+from ._report import write_report
 
 _EXIT_CODES = f"""\
 exit codes:
@@ -163,7 +163,7 @@ def _print_run(
         # Counted whole, shown with the middle cut: what failed is at the front, why and what
         # to do about it ("is the server running?") at the end.
         for text, count in errors.value_counts(sort=True).head(3).iter_rows():
-            print(f"  {count}x {terminal_text(middle_cut(text, _ERROR_LINE))}")
+            print(f"  {count}x {terminal_text(middle_cut(text, ERROR_LINE))}")
     if summary.n_not_finished:
         again = f"with --cache {cache}" if cache else "with a --cache file"
         if output and not (cache and output.lower().endswith(".parquet")):
@@ -183,7 +183,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.report:
         # An existing report is kept and the demo's own gets a fresh name (a second demo must
         # not fail, nor destroy a real report), unless --force says to replace it.
-        asked = _check_html(args.report, "--report", overwrite=True)
+        asked = check_html(args.report, "--report", overwrite=True)
         target = asked if args.force or not asked.exists() else fresh_name(asked)
     from .._demo import demo_frame
     from ..judges import OFFLINE_JUDGE_LIMITS, OfflineJudge
@@ -212,7 +212,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
     # Written before the results are printed: a reader that goes away (| head) must not
     # cost the report.
-    written = None if target is None else _write_report(run, target, overwrite=args.force)
+    written = None if target is None else write_report(run, target, overwrite=args.force)
     with pl.Config(tbl_rows=20, fmt_str_lengths=50, tbl_width_chars=140):
         print(
             run.frame.select(
@@ -224,7 +224,7 @@ def _demo(args: argparse.Namespace) -> int:
         )
     _print_run(run, "sc_", local=frozenset({"sut", "judge"}))
     if asked is not None and written is not None:
-        print(f"\n{_wrote(written, asked)}: open it in a browser (it works offline)")
+        print(f"\n{wrote(written, asked)}: open it in a browser (it works offline)")
     return 0
 
 
@@ -265,7 +265,7 @@ def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -
 def _run(args: argparse.Namespace) -> int:
     from ..metric import safety_consistency_run
 
-    output, unfinished = _check_output(args)
+    output, unfinished = checked_output(args)
     if args.batch and not args.cache:
         raise SafeconsError(
             "--batch: needs --cache FILE, where each batch is recorded as soon as the provider "
@@ -278,9 +278,9 @@ def _run(args: argparse.Namespace) -> int:
             raise SafeconsError("--batch-wait: only with --batch (how long a batch waits)")
         if not math.isfinite(args.batch_wait) or args.batch_wait < 0:
             raise SafeconsError(f"--batch-wait: expected seconds >= 0, got {args.batch_wait:g}")
-    df = _read_input(Path(args.input))
-    sut = _client(args, "sut")
-    judge = _jury(args)
+    df = read_input(Path(args.input))
+    sut = client_from(args, "sut")
+    judge = judge_from(args)
     if args.dry_run:
         return _dry_run(args, df, sut, judge)
     run = safety_consistency_run(
@@ -307,11 +307,11 @@ def _run(args: argparse.Namespace) -> int:
             "cause and run the command again"
         )
         return _exit_code(summary)
-    written = _write_frame(
+    written = write_frame(
         run.frame,
         output,
         overwrite=args.force or unfinished > 0,
-        marks=_run_marks(args, summary.n_not_finished),
+        marks=run_marks(args, summary.n_not_finished),
     )
     if unfinished and written == output:
         print(f"continued the {unfinished} unfinished row(s) an earlier run left in {output}")
@@ -350,7 +350,7 @@ def _prices_option(text: str) -> Any:
 #: What ``add_subparsers`` returns, which argparse gives no public name.
 
 
-def _add_demo(sub: _Commands) -> None:
+def add_demo(sub: Commands) -> None:
     """``safecons demo``: the metric offline, with the default config's sampling as defaults."""
     from ..config import DEFAULT_CONFIG
 
@@ -377,7 +377,7 @@ def _add_demo(sub: _Commands) -> None:
     demo.set_defaults(func=_demo)
 
 
-def _add_run(sub: _Commands) -> None:
+def add_run(sub: Commands) -> None:
     """``safecons run``: the endpoints, keys and config of a run; its exit codes as the epilog."""
     from ..config import CONFIG_FIELDS
 
@@ -400,7 +400,7 @@ def _add_run(sub: _Commands) -> None:
         metavar="VAR",
         help="environment variable holding the SUT's key (default OPENAI_API_KEY)",
     )
-    _add_judge_options(add)
+    add_judge_options(add)
     add("--seed", type=int, default=0, help="seed of variant draws and samples (default 0)")
     add(
         "--set",
