@@ -165,7 +165,7 @@ def _frame(rows):
     )
 )
 def test_every_controlled_figure_is_a_difference_of_two_rates(rows):
-    from safecons.audit import _controlled
+    from safecons._audit_table import _controlled
 
     figures = _controlled(_frame(rows))
     assert set(figures) == set(CONTROLLED)
@@ -178,7 +178,7 @@ def test_every_controlled_figure_is_a_difference_of_two_rates(rows):
     label=st.sampled_from(LABELS),
 )
 def test_a_constant_judge_shows_nothing_beyond_any_control(golds, label):
-    from safecons.audit import _controlled
+    from safecons._audit_table import _controlled
 
     figures = _controlled(_frame([(g, label, label, label, label, label) for g in golds]))
     # Defined or not (a control with no pair to draw on), never above 0.
