@@ -16,6 +16,7 @@ import pytest
 
 import safecons as sc
 import safecons.charts as charts
+import safecons.charts._layout as chart_layout
 from headless_chromium import browser_test, look, page
 
 alt = pytest.importorskip("altair")
@@ -143,7 +144,7 @@ def test_composed_charts_keep_displaying_offline(scored):
     # Side by side, each chart keeps its colours (Vega-Lite would merge the two scales).
     for chart in (a & b, a | b, plain | a):
         assert chart.to_dict()["resolve"] == {"scale": {"color": "independent"}}
-    assert charts.COLORS["Consistent"] in charts._svg(a & b)
+    assert charts.COLORS["Consistent"] in chart_layout.svg_of(a & b)
     # What Altair's own functions compose is a plain Altair chart, as documented.
     assert "text/html" in alt.hconcat(a, b)._repr_mimebundle_()
     assert "text/html" in plain._repr_mimebundle_()  # offline(plain) left plain as it was
@@ -214,7 +215,7 @@ def test_the_histogram_and_the_group_chart_name_score_bands_not_labels(scored):
     ):
         spec = chart.to_json()
         assert not re.search("Consistent|Inconsistent|Contradictory", spec)
-        shown = texts(charts._svg(chart))
+        shown = texts(chart_layout.svg_of(chart))
         assert "score band" in shown and set(bands) <= set(shown)
         color = chart.to_dict()
         color = (color.get("layer") or [color])[0]["encoding"]["color"]
@@ -272,7 +273,7 @@ def test_every_chart_shows_its_texts_whole(scored):
         ],
     }
     for name, chart in every_chart(scored).items():
-        shown = texts(charts._svg(chart))
+        shown = texts(chart_layout.svg_of(chart))
         assert set(whole.get(name, [])) <= set(shown), (name, shown)
         assert not [t for t in shown if t.endswith("…")], (name, shown)
         for kind, options in _axes_and_legends(chart.to_dict()):
@@ -319,7 +320,7 @@ def test_in_a_browser_no_text_is_cut_or_overlaps_another(scored, fonts, tmp_path
     # "sc_variant_kind" were this second case: text vl-convert measured in Liberation Sans
     # (a kernel without DejaVu Sans) drawn by a viewer in DejaVu Sans, 16-19% wider.
     if fonts != "as measured":
-        monkeypatch.setattr(charts, "_FONT", "Liberation Sans")
+        monkeypatch.setattr(chart_layout, "FONT", "Liberation Sans")
     built = every_chart(scored)
     svgs = [chart._repr_mimebundle_()[SVG] for chart in built.values()]
     if fonts != "as measured":
