@@ -132,7 +132,7 @@ def test_the_cli_prints_any_other_warning_as_one_line_of_its_own(monkeypatch, ca
     import safecons.cli._run
 
     def demo(args):
-        warnings.warn("the provider said wait 600 s", sc.PacingWarning, stacklevel=1)
+        warnings.warn("the provider said wait 600 s", sc.errors.PacingWarning, stacklevel=1)
         return 0
 
     monkeypatch.setattr(safecons.cli._run, "_demo", demo)
