@@ -54,7 +54,7 @@ def test_a_judge_that_knows_the_gold_labels_passes():
 
 
 def test_an_audit_shows_its_verdict_and_figures_a_row_each(tmp_path):
-    # Issue 31, item 7: in a notebook the table's twenty columns were cut; print and the
+    # Was: in a notebook the table's twenty columns were cut; print and the
     # notebook's display show the verdict, why, and each figure beside its threshold.
     failed = audited(constant_judge("Consistent"))
     passed = audited(oracle_judge(sc.golden_set()))

@@ -173,7 +173,7 @@ def test_the_chart_is_still_the_altair_chart(scored, tmp_path):
 
 
 def test_a_dot_chart_says_what_its_whisker_is_and_keeps_a_dot_at_1_whole(scored):
-    # Issue 31, item 8: the whisker was unexplained, the bands barely shaded, and a dot at 1.0
+    # Was: the whisker was unexplained, the bands barely shaded, and a dot at 1.0
     # sat cut in half on the plot's edge.
     table = sc.score_table(scored, by="sc_variant_kind")
     spec = sc.charts.score_by_group_chart(table, by="sc_variant_kind").to_dict()
@@ -203,7 +203,7 @@ def test_without_vl_convert_a_chart_displays_as_altair_does(scored, monkeypatch)
     assert "text/html" in sc.charts.score_distribution_chart(scored)._repr_mimebundle_()
 
 
-# Score bands, not labels (issue 20, item 7).
+# Score bands, not labels.
 
 
 def test_the_histogram_and_the_group_chart_name_score_bands_not_labels(scored):
@@ -242,7 +242,7 @@ def test_a_bin_across_a_band_edge_is_split_there():
     assert len(default.data.values) == 10 and sum(d["rows"] for d in default.data.values) == 6
 
 
-# Nothing a chart shows is cut (issue 20, item 11).
+# Nothing a chart shows is cut.
 
 
 def _axes_and_legends(node):
@@ -316,7 +316,7 @@ def _inside(a: list[float], b: list[float], slack: float = 0.5) -> bool:
 @browser_test
 @pytest.mark.parametrize("fonts", ["as measured", "measured narrow, drawn wide"])
 def test_in_a_browser_no_text_is_cut_or_overlaps_another(scored, fonts, tmp_path, monkeypatch):
-    # Issue 20's "Slightly Inconsister", "ptfuzz_harmful_base" and "toxicity" over
+    # A reader saw "Slightly Inconsister", "ptfuzz_harmful_base" and "toxicity" over
     # "sc_variant_kind" were this second case: text vl-convert measured in Liberation Sans
     # (a kernel without DejaVu Sans) drawn by a viewer in DejaVu Sans, 16-19% wider.
     if fonts != "as measured":

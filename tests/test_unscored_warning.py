@@ -1,5 +1,5 @@
 """A run that leaves rows without a score says so in Python, once, with what to do
-(issue 31: a spent budget was silent, and a plain mean averaged the few scored rows)."""
+(a spent budget was silent, and a plain mean averaged the few scored rows)."""
 
 from __future__ import annotations
 
