@@ -370,3 +370,20 @@ def test_the_posture_flips_chart_draws_both_directions_with_their_intervals():
         sc.charts.posture_flips_chart(table)
     with pytest.raises(sc.InputError, match="rate_lo"):
         sc.charts.posture_flips_chart(table.drop("rate_lo"), by="kind")
+
+
+def test_the_charts_use_only_altairs_public_api():
+    # A chart of Altair's own class was rebuilt from its private _args and _kwds, which any
+    # Altair release may rename: the charts go through to_dict, from_dict and constructors.
+    import re
+    from pathlib import Path
+
+    folder = Path(charts.__file__).parent
+    private = re.compile(r"\._(?:args|kwds|schema|rootschema)\b|altair\.utils\.schemapi")
+    found = [
+        f"{path.name}:{no}: {line.strip()}"
+        for path in sorted(folder.glob("*.py"))
+        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if private.search(line)
+    ]
+    assert found == []
