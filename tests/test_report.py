@@ -427,3 +427,15 @@ def test_a_jury_with_the_offline_judge_is_named_and_its_order_cell_says_why(tmp_
     assert "(...)" not in text
     assert "offline judge (OfflineJudge, a screen)" in text
     assert "<td>n/a: sees no order</td>" in text
+
+
+def test_a_chart_vl_convert_cannot_draw_costs_only_its_own_place():
+    pytest.importorskip("vl_convert")
+    from safecons._report_html import svg_of
+
+    class Undrawable:
+        def to_json(self) -> str:
+            return '{"mark": "no such mark"}'
+
+    said = svg_of(Undrawable())
+    assert said.startswith('<p class="muted">(this chart could not be drawn: ')
