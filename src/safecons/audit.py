@@ -47,7 +47,7 @@ from ._audit_table import audit_table, calls_frame, pairs_frame
 from .errors import InputError
 from .golden import golden_set
 from .metric import Judge, check_judge, judge_sample, open_judge
-from .run._house import CallOptions, RunOptions, engine, run_sync, slot
+from .run import CallOptions, RunOptions, engine, run_sync, slot
 
 __all__ = (
     "CONTROLLED",
