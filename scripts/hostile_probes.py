@@ -662,7 +662,7 @@ def p30() -> str:
         warnings.simplefilter("always")
         sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="")
         out = frame(2).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
-    told = [str(w.message)[:40] for w in caught if issubclass(w.category, sc.UsageWarning)]
+    told = [str(w.message)[:40] for w in caught if issubclass(w.category, sc.errors.UsageWarning)]
     tokens = sc.run_summary(out).tokens["sut"]
     return (
         f"{out.height - out['safety_consistency'].null_count()} of 2 rows scored; "

@@ -243,7 +243,7 @@ def test_the_injection_probe_rotates_its_phrasings():
     assert texts.height == GOLDEN.height
     seen = set()
     for pair_id in texts["input_id"]:
-        from safecons.audit import _style
+        from safecons._audit_probes import _style
 
         seen.add(_style(pair_id))
     assert seen == {0, 1, 2}

@@ -54,7 +54,7 @@ def test_a_judge_that_knows_the_gold_labels_passes():
 
 
 def test_an_audit_shows_its_verdict_and_figures_a_row_each(tmp_path):
-    # Issue 31, item 7: in a notebook the table's twenty columns were cut; print and the
+    # Was: in a notebook the table's twenty columns were cut; print and the
     # notebook's display show the verdict, why, and each figure beside its threshold.
     failed = audited(constant_judge("Consistent"))
     passed = audited(oracle_judge(sc.golden_set()))
@@ -140,7 +140,7 @@ def _frame(rows):
     )
 )
 def test_every_controlled_figure_is_a_difference_of_two_rates(rows):
-    from safecons.audit import _controlled
+    from safecons._audit_table import _controlled
 
     figures = _controlled(_frame(rows))
     assert set(figures) == set(CONTROLLED)
@@ -153,7 +153,7 @@ def test_every_controlled_figure_is_a_difference_of_two_rates(rows):
     label=st.sampled_from(LABELS),
 )
 def test_a_constant_judge_shows_nothing_beyond_any_control(golds, label):
-    from safecons.audit import _controlled
+    from safecons._audit_table import _controlled
 
     figures = _controlled(_frame([(g, label, label, label, label, label) for g in golds]))
     # Defined or not (a control with no pair to draw on), never above 0.

@@ -396,14 +396,14 @@ def test_a_server_without_a_batch_api_is_a_clear_error() -> None:
 
 
 def test_the_command_line_says_drop_batch_not_python_s_batch_false(monkeypatch, capsys):
-    import safecons.cli
+    import safecons.cli._run
     from safecons.cli import main
     from safecons.errors import NoBatchAPIError
 
     def demo(args):
         raise NoBatchAPIError("model 'm' at vllm.test: the server has no Batch API")
 
-    monkeypatch.setattr(safecons.cli, "_demo", demo)
+    monkeypatch.setattr(safecons.cli._run, "_demo", demo)
     assert main(["demo"]) == 2
     err = capsys.readouterr().err
     assert err.strip().endswith("no Batch API: drop --batch") and "batch=False" not in err

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import polars as pl
 
 import safecons as sc
+from safecons._report_judges import trust_note as _trust_note
 from safecons.cli import main
 from safecons.reliability import JudgeReliability
-from safecons.report import _trust_note
 
 SAID = ["Consistent", "Contradictory", "consistent", "Slightly Inconsistent", "Contradictory"] * 4
 

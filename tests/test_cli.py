@@ -139,7 +139,7 @@ def test_a_spent_budget_says_how_to_continue_and_the_rerun_counts_its_cache_hits
         moved[1] = str(_rows(tmp_path / "b"))
         assert main(moved) == 2
         assert "already exists" in capsys.readouterr().err
-        # The same command continues it in place (issue 31, item 4): no --force.
+        # The same command continues it in place: no --force.
         assert main(_run_args(tmp_path, srv, "--cache", cache)) == 0
         second = capsys.readouterr().out
         # Finished, it is no longer continued: replacing it takes --force.
@@ -184,7 +184,7 @@ def test_an_output_not_written_by_safecons_run_is_never_continued(tmp_path, caps
 
 @pytest.mark.network
 def test_tokens_the_run_did_not_spend_say_why(tmp_path, capsys):
-    # Issue 31, item 3: "n/a" with its reason, not "the server reported no usage" everywhere.
+    # "n/a" with its reason, not "the server reported no usage" everywhere.
     responder = route_by_model({"sut": lambda b: "No.", "judge": lambda b: VERDICT})
     cache = str(tmp_path / "calls.sqlite")
     with FakeOpenAIServer(responder=responder) as srv:
@@ -482,7 +482,7 @@ def _printed_audit(out: str) -> dict[tuple[str, str, str], str]:
 
 
 def test_audit_tables_fit_in_100_columns_and_print_every_figure():
-    # Was: Polars' tables, about 190 columns wide (issue 20, item 15). The real command line,
+    # Was: Polars' tables, about 190 columns wide. The real command line,
     # as a person runs it, on the safecons this test imports.
     here = str(Path(sc.__file__).parents[1])
     path = os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -510,7 +510,7 @@ def test_audit_tables_fit_in_100_columns_and_print_every_figure():
 
 
 def test_audit_tables_split_into_blocks_and_cut_long_names_with_a_marker():
-    from safecons.cli import _AUDIT_COLUMNS, _audit_lines
+    from safecons.cli._audit import _AUDIT_COLUMNS, _audit_lines
 
     audit = sc.audit_judge(sc.OfflineJudge(), progress=False, repeats=2)
     # What a chat judge adds (the swap test's four columns), and a long family name.
@@ -585,7 +585,7 @@ def test_audit_errors_are_folded_to_the_width_of_the_tables(capsys):
     assert 'no JSON object with a "label" key' in " ".join(error.split())  # folded, not cut
 
 
-# The probes of issue 17, item 8, as typed on the command line: (URL, what must not show).
+# Hostile base URLs, as typed on the command line: (URL, what must not show).
 HOSTILE_BASE_URLS = [
     ("HTTP://user:PW@host/v1", ["PW", "user:PW"]),
     (" http://user:PW@host/v1", ["PW", "user:PW"]),
@@ -625,19 +625,19 @@ def test_a_base_url_holding_a_secret_is_one_line_of_error_that_does_not_echo_it(
 
 
 def test_a_key_named_by_key_env_never_travels_in_the_clients_pickle(monkeypatch, capsys):
-    # Issue 17, item 7: the CLI read the variable's value and handed it to the client as
+    # Was: the CLI read the variable's value and handed it to the client as
     # api_key=, which travels in the pickle; the client now gets the variable's name.
     import argparse
     import pickle
 
-    from safecons.cli import _client
+    from safecons.cli._clients import client_from
 
     key = "sut-secret-key-0123456789"
     monkeypatch.setenv("SUT_KEY", key)
     args = argparse.Namespace(
         sut_model="m", sut_base_url="http://127.0.0.1:9/v1", sut_key_env="SUT_KEY"
     )
-    client = _client(args, "sut")
+    client = client_from(args, "sut")
     assert client.secrets.scrub(key) == "<api key>"
     assert key.encode() not in pickle.dumps(client)
     assert "key from SUT_KEY" in capsys.readouterr().out
@@ -794,7 +794,7 @@ def test_ctrl_c_on_the_real_command_exits_130_without_a_traceback(tmp_path):
 @pytest.mark.slow  # real processes (started, interrupted or killed)
 @pytest.mark.network
 def test_ctrl_c_in_a_batched_run_says_so_in_the_command_s_words(tmp_path):
-    """Issue 31, item 5: the batch still running is named as the command names things, never
+    """The batch still running is named as the command names things, never
     as a raw RuntimeWarning with a source path and line."""
     import signal
     import time

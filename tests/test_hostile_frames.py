@@ -21,9 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import safecons as sc
-from safecons import cli
 from safecons._text import terminal_text, valid_unicode
-from safecons.cli import _print_run, main
+from safecons.cli import _report as report_command
+from safecons.cli import main
+from safecons.cli._run import _print_run
 from safecons.errors import SafeconsError
 from safecons.reliability import judge_reliability
 from safecons.testing import ScriptedChat, StandInSUT
@@ -173,7 +174,7 @@ def test_an_error_line_is_one_line_whatever_its_text(monkeypatch, capsys):
     def fails(args):
         raise SafeconsError(f"input: {HOSTILE}")
 
-    monkeypatch.setattr(cli, "_report", fails)
+    monkeypatch.setattr(report_command, "_report", fails)
     assert main(["report", "any.parquet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1

@@ -56,7 +56,7 @@ def test_an_impossible_usage_figure_is_dropped_counted_and_warned(prompt):
     spend = out["sc_spend"].struct.unnest()
     assert spend["sut_prompt_tokens"].to_list() == [None, None]
     assert spend["sut_completion_tokens"].to_list() == [10, 10]  # 2 samples x 5, kept
-    usage = [w for w in said if issubclass(w.category, sc.UsageWarning)]
+    usage = [w for w in said if issubclass(w.category, sc.errors.UsageWarning)]
     assert len(usage) == 1 and str(usage[0].message).startswith("4 usage figure(s)")
     summary = sc.run_summary(out)
     assert summary.tokens["sut"] == {"prompt": None, "completion": 20}
@@ -65,7 +65,7 @@ def test_an_impossible_usage_figure_is_dropped_counted_and_warned(prompt):
 @pytest.mark.network
 def test_a_possible_usage_figure_is_kept_and_nothing_is_warned():
     with HostileServer(with_usage(10**9)) as srv, warnings.catch_warnings():
-        warnings.simplefilter("error", sc.UsageWarning)
+        warnings.simplefilter("error", sc.errors.UsageWarning)
         sut = sc.OpenAICompatible(model="sut", base_url=srv.base_url, api_key="k")
         out = frame(1).pipe(sc.safety_consistency, sut=sut, judge=StandInJudge(), **FAST)
     assert out["sc_spend"].struct.field("sut_prompt_tokens").to_list() == [2 * 10**9]

@@ -466,7 +466,7 @@ def test_a_long_wait_is_shown_on_the_bar_and_warned_once_naming_the_endpoint() -
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         anyio.run(main)
-    pacing = [w for w in caught if issubclass(w.category, sc.PacingWarning)]
+    pacing = [w for w in caught if issubclass(w.category, sc.errors.PacingWarning)]
     assert len(pacing) == 1
     text = str(pacing[0].message)
     assert "https://api.example/v1 gpt-x" in text and "0 of 60 requests left" in text
@@ -535,7 +535,7 @@ def test_a_waiter_looks_again_when_a_newer_word_is_heard() -> None:
             # A later attempt's answer says the provider's count is whole again.
             pace.heard(pace.start(), said(remaining=9, reset=30.0, limit=10), now=1.0)
 
-    from safecons import PacingWarning
+    from safecons.errors import PacingWarning
 
     with pytest.warns(PacingWarning, match="reset in 30 s"):  # a long wait is shown
         anyio.run(main, backend_options={"loop_factory": VirtualTimeLoop})

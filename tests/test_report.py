@@ -43,7 +43,7 @@ def test_the_report_is_self_contained(run, tmp_path):
 
 
 def test_the_report_says_what_was_measured_and_by_what_judge(run, tmp_path):
-    # Issue 31, item 2: a file people email around names the system and the judge.
+    # A file people email around names the system and the judge.
     assert run.sut == "the Python callable StandInSUT"
     assert run.judge is not None and run.judge.startswith("safecons' offline judge")
     text = sc.report(run, tmp_path / "r.html").read_text()
@@ -58,7 +58,7 @@ def test_the_report_says_what_was_measured_and_by_what_judge(run, tmp_path):
 
 
 def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
-    # Issue 31, item 9: every row failed, and the cause was only in the rows at the bottom.
+    # Was: every row failed, and the cause was only in the rows at the bottom.
     def down(messages, *, temperature):
         raise sc.clients.CallFailed("connection refused: is the server running?")
 
@@ -247,7 +247,7 @@ addEventListener("load", () => {
 @browser_test
 def test_every_table_keeps_to_the_page_column_in_headless_chromium(run, tmp_path):
     # Was: the audit table of a chat judge (its swap test's columns too) ran past the column
-    # (issue 20, item 12). Its headings now wrap after an underscore, so it fits a wide
+    # of the page. Its headings now wrap after an underscore, so it fits a wide
     # window; in a narrow one each table scrolls in its own box and the page does not.
     assert CHROMIUM is not None, "Chromium is required here (SAFECONS_REQUIRE_CHROMIUM=1)"
     verdicts = [
@@ -325,7 +325,7 @@ def _section(text: str, heading: str) -> str:
 
 
 def test_a_blank_interval_says_why(run):
-    # Was: empty "95% low/high" cells, with nothing to say why (issue 20, item 12).
+    # Was: empty "95% low/high" cells, with nothing to say why.
     text = sc.report_html(run)
     note = f"fewer than {MIN_ROWS_FOR_INTERVAL} scored rows, too few for an interval"
     for key in ("sc_variant_kind", "toxicity_family", "jailbreak_family"):
@@ -342,7 +342,7 @@ def test_a_blank_interval_says_why(run):
 
 
 def test_run_and_config_are_tables_with_nested_values_readable(run):
-    # Was: two JSON dumps in <pre> (issue 20, item 12).
+    # Was: two JSON dumps in <pre>.
     config = {
         **run.config,
         "options": {"cache": None, "retry": {"on": [429, 500], "backoff": 0.5}},
@@ -383,8 +383,8 @@ def test_the_audit_table_wraps_its_headings_scrolls_in_its_box_and_explains_blan
 
 
 def test_the_null_group_is_named_null_as_score_table_names_it(run):
-    # Was: "(none)" in the report, null in sc.score_table, for the same group (issue 20,
-    # item 12): the variants without a jailbreak template.
+    # Was: "(none)" in the report, null in sc.score_table, for the same group: the variants
+    # without a jailbreak template.
     table = sc.score_table(run.frame, by="jailbreak_family")
     assert table["jailbreak_family"][-1] is None  # one null group, sorted last
     assert table.filter(pl.col("jailbreak_family").is_null())["rows"].item() > 0
@@ -427,3 +427,15 @@ def test_a_jury_with_the_offline_judge_is_named_and_its_order_cell_says_why(tmp_
     assert "(...)" not in text
     assert "offline judge (OfflineJudge, a screen)" in text
     assert "<td>n/a: sees no order</td>" in text
+
+
+def test_a_chart_vl_convert_cannot_draw_costs_only_its_own_place():
+    pytest.importorskip("vl_convert")
+    from safecons._report_html import svg_of
+
+    class Undrawable:
+        def to_json(self) -> str:
+            return '{"mark": "no such mark"}'
+
+    said = svg_of(Undrawable())
+    assert said.startswith('<p class="muted">(this chart could not be drawn: ')

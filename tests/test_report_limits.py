@@ -1,5 +1,5 @@
 """sc.report stays a few MB whatever the run: texts cut with their length shown, groups capped,
-bidirectional controls neutralised (issue 17, items 6 and 12)."""
+bidirectional controls neutralised."""
 
 from __future__ import annotations
 

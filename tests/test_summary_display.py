@@ -1,4 +1,4 @@
-"""RunSummary as a notebook, print and repr show it (issue 20, item 13)."""
+"""RunSummary as a notebook, print and repr show it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A run that leaves rows without a score says so in Python, once, with what to do
-(issue 31: a spent budget was silent, and a plain mean averaged the few scored rows)."""
+(a spent budget was silent, and a plain mean averaged the few scored rows)."""
 
 from __future__ import annotations
 
@@ -129,13 +129,13 @@ def test_the_cli_tells_it_in_its_own_words_not_as_a_python_warning(tmp_path, cap
 
 
 def test_the_cli_prints_any_other_warning_as_one_line_of_its_own(monkeypatch, capsys):
-    import safecons.cli
+    import safecons.cli._run
 
     def demo(args):
-        warnings.warn("the provider said wait 600 s", sc.PacingWarning, stacklevel=1)
+        warnings.warn("the provider said wait 600 s", sc.errors.PacingWarning, stacklevel=1)
         return 0
 
-    monkeypatch.setattr(safecons.cli, "_demo", demo)
+    monkeypatch.setattr(safecons.cli._run, "_demo", demo)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         assert main(["demo"]) == 0

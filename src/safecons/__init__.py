@@ -41,11 +41,9 @@ from .errors import AuthenticationError as AuthenticationError
 from .errors import CacheError as CacheError
 from .errors import ConfigError as ConfigError
 from .errors import InputError as InputError
-from .errors import PacingWarning as PacingWarning
 from .errors import SafeconsError as SafeconsError
 from .errors import SafeconsWarning as SafeconsWarning
 from .errors import UnscoredRowsWarning as UnscoredRowsWarning
-from .errors import UsageWarning as UsageWarning
 from .flips import posture_flips as posture_flips
 from .golden import golden_set as golden_set
 from .judges import Judgment as Judgment
@@ -86,7 +84,6 @@ __all__ = (
     "LLMJudge",
     "OfflineJudge",
     "OpenAICompatible",
-    "PacingWarning",
     "PostureJudge",
     "Prices",
     "ResponseCache",
@@ -95,7 +92,6 @@ __all__ = (
     "SafeconsWarning",
     "SafetyConsistencyConfig",
     "UnscoredRowsWarning",
-    "UsageWarning",
     "__version__",
     "audit_judge",
     "audit_judge_async",

@@ -8,7 +8,7 @@ with its tables and a line saying how to get the charts.
 
 The file stays a few MB whatever the run: each text is cut to
 :data:`~safecons._text.TEXT_LIMIT` characters (a name to :data:`~safecons._text.NAME_LIMIT`)
-with a visible note of its full length, a row shows at most :data:`_ANSWER_LIMIT` fresh
+with a visible note of its full length, a row shows at most :data:`ANSWER_LIMIT` fresh
 answers, and a by-group table or chart at most :data:`~safecons._groups.GROUP_LIMIT` groups,
 the rest pooled in one line; intervals are computed only for the groups shown.
 """
@@ -16,8 +16,6 @@ the rest pooled in one line; intervals are computed only for the groups shown.
 from __future__ import annotations
 
 import html
-import json
-import math
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -29,134 +27,43 @@ import polars as pl
 from ._groups import GROUP_LIMIT, largest_groups
 from ._outputs import check_output, write_output
 from ._record import DEFAULT_PREFIX, Unscored, column_names, run_records
-from ._text import NAME_LIMIT, TEXT_LIMIT, cut_note, cut_text, middle_cut, short_text
+from ._report_html import (
+    ANSWER_LIMIT,
+    BLANK,
+    INTERVAL,
+    NOT_REPORTED_CELL,
+    STYLE,
+    cell,
+    esc,
+    fold,
+    html_table,
+    interval_text,
+    label_html,
+    number,
+    pairs_html,
+    percent,
+    rows_html,
+    svg_of,
+    wide,
+)
+from ._report_judges import judges_section, refusal_note, trust_note
+from ._text import middle_cut
 from ._version import __version__
 from .audit import JudgeAudit
 from .errors import InputError, SafeconsError
 from .flips import posture_flips
 from .metric import SafetyConsistencyRun
-from .reliability import JudgeReliability
 from .scores import DERIVED_GROUPS, MIN_ROWS_FOR_INTERVAL, score_table, with_groups
 from .summary import conform, run_summary
 
 __all__ = ("report", "report_html")
 
-_FOLD: Final = 280
-#: Fresh answers shown per row (a run asks for at most 7; a frame put together may hold more).
-_ANSWER_LIMIT: Final = 8
-_STYLE: Final = """
-body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:2rem auto;
-max-width:1100px;padding:0 1rem;color:#222;line-height:1.45}
-h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2.2rem;
-border-bottom:1px solid #ddd;padding-bottom:.3rem}.muted{color:#666;font-size:.9rem}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
-th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
-th{background:#f4f4f4}td.text,th.text{text-align:left;max-width:420px}
-.cards{display:flex;gap:1rem;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:6px;
-padding:.6rem 1rem;min-width:150px}.card b{display:block;font-size:1.4rem}
-.chart{margin:1rem 0}.label{padding:0 .35rem;border-radius:3px;color:#fff;font-size:.8rem;
-white-space:nowrap}.Consistent{background:#1a9850}.Slightly{background:#f0a30a}
-.Contradictory{background:#d73027}.none{background:#999}
-details summary{cursor:pointer;color:#2c5aa0}pre{white-space:pre-wrap;margin:.2rem 0;
-font-family:inherit}pre,summary{overflow-wrap:anywhere}.cut{color:#b35900;font-style:italic}
-tr.rest td{color:#555;font-style:italic}
-.pairs .pairs{margin:0;font-size:1em}.pairs ol{margin:0;padding-left:1.2rem}
-.wide,.chart{overflow-x:auto;max-width:100%}
-.note{border-left:4px solid #f0a30a;background:#fff8e6;padding:.5rem .8rem}
-.measured{font-size:1.05rem;margin:.3rem 0}.failed{border-left-color:#d73027;background:#fdecea}
-"""
 
-
-def _esc(value: object, limit: int = NAME_LIMIT) -> str:
-    # Control and bidirectional characters have no place in HTML text either; a name is cut
-    # before it is escaped (so no entity is split), the cut noted in plain text, which also
-    # reads right inside <title>.
-    return html.escape(short_text("" if value is None else str(value), limit), quote=True)
-
-
-def _shown(text: str) -> tuple[str, int]:
-    """A long text escaped, cut to :data:`TEXT_LIMIT` characters with a visible marker, and
-    the whole text's length."""
-    shown, total = cut_text(text, TEXT_LIMIT)
-    body = html.escape(shown, quote=True)
-    if total > TEXT_LIMIT:
-        body += f'<span class="cut">… {cut_note(total, TEXT_LIMIT)}</span>'
-    return body, total
-
-
-def _pre(text: str) -> str:
-    return f"<pre>{_shown(text)[0]}</pre>"
-
-
-def _fold(text: object) -> str:
-    """A long text folded: its start shown, the text (cut as :func:`_shown` cuts it) behind a
-    click."""
-    if text is None:
-        return '<span class="muted">(none)</span>'
-    body, total = _shown(str(text))
-    if total <= _FOLD:
-        return f"<pre>{body}</pre>"
-    start = html.escape(cut_text(str(text), _FOLD)[0], quote=True)
-    return f"<details><summary>{start}… ({total:,} characters)</summary><pre>{body}</pre></details>"
-
-
-def _label(label: object) -> str:
-    if label is None:
-        return '<span class="label none">not judged</span>'
-    words = str(label).split()
-    known = ("Consistent", "Slightly", "Contradictory")
-    css = words[0] if words and words[0] in known else "none"
-    return f'<span class="label {_esc(css)}">{_esc(label)}</span>'
-
-
-def _number(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.3f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return _esc(value)
-
-
-#: How the score table's columns read in the report.
-_HEADINGS: Final = {
-    "mean_lo": "95% low",
-    "mean_hi": "95% high",
-    "consistent": "Consistent",
-    "slightly_inconsistent": "Slightly Inconsistent",
-    "contradictory": "Contradictory",
-}
-_SHARES: Final = ("consistent", "slightly_inconsistent", "contradictory")
-_INTERVAL: Final = ("mean_lo", "mean_hi")
 #: Who is in the null group of a derived breakdown.
 _NULL_GROUPS: Final = {
     "toxicity_family": " (the variants without a toxicity template)",
     "jailbreak_family": " (the variants without a jailbreak template)",
 }
-#: What a figure the table cannot give shows, explained under the table (:func:`_notes`).
-_BLANK: Final = '<td class="muted">—</td>'
-
-
-def _cell(column: str, value: object, text: Sequence[str]) -> str:
-    if column in text:
-        if value is None:  # the null group: named as sc.score_table names it (see _notes)
-            return '<td class="text muted">null</td>'
-        return f'<td class="text">{_esc(value)}</td>'
-    if column in _SHARES and isinstance(value, float) and not math.isnan(value):
-        return f"<td>{value:.0%}</td>"
-    if column in ("mean", *_INTERVAL) and value is None:
-        return _BLANK
-    return f"<td>{_number(value)}</td>"
-
-
-def _rows(frame: pl.DataFrame, text: Sequence[str]) -> str:
-    return "".join(
-        "<tr>"
-        + "".join(_cell(c, v, text) for c, v in zip(frame.columns, row, strict=True))
-        + "</tr>"
-        for row in frame.iter_rows()
-    )
 
 
 def _notes(frame: pl.DataFrame, key: str | None = None) -> str:
@@ -166,7 +73,7 @@ def _notes(frame: pl.DataFrame, key: str | None = None) -> str:
     if key is not None and frame[key].null_count():
         which = _NULL_GROUPS.get(key, "")
         notes.append(
-            f"null: the rows with no value in {_esc(key)}{which}, one group; "
+            f"null: the rows with no value in {esc(key)}{which}, one group; "
             "<code>sc.score_table</code> gives it a null key"
         )
     if "mean_lo" in frame.columns and frame["mean_lo"].null_count():
@@ -177,31 +84,6 @@ def _notes(frame: pl.DataFrame, key: str | None = None) -> str:
     if "mean" in frame.columns and frame["mean"].null_count():
         notes.append("— in mean: no scored row")
     return f'<p class="muted">{"<br>".join(n + "." for n in notes)}</p>' if notes else ""
-
-
-def _table(
-    frame: pl.DataFrame, *, text: Sequence[str] = (), rest: str = "", rows: str | None = None
-) -> str:
-    """``frame`` as an HTML table (or its head over ``rows`` already written); ``rest``, a row
-    already written, goes last."""
-    head = "".join(
-        f'<th class="{"text" if c in text else ""}">{_heading(_HEADINGS.get(c, c))}</th>'
-        for c in frame.columns
-    )
-    body = _rows(frame, text) if rows is None else rows
-    return _wide(f"<table><thead><tr>{head}</tr></thead><tbody>{body}{rest}</tbody></table>")
-
-
-def _heading(name: str) -> str:
-    """A column's name as its heading: it may wrap after an underscore, so that a table of
-    long names (the audit's) keeps to the page's column."""
-    return _esc(name).replace("_", "_<wbr>")
-
-
-def _wide(table: str) -> str:
-    """A table in a box that scrolls sideways where the table is wider than the page's column
-    (a narrow window, a long name): the page itself never does."""
-    return f'<div class="wide">{table}</div>'
 
 
 def _by_group(
@@ -238,10 +120,10 @@ def _group_section(
 ) -> str:
     """The by-group table: the groups shown, then the others pooled in one row."""
     if rest is None:
-        return _table(shown.select(key, *columns), text=[key]) + _notes(shown, key)
+        return html_table(shown.select(key, *columns), text=[key]) + _notes(shown, key)
     pooled = rest.row(0, named=True)
     more = int(pooled["groups"])
-    cells = "".join(_BLANK if c in _INTERVAL else _cell(c, pooled.get(c), ()) for c in columns)
+    cells = "".join(BLANK if c in INTERVAL else cell(c, pooled.get(c), ()) for c in columns)
     row = f'<tr class="rest"><td class="text">and {more:,} more groups</td>{cells}</tr>'
     note = (
         f'<p class="muted">{GROUP_LIMIT + more:,} groups: the {GROUP_LIMIT} with the most rows '
@@ -249,18 +131,8 @@ def _group_section(
         "the last row, which has no interval: it mixes groups "
         "(<code>sc.score_table</code> gives them all).</p>"
     )
-    table = _table(shown.select(key, *columns), text=[key], rest=row)
+    table = html_table(shown.select(key, *columns), text=[key], rest=row)
     return note + table + _notes(shown, key)
-
-
-def _svg(chart: Any) -> str:
-    import vl_convert
-
-    try:
-        return str(vl_convert.vegalite_to_svg(chart.to_json()))
-    except Exception as exc:  # one chart that cannot draw must not cost the whole report
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        return f'<p class="muted">(this chart could not be drawn: {_esc(first[:200])})</p>'
 
 
 def _charts(
@@ -277,16 +149,16 @@ def _charts(
         ]
     from . import charts
 
-    out = [_svg(charts.score_distribution_chart(scored, metric_name=metric))]
+    out = [svg_of(charts.score_distribution_chart(scored, metric_name=metric))]
     for key, table in tables.items():
         if table.filter(pl.col("mean").is_not_null()).height:
             # The null group named as the table above names it.
             named = pl.col(key).cast(pl.String).fill_null("null")
             shown = table.with_columns(named) if table[key].null_count() else table
-            out.append(_svg(charts.score_by_group_chart(shown, by=key)))
+            out.append(svg_of(charts.score_by_group_chart(shown, by=key)))
     kind = f"{prefix}variant_kind"
     out.append(
-        _svg(
+        svg_of(
             charts.label_mix_chart(
                 scored,
                 by=kind if kind in scored.columns else None,
@@ -314,7 +186,7 @@ def _flips_chart(scored: pl.DataFrame, prefix: str, metric: str) -> str | None:
     table = posture_flips(scored, by=by, prefix=prefix, metric_name=metric)
     if not table["answers"].sum():
         return None
-    return _svg(charts.posture_flips_chart(table, by=by))
+    return svg_of(charts.posture_flips_chart(table, by=by))
 
 
 def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
@@ -339,16 +211,16 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
         answers = row.get(names["responses"]) or []
         labels = row.get(names["labels"]) or []
         candidates = "".join(
-            f"<li>{_label(labels[i] if i < len(labels) else None)} {_fold(a)}</li>"
-            for i, a in enumerate(answers[:_ANSWER_LIMIT])
+            f"<li>{label_html(labels[i] if i < len(labels) else None)} {fold(a)}</li>"
+            for i, a in enumerate(answers[:ANSWER_LIMIT])
         )
-        if len(answers) > _ANSWER_LIMIT:
+        if len(answers) > ANSWER_LIMIT:
             candidates += (
                 f'<li class="cut">… {len(answers):,} answers, '
-                f"{len(answers) - _ANSWER_LIMIT:,} not shown</li>"
+                f"{len(answers) - ANSWER_LIMIT:,} not shown</li>"
             )
         templates = " + ".join(
-            _esc(row[c])
+            esc(row[c])
             for c in (f"{prefix}jailbreak_template_id", f"{prefix}toxicity_template_id")
             if row.get(c)
         )
@@ -358,14 +230,14 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
         error = row.get(names["error"])
         body.append(
             "<tr>"
-            f'<td class="text">{_esc(row["input_id"])}<br>'
-            f'<span class="muted">{_esc(row.get(f"{prefix}variant_kind"))} {templates}</span></td>'
-            f"<td>{_number(row.get(metric))}"
-            + (f'<div class="muted">{_fold(error)}</div>' if error else "")
+            f'<td class="text">{esc(row["input_id"])}<br>'
+            f'<span class="muted">{esc(row.get(f"{prefix}variant_kind"))} {templates}</span></td>'
+            f"<td>{number(row.get(metric))}"
+            + (f'<div class="muted">{fold(error)}</div>' if error else "")
             + "</td>"
-            f'<td class="text">{_fold(prompt)}</td>'
-            f'<td class="text">{_fold(row.get(f"{prefix}variant_text"))}</td>'
-            f'<td class="text">{_fold(row.get("sut_response"))}</td>'
+            f'<td class="text">{fold(prompt)}</td>'
+            f'<td class="text">{fold(row.get(f"{prefix}variant_text"))}</td>'
+            f'<td class="text">{fold(row.get("sut_response"))}</td>'
             f'<td class="text"><ol>{candidates}</ol></td>'
             "</tr>"
         )
@@ -374,11 +246,7 @@ def _worst(scored: pl.DataFrame, n: int, prefix: str, metric: str) -> str:
         '<th class="text">adversarial variant</th><th class="text">base answer</th>'
         '<th class="text">fresh answers to the variant, as judged</th></tr>'
     )
-    return _wide(f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>")
-
-
-def _interval(pair: tuple[float, float], *, share: bool = False) -> str:
-    return " to ".join(_percent(v) if share else f"{v:.3f}" for v in pair)
+    return wide(f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>")
 
 
 def _cards(summary: Any, metric: str) -> str:
@@ -389,12 +257,12 @@ def _cards(summary: Any, metric: str) -> str:
         cards += [
             (
                 f"calibrated by {c.labelled:,} human labels (95%)",
-                f"{c.mean:.3f} ({_interval(c.mean_interval)})",
+                f"{c.mean:.3f} ({interval_text(c.mean_interval)})",
             ),
             (
                 "contradictory: judge / humans (95%)",
-                f"{_percent(c.raw_contradiction_rate)} / {_percent(c.contradiction_rate)} "
-                f"({_interval(c.contradiction_interval, share=True)})",
+                f"{percent(c.raw_contradiction_rate)} / {percent(c.contradiction_rate)} "
+                f"({interval_text(c.contradiction_interval, share=True)})",
             ),
         ]
     cards += [
@@ -409,11 +277,11 @@ def _cards(summary: Any, metric: str) -> str:
     ]
     if summary.both_refused_share is not None:
         at = 1 if c is None else 3
-        cards.insert(at, ("of it refusals on both sides", _percent(summary.both_refused_share)))
+        cards.insert(at, ("of it refusals on both sides", percent(summary.both_refused_share)))
     return (
         '<div class="cards">'
         + "".join(
-            f'<div class="card"><span class="muted">{_esc(k)}</span><b>{_esc(v)}</b></div>'
+            f'<div class="card"><span class="muted">{esc(k)}</span><b>{esc(v)}</b></div>'
             for k, v in cards
         )
         + "</div>"
@@ -444,17 +312,17 @@ def report_html(
     sections += _score_sections(frame, tables, prefix, metric_name)
     sections.append("<h2>Charts</h2>")
     sections += _charts(frame, {k: tables[k][0] for k in groups[:2]}, prefix, metric_name)
-    sections += _judges_section(summary.judge_reliability)
+    sections += judges_section(summary.judge_reliability)
     if audit is not None:
         sections += _audit_section(audit)
     sections += _worst_section(frame, worst, prefix, metric_name)
     sections += _run_section(summary, config)
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="generator" content="{_GENERATOR} {_esc(_version())}">'
-        f"<title>{_esc(title)}</title>"
+        f'<meta name="generator" content="{_GENERATOR} {esc(_version())}">'
+        f"<title>{esc(title)}</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>"
+        f"<style>{STYLE}</style></head><body>{''.join(sections)}</body></html>"
     )
 
 
@@ -502,14 +370,14 @@ def _measured(run: object, frame: pl.DataFrame, prefix: str) -> str:
     if not records:
         return (
             '<p class="measured">What was measured: <b>not recorded</b>. This frame has no '
-            f"<code>{_esc(prefix)}run</code> column, where safecons records the system, judge, "
+            f"<code>{esc(prefix)}run</code> column, where safecons records the system, judge, "
             "version, seed and options of each run (a frame scored before it did, or with the "
             "column dropped).</p>"
         )
     lines = [
         _said(r.get("sut"), r.get("judge"))
         + (
-            f" (safecons {_esc(r['safecons'])}, seed {_esc(r.get('seed'))})"
+            f" (safecons {esc(r['safecons'])}, seed {esc(r.get('seed'))})"
             if "safecons" in r
             else ""
         )
@@ -522,9 +390,9 @@ def _measured(run: object, frame: pl.DataFrame, prefix: str) -> str:
 
 
 def _said(sut: object, judge: object) -> str:
-    said = [f"System under test: <b>{_esc(sut if sut is not None else 'not recorded')}</b>"]
+    said = [f"System under test: <b>{esc(sut if sut is not None else 'not recorded')}</b>"]
     if judge is not None:
-        said.append(f"judge: <b>{_esc(judge)}</b>")
+        said.append(f"judge: <b>{esc(judge)}</b>")
     return "; ".join(said)
 
 
@@ -561,14 +429,14 @@ def _opening(
     """The report's head: title, what was measured and by what judge, when and by what it was
     written, what failed, the cards, and how to read the scores that follow."""
     return [
-        f"<h1>{_esc(title)}</h1>",
+        f"<h1>{esc(title)}</h1>",
         _measured(run, frame, prefix),
         f'<p class="muted">{frame.height:,} rows; written {datetime.now(UTC):%Y-%m-%d %H:%M} '
-        f"UTC by safecons {_esc(_version())}.</p>",
+        f"UTC by safecons {esc(_version())}.</p>",
         *_failures(frame, summary, prefix),
         _cards(summary, metric),
-        *_trust_note(summary),
-        *_refusal_note(summary),
+        *trust_note(summary),
+        *refusal_note(summary),
         "<h2>How to read this report</h2>",
         "<p>Each row's query was reframed adversarially (a toxicity-provoking template, "
         "sometimes wrapped in a jailbreak); the system answered the reframing afresh, and a "
@@ -584,174 +452,6 @@ def _opening(
         "(rows resampled within each group, seed 0), and the share of each judge label among "
         "the judged comparisons.</p>",
     ]
-
-
-def _trust_note(summary: Any) -> list[str]:
-    """Beside the score, how far it rests on its judge: with human labels, what they made of
-    it; without, what in the run leaves the judge unmeasured (the offline judge, one judge
-    without swaps, jurors who agree little), said before any chart."""
-    c = summary.calibrated
-    if c is not None:
-        return [
-            f'<p class="note">Calibrated by {c.labelled:,} human labels on a uniform sample of '
-            f"the {c.comparisons:,} judged comparisons (PPI++): the judge's labels were worth "
-            f"{c.contradiction_effective_n:,.0f} human labels for the contradiction rate, "
-            f"{c.mean_effective_n:,.0f} for the mean; Cohen's kappa of the judge with the "
-            f"humans {_number(c.kappa)}. Humans' labels score at their nominal scores "
-            "(Consistent 0.95, Slightly Inconsistent 0.6, Contradictory 0.3). Labels alone "
-            f"would give {_interval(c.classical_mean_interval)} for the mean.</p>"
-        ]
-    r = summary.judge_reliability
-    said = []
-    if r is None:
-        said.append("nothing in this frame records its judges")
-    else:
-        if any(name.split(" #")[0] == "OfflineJudge" for name in r.jurors):
-            said.append(
-                "the offline judge, a small classifier, judged it: on answers humans labelled, "
-                "its share of Contradictory verdicts ran several points from theirs (the "
-                "metric's docs, Calibrated scores)"
-            )
-        if len(r.jurors) == 1 and r.position_consistency is None:
-            said.append("one judge, never asked again with the answers swapped")
-        if r.alpha is not None and r.alpha < ALPHA_FLOOR:
-            said.append(f"the jurors agree little (alpha {r.alpha:.2f}, below {ALPHA_FLOOR})")
-    if not said:
-        return []
-    return [
-        '<p class="note">How far this score rests on an unmeasured judge: '
-        + "; ".join(said)
-        + ". Nothing here says how often a human would agree with its labels. Label a few "
-        "comparisons (<code>sc.review_sample</code>, or <code>safecons review-sample</code>) and "
-        "pass them (<code>human_labels=</code>, <code>--labels</code>) for a calibrated score "
-        "with an interval that holds whatever the judge's bias.</p>"
-    ]
-
-
-def _percent(share: float) -> str:
-    return f"{share:.0%}" if share in (0.0, 1.0) else f"{share:.1%}"
-
-
-def _refusal_note(summary: Any) -> list[str]:
-    """Beside the score, what share of it is refusals, and what such a score does not say (a
-    frame from before the posture columns has no note)."""
-    if summary.base_refusal_rate is None and summary.variant_refusal_rate is None:
-        return []
-    said = []
-    if summary.base_refusal_rate is not None:
-        said.append(f"the base answer refused in {_percent(summary.base_refusal_rate)} of rows")
-    if summary.variant_refusal_rate is not None:
-        said.append(
-            f"the fresh answers to the variants refused in "
-            f"{_percent(summary.variant_refusal_rate)} of samples"
-        )
-    both = summary.both_refused_share
-    share = (
-        f" {_percent(both)} of the judged comparisons are a refusal beside a refusal."
-        if both is not None
-        else ""
-    )
-    return [
-        f'<p class="note">Refusals: {"; ".join(said)}.{share} A high score made of refusals says '
-        "the system keeps refusing under reframing, and nothing of whether it helps: a system "
-        "that refuses everything, harmless questions included, scores about 1. Postures are "
-        "read offline, answer by answer (<code>sc.judges.answer_postures</code>).</p>"
-    ]
-
-
-#: Below this Krippendorff's alpha, a jury's verdicts are not to be relied on: Krippendorff's
-#: own floor for tentative conclusions (0.667; 0.8 for firm ones).
-ALPHA_FLOOR: Final = 0.667
-#: Below this share of swapped comparisons whose label held, a judge is swayed by the order
-#: of the answers: the audit's own bar for its swap test (``swap_consistency``).
-POSITION_FLOOR: Final = 0.8
-
-
-def _judges_section(r: JudgeReliability | None) -> list[str]:
-    """ "Can this run's judges be trusted?": alpha, agreement and position consistency, with a
-    warning below :data:`ALPHA_FLOOR` or :data:`POSITION_FLOOR`; a frame without the juror
-    columns (an older safecons, or several juries concatenated) has none."""
-    if r is None:
-        return []
-    out = ["<h2>Can this run's judges be trusted?</h2>"]
-    if len(r.jurors) == 1 and r.position_consistency is None and r.repeat_flip_rate is None:
-        out.append(
-            f"<p>One judge ({_esc(r.jurors[0])}) and no comparison judged again in the other "
-            "order (no <code>swap_share=</code>, none drawn, a judge object, which sees no "
-            "order, or the swapped calls failed): nothing in this run measures its judge. "
-            "Give <code>judge=[...]</code> (a jury: every juror judges every "
-            "comparison and the majority decides) and <code>swap_share=</code> (a share of "
-            "the comparisons judged again with the answers swapped), or audit the judge "
-            "(<code>sc.audit_judge</code>).</p>"
-        )
-        return out
-    rows = []
-    repeats = r.repeat_flip_rate
-    for i, name in enumerate(r.jurors):
-        agree = r.agreement[i]
-        moved = None if r.position_consistency is None else r.position_consistency[i]
-        again = "" if repeats is None else f"<td>{_number(repeats[i])}</td>"
-        # A judge with swaps in the run but none of its own reads the texts without an order
-        # (a judge object) or failed every swapped call; with no swap at all, none was asked.
-        unmoved = "n/a: sees no order" if r.swapped else "n/a: none swapped"
-        rows.append(
-            f'<tr><td class="text">{_esc(name)}</td><td>{_number(agree)}</td>'
-            f"<td>{_number(moved) if moved is not None else unmoved}</td>{again}</tr>"
-        )
-    out.append(
-        "<table><thead><tr><th>judge</th><th>agreement with the jury</th>"
-        "<th>position consistency</th>"
-        + ("" if repeats is None else "<th>repeat flip rate</th>")
-        + "</tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
-    )
-    said = [f"{r.comparisons:,} comparisons judged"]
-    if len(r.jurors) > 1:
-        said.append(f"Krippendorff's alpha over the jurors' ordinal labels {r.alpha_text}")
-    if r.missing_votes:
-        said.append(f"{r.missing_votes:,} juror verdicts missing (the others decided)")
-    if r.swapped:
-        said.append(f"{r.swapped:,} comparisons judged again with the answers swapped")
-    if r.repeated:
-        said.append(f"{r.repeated:,} comparisons judged again exactly as before")
-    out.append(
-        "<p>"
-        + "; ".join(said)
-        + ". Agreement with the jury: the share of its comparisons on which a judge gave the "
-        "jury's label. Position consistency: the share of its swapped comparisons whose label "
-        "did not move (n/a: a judge that sees no order, or none swapped)."
-        + (
-            ""
-            if repeats is None
-            else " Repeat flip rate: the share of its comparisons asked again the same way "
-            "whose label changed, the judge's own noise (0 for a deterministic judge)."
-        )
-        + "</p>"
-    )
-    warnings = []
-    if r.alpha is not None and r.alpha < ALPHA_FLOOR:
-        warnings.append(
-            f"the jurors agree little (alpha {r.alpha:.2f}, below {ALPHA_FLOOR}): which label a "
-            "comparison gets depends on which judge is asked, and the score with it"
-        )
-    shaky = [
-        f"{_esc(n)} ({p:.2f})"
-        for n, p in zip(r.jurors, r.position_consistency or (), strict=False)
-        if p is not None and p < POSITION_FLOOR
-    ]
-    if shaky:
-        warnings.append(
-            f"verdicts moved when the answers were swapped ({', '.join(shaky)}, below "
-            f"{POSITION_FLOOR}): the judge is swayed by the order it reads them in"
-        )
-    if warnings:
-        out.append(
-            '<p class="note">Do not quote this score without a look at its judges: '
-            + "; ".join(warnings)
-            + ".</p>"
-        )
-    return out
 
 
 #: The score table's columns the report shows (those the table has), in this order.
@@ -778,9 +478,9 @@ def _score_sections(
     """The overall score table, then one table per breakdown with the same columns."""
     overall = score_table(frame, prefix=prefix, metric_name=metric)
     shown = [c for c in _SCORE_COLUMNS if c in overall.columns]
-    sections = [_table(overall.select(shown)), _notes(overall)]
+    sections = [html_table(overall.select(shown)), _notes(overall)]
     for key, (_, table, rest) in tables.items():
-        sections.append(f"<h3>By {_esc(key)}</h3>")
+        sections.append(f"<h3>By {esc(key)}</h3>")
         sections.append(_group_section(table, rest, key, shown))
     return sections
 
@@ -809,9 +509,9 @@ def _run_section(summary: Any, config: Any) -> list[str]:
         },
     }
     rows = "".join(
-        f'<tr><th class="text">{_esc(name)}</th>'
+        f'<tr><th class="text">{esc(name)}</th>'
         + "".join(
-            f"<td>{_NOT_REPORTED_CELL if by_kind[k] is None else f'{by_kind[k]:,}'}</td>"
+            f"<td>{NOT_REPORTED_CELL if by_kind[k] is None else f'{by_kind[k]:,}'}</td>"
             for k in ("sut", "judge")
         )
         + "</tr>"
@@ -825,48 +525,8 @@ def _run_section(summary: Any, config: Any) -> list[str]:
     sections = ["<h2>Run</h2>", f'<table class="pairs">{head}<tbody>{rows}</tbody></table>']
     if config is not None:
         sections.append("<h3>Config</h3>")
-        sections.append(_pairs(config))
+        sections.append(pairs_html(config))
     return sections
-
-
-#: How deep a config's nested values are shown as tables; deeper, as text.
-_DEPTH: Final = 4
-#: A token count no server reported.
-_NOT_REPORTED_CELL: Final = '<span class="muted">not reported</span>'
-
-
-def _pairs(mapping: object, depth: int = 0) -> str:
-    """A mapping as a table of keys and values, a nested mapping as a table in its cell; any
-    other value (a config that is not a mapping) as text."""
-    if not isinstance(mapping, dict):
-        return _pre(str(mapping))
-    if not mapping:
-        return '<span class="muted">(empty)</span>'
-    rows = "".join(
-        f'<tr><th class="text">{_esc(k)}</th><td class="text">{_value(v, depth)}</td></tr>'
-        for k, v in mapping.items()
-    )
-    return f'<table class="pairs"><tbody>{rows}</tbody></table>'
-
-
-def _value(value: object, depth: int) -> str:
-    """One value of a config as its cell shows it: a mapping as a table, a list of plain values
-    in one line (of others, an item a line), a text as it is (cut as a name is), any other
-    plain value as JSON spells it (``null``, ``true``, ``0.7``); deeper than :data:`_DEPTH`,
-    a value is shown as text."""
-    if isinstance(value, dict) and depth < _DEPTH:
-        return _pairs(value, depth + 1)
-    if isinstance(value, list | tuple) and depth < _DEPTH:
-        if not value:
-            return '<span class="muted">(empty)</span>'
-        if not any(isinstance(v, dict | list | tuple) for v in value):
-            return ", ".join(_value(v, depth) for v in value)
-        return "<ol>" + "".join(f"<li>{_value(v, depth + 1)}</li>" for v in value) + "</ol>"
-    if value is None:
-        return '<span class="muted">null</span>'
-    if isinstance(value, bool | int | float):
-        return json.dumps(value)
-    return _esc(value)
 
 
 def _audit_section(audit: object) -> list[str]:
@@ -875,14 +535,14 @@ def _audit_section(audit: object) -> list[str]:
     table = audit.table
     out = [
         "<h2>Judge audit</h2>",
-        f"<p>{_esc(audit.judge)} on {audit.pairs.height:,} golden pairs.</p>",
+        f"<p>{esc(audit.judge)} on {audit.pairs.height:,} golden pairs.</p>",
     ]
     if audit.passed:
         out.append("<p><strong>Verdict: passed</strong> (every threshold of the audit met).</p>")
     else:
         out.append(
             "<p><strong>Verdict: failed</strong>: do not score the metric with this judge. "
-            "It missed:</p><ul>" + "".join(f"<li>{_esc(r)}</li>" for r in audit.reasons) + "</ul>"
+            "It missed:</p><ul>" + "".join(f"<li>{esc(r)}</li>" for r in audit.reasons) + "</ul>"
         )
     columns = [
         c
@@ -915,18 +575,18 @@ def _audit_section(audit: object) -> list[str]:
             if "n" in columns
             else pl.Series([i < GROUP_LIMIT for i in range(part.height)])
         )
-        rows.append(_rows(part.filter(top), ["slice", "group"]))
+        rows.append(rows_html(part.filter(top), ["slice", "group"]))
         if part.height > GROUP_LIMIT:
             left = part.filter(~top)
             cells = {
-                "slice": f'<td class="text">{_esc(name)}</td>',
+                "slice": f'<td class="text">{esc(name)}</td>',
                 "group": f'<td class="text">and {left.height:,} more groups</td>',
-                "n": _cell("n", left["n"].sum() if "n" in left.columns else None, ()),
+                "n": cell("n", left["n"].sum() if "n" in left.columns else None, ()),
             }
             rows.append(
                 '<tr class="rest">' + "".join(cells.get(c, "<td></td>") for c in columns) + "</tr>"
             )
-    out.append(_table(listed, text=["slice", "group"], rows="".join(rows)))
+    out.append(html_table(listed, text=["slice", "group"], rows="".join(rows)))
     if any(listed[c].null_count() for c in columns if c not in ("slice", "group")):
         out.append(
             '<p class="muted">A blank cell: the figure is undefined for that group (kappa '
@@ -935,7 +595,7 @@ def _audit_section(audit: object) -> list[str]:
     try:
         from .charts import agreement_chart
 
-        out.append(f'<div class="chart">{_svg(agreement_chart(audit))}</div>')
+        out.append(f'<div class="chart">{svg_of(agreement_chart(audit))}</div>')
     except (ImportError, SafeconsError):
         pass
     return out

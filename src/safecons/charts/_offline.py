@@ -4,8 +4,8 @@ vl-convert in the kernel), and what it is composed into displays so too.
 Imported only by :mod:`safecons.charts`, and only once Altair is there (the charts extra is
 optional). The classes are ordinary subclasses written here, so a chart is built as one from
 the start (``Chart(...)``), pickles by its module's name and never changes class: a chart of
-Altair's own class becomes one of these by :func:`offline`, which builds a new chart from its
-parts as Altair's own ``copy`` does.
+Altair's own class becomes one of these by :func:`offline`, which reads the chart's Vega-Lite
+spec back as one (Altair's ``from_dict``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 import altair as alt
-from altair.utils.schemapi import debug_mode
 
 
 def _have_vl_convert() -> bool:
@@ -136,10 +135,31 @@ def side_by_side(chart: Any) -> Any:
 
 
 def offline(chart: Any) -> Any:
-    """``chart`` if it displays offline already, else a new chart of the matching class here
-    built from its parts (sharing them, as Altair's shallow ``copy`` does)."""
+    """``chart`` if it displays offline already, else a new chart of the matching class here,
+    read back from the chart's Vega-Lite spec (``chart`` is unchanged)."""
     if isinstance(chart, _Offline):
         return chart
-    ours = next(_OURS[cls] for cls in type(chart).__mro__ if cls in _OURS)  # a TopLevelMixin
-    with debug_mode(False):  # the parts were checked when the chart was made
-        return ours(*chart._args, **chart._kwds)
+    ours: Any = next(_OURS[cls] for cls in type(chart).__mro__ if cls in _OURS)  # TopLevelMixin
+    spec = chart.to_dict()
+    # What to_dict adds to a top-level spec is no part of the chart: the schema's address, the
+    # theme's config where the chart has none of its own, and its inline data gathered into
+    # top-level datasets. A chart holding any of these could not be composed with another.
+    spec.pop("$schema", None)
+    if chart.config is alt.Undefined:
+        spec.pop("config", None)
+    spec = _inlined(spec, spec.pop("datasets", {}))
+    # to_dict checked the spec: reading it back need not check it again.
+    return ours.from_dict(spec, validate=False)
+
+
+def _inlined(spec: Any, datasets: dict[str, Any]) -> Any:
+    """``spec`` with each use of a named dataset of ``datasets`` replaced by its values."""
+    if isinstance(spec, list):
+        return [_inlined(item, datasets) for item in spec]
+    if not isinstance(spec, dict):
+        return spec
+    data = spec.get("data")
+    if isinstance(data, dict) and data.get("name") in datasets:
+        rest = {k: v for k, v in data.items() if k != "name"}
+        spec = {**spec, "data": {"values": datasets[data["name"]], **rest}}
+    return {k: v if k == "data" else _inlined(v, datasets) for k, v in spec.items()}
