@@ -37,9 +37,6 @@ import resource
 import statistics
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from harness import RESPONSES_PER_QUERY, Server, bare_loop, columns
 

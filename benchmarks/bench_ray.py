@@ -30,12 +30,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import RESPONSES_PER_QUERY, Server, prompts
 

@@ -679,7 +679,7 @@ def test_cli_run_with_every_error_holding_lone_surrogates_prints_them_as_valid_t
     with _bad_server({"sut": 500}) as srv:
         code = main(cli_run_args(src, out, srv.base_url, "--set", "n_sut_retries=0"))
         printed = capsys.readouterr()
-        # Every row errored: exit 4, not a crash, and (issue 31, item 4) no output of errors
+        # Every row errored: exit 4, not a crash, and no output of errors
         # alone to stand in the way of the fixed command; the errors are printed, valid text.
         assert code == 4, printed.err
         assert "no row scored: nothing written" in printed.out and not out.exists()

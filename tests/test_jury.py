@@ -1,4 +1,4 @@
-"""Issue 30: juries, the in-run swap test and the run's judge reliability.
+"""Juries, the in-run swap test and the run's judge reliability.
 
 ``judge=[j1, j2, j3]`` makes a jury: every juror judges every comparison, the majority decides
 (a tie to the less consistent label), every juror's label is kept. ``swap_share=`` judges a

@@ -1,4 +1,4 @@
-"""The README's set-up commands (issue 20, item 14): each makes a virtualenv of its own, so
+"""The README's set-up commands: each makes a virtualenv of its own, so
 either runs fresh after the other, and none is the one CI makes."""
 
 from __future__ import annotations

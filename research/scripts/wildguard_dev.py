@@ -33,7 +33,6 @@ Two questions, each on the rows that carry its label:
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,18 +43,7 @@ import safecons as sc
 from safecons.testing import looks_like_refusal
 from safecons_research import heldout_jailbreak, public_data
 from safecons_research.tables import markdown
-
-WILDGUARD = (
-    "sharzilnfz/llmSafetyClassification",
-    "ff7f31b8d46fe09fbb5f82a4b805864048e0c2ef",
-    "data/wildguardtest.parquet",
-)
-
-
-def rows(mirror: Path | str) -> pl.DataFrame:
-    """WildGuardTest: prompt, response, adversarial and the three human labels."""
-    repo, commit, path = WILDGUARD
-    return pl.read_parquet(io.BytesIO(public_data.git_show(mirror, repo, commit, path)))
+from safecons_research.wildguard import rows
 
 
 def posture(frame: pl.DataFrame, judge: sc.OfflineJudge) -> pl.DataFrame:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
-from .._protocols import conforms
+from .._foreign import conforms
 from .._refusal import CONTENT_FILTER_TEXT
 from .._text import valid_unicode
 from ..errors import SafeconsError

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
-from .._protocols import conforms
+from .._foreign import conforms
 from ._proxy import proxy_secrets
 from ._secrets import Secrets
 

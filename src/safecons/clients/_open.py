@@ -6,8 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
-from .._foreign import Raised, describe_exception, guarded_await, type_name
-from .._protocols import conforms
+from .._foreign import Raised, conforms, describe_exception, guarded_await, type_name
 from ..errors import AuthenticationError, InputError
 from ._base import (
     Attempt,

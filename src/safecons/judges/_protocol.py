@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from .._foreign import describe_exception, safe_repr, type_name
+from .._foreign import Raised, describe_exception, guarded, safe_repr, type_name
 from ._llm import Judgment, JudgmentError, parse_judgment
 
 __all__ = ("PostureJudge", "judgment_from")
@@ -46,15 +46,15 @@ def judgment_from(value: object) -> Judgment | JudgmentError:
     >>> judgment_from(Unreadable()).message
     'judge returned Unreadable, which could not be read (RuntimeError: no keys today)'
     """
-    try:
-        return _judgment_from(value)
-    # boundary: a user's judge returned this object; reading it runs its own code (a mapping's
-    # keys, a __getattr__), which may raise anything, and one row's bad verdict must not end a run.
-    except Exception as exc:
+    # A user's judge returned this object: reading it runs its own code (a mapping's keys, a
+    # __getattr__), which may raise anything, and one row's bad verdict must not end a run.
+    read = guarded(_judgment_from, value)
+    if isinstance(read, Raised):
         return JudgmentError(
             f"judge returned {type_name(value)}, which could not be read "
-            f"({describe_exception(exc)})"
+            f"({describe_exception(read.error)})"
         )
+    return read
 
 
 def _judgment_from(value: object) -> Judgment | JudgmentError:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from ..errors import SafeconsError
 from ._acts import split_refusals
 from ._addressed import without_addressed
 from ._disguise import DECODED, SENTENCE, View, views
@@ -152,7 +153,7 @@ def _sentences(text: str) -> list[str]:
     return [s for s in sentences if len(s) > _FRAGMENT_CHARS]
 
 
-class NeedsQuery(Exception):
+class NeedsQuery(SafeconsError):
     """An answer's reading rests on the query it answers (:func:`read` with ``query=None``)."""
 
 

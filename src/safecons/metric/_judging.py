@@ -18,8 +18,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._foreign import read_or, safe_repr
-from .._protocols import conforms
+from .._foreign import conforms, read_or, safe_repr
 from ..clients import (
     CallableClient,
     ChatClient,

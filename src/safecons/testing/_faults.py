@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final, Literal, get_args
 
+from ..errors import SafeconsError
 from ._wire import Response, error, json_bytes, seconds_header
 
 __all__ = (
@@ -68,7 +69,7 @@ _MAX_STATUS: Final = 599
 
 
 @dataclass(eq=True, unsafe_hash=True)
-class Fault(Exception):
+class Fault(SafeconsError):
     """A fault to inject into one request; immutable, and raisable from a responder.
 
     Use the convenience constructors (``Fault.rate_limit(retry_after=0.05)``, ...) rather than

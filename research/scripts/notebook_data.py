@@ -1,8 +1,8 @@
 """Write the compact copies of LLMBar, PandaLM and WildGuardTest that notebook 02 reads from a
 clone alone.
 
-    python scripts/notebook_data.py      # reads ../shared/data and /work/.mirror; a few seconds
-    python scripts/notebook_data.py --data DIR --mirror DIR
+    python research/scripts/notebook_data.py    # ../shared/data and /work/.mirror; seconds
+    python research/scripts/notebook_data.py --data DIR --mirror DIR
 
 ``notebooks/data/llmbar.parquet`` is :func:`safecons.reliability.read_llmbar` of the whole
 LLMBar folder (MT-Bench and FairEval, the four judges, both prompting styles) without the
@@ -27,19 +27,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
-import sys
 from pathlib import Path
 
 import polars as pl
 
 import safecons as sc
+from safecons_research import public_data
+from safecons_research import wildguard as wildguard_test
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "notebooks" / "data"
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import public_data  # noqa: E402
-import wildguard_dev  # noqa: E402
 
 #: How many of WildGuardTest's labelled answers ship: enough for a sample of 50 to be a small
 #: share of the run, few enough that the file stays near 200 kB.
@@ -62,13 +59,13 @@ labels mark).
 wildguard.parquet holds 300 of its rows (prompts labelled harmful whose response carries a
 human harm label), six of its columns, values unchanged, taken from the copy in
 github.com/sharzilnfz/llmSafetyClassification (data/wildguardtest.parquet, commit
-ff7f31b8d46fe09fbb5f82a4b805864048e0c2ef) by scripts/notebook_data.py in safecons.
+ff7f31b8d46fe09fbb5f82a4b805864048e0c2ef) by research/scripts/notebook_data.py in safecons.
 """
 
 
 def wildguard(mirror: Path) -> pl.DataFrame:
     """The shipped share of WildGuardTest's human-labelled answers to harmful prompts."""
-    rows = wildguard_dev.rows(mirror).filter(
+    rows = wildguard_test.rows(mirror).filter(
         pl.col("prompt_harm_label") == "harmful", pl.col("response_harm_label").is_not_null()
     )
     digest = [hashlib.sha256(p.encode("utf-8")).hexdigest() for p in rows["prompt"]]
