@@ -838,3 +838,29 @@ def test_audit_of_a_judge_that_passes_exits_0_and_says_so(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "verdict: PASSED" in out
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(
+    ("setting", "flag", "dry"),
+    [
+        ("swap_share=1.0", "--swap-share", True),
+        ("seed=3", "--seed", True),
+        ("progress=false", "--no-progress", False),
+        ("allow_unscored=false", "exit codes", False),
+    ],
+)
+def test_a_set_field_the_command_has_an_option_for_is_refused_naming_it(
+    tmp_path, capsys, setting, flag, dry
+):
+    # Was: a TypeError traceback (the field given twice to the metric).
+    with FakeOpenAIServer() as srv:
+        runs = [_run_args(tmp_path, srv, "--set", setting)]
+        if dry:  # the dry run takes the same option
+            runs.append([*runs[0], "--dry-run"])
+        for args in runs:
+            assert main(args) == 2, args
+            err = capsys.readouterr().err
+            assert f"--set {setting.split('=')[0]}" in err and flag in err, err
+            assert "Traceback" not in err
+        assert not srv.stats.requests, "a refused command sent nothing"

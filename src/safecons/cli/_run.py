@@ -228,6 +228,24 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_set(items: Sequence[str], **named: Any) -> dict[str, Any]:
+    """The keywords of a run: the command's own options (``named``), then each ``--set``
+    FIELD=VALUE, refused where the command has an option of its own for that field (two
+    values for one field: which is meant cannot be guessed)."""
+    settings = _parse_set(items)
+    for key in sorted(settings.keys() & named.keys()):
+        flag = _OWN_FLAGS.get(key, "--" + key.replace("_", "-"))
+        raise SafeconsError(f"--set {key}: the command sets it with {flag}; use that instead")
+    return named | settings
+
+
+#: The fields whose option is not the field's name with dashes.
+_OWN_FLAGS = {
+    "progress": "--no-progress",
+    "allow_unscored": "its exit codes (4: no row scored)",
+}
+
+
 def _parse_set(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
@@ -250,12 +268,14 @@ def _dry_run(args: argparse.Namespace, df: pl.DataFrame, sut: Any, judge: Any) -
         df,
         sut=sut,
         judge=judge,
-        prices=args.prices,
-        seed=args.seed,
-        cache=args.cache,
-        swap_share=args.swap_share,
-        repeat_share=args.repeat_share,
-        **_parse_set(args.set or []),
+        **_with_set(
+            args.set or [],
+            prices=args.prices,
+            seed=args.seed,
+            cache=args.cache,
+            swap_share=args.swap_share,
+            repeat_share=args.repeat_share,
+        ),
     )
     print(plan)
     print("dry run: no request was sent and no output written")
@@ -287,15 +307,17 @@ def _run(args: argparse.Namespace) -> int:
         df,
         sut=sut,
         judge=judge,
-        seed=args.seed,
-        progress=not args.no_progress,
-        cache=args.cache,
-        max_calls=args.max_calls,
-        swap_share=args.swap_share,
-        repeat_share=args.repeat_share,
-        # The command says itself when no row scored (and exits 4): it wants the frame.
-        allow_unscored=True,
-        **_parse_set(args.set or []),
+        **_with_set(
+            args.set or [],
+            seed=args.seed,
+            progress=not args.no_progress,
+            cache=args.cache,
+            max_calls=args.max_calls,
+            swap_share=args.swap_share,
+            repeat_share=args.repeat_share,
+            # The command says itself when no row scored (and exits 4): it wants the frame.
+            allow_unscored=True,
+        ),
     )
     summary = run.summary
     if summary.n_rows and not summary.n_scored and not summary.n_not_finished:
