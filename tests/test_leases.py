@@ -553,7 +553,7 @@ async def test_an_endpoint_that_says_nothing_of_limits_is_not_paced_after_its_fi
     calls = await run_workers(table, provider, each=10)
     assert provider.answered == 120
     # Each worker asks until it hears "not paced" (at most once per attempt it has in flight).
-    assert calls["pace"] <= 3 * 4 and "heard" in calls
+    assert calls["pace"] <= 3 * 4 and "answered" in calls
 
 
 async def test_a_holder_that_never_tells_its_answer_holds_the_endpoint_a_bounded_time():
@@ -562,16 +562,16 @@ async def test_a_holder_that_never_tells_its_answer_holds_the_endpoint_a_bounded
     began = anyio.current_time()
     assert await table.pace("sut") == 1
     assert anyio.current_time() - began == pytest.approx(MAX_PACED_WAIT_SECONDS)
-    table.heard("sut", 1, None)  # the endpoint says nothing of limits: not paced
+    table.answered("sut", 1, None)  # the endpoint says nothing of limits: not paced
     assert await table.pace("sut") == -1
-    table.heard("sut", -1, RateLimits(limit_requests=5, remaining_requests=4, reset_requests=1))
+    table.answered("sut", -1, RateLimits(limit_requests=5, remaining_requests=4, reset_requests=1))
     assert await table.pace("sut") == 2  # paced again once an answer carries limits
 
 
 async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
     table = table_of(4, adaptive=False)
     said = RateLimits(limit_requests=2, remaining_requests=1, reset_requests=1.0)
-    table.heard("sut", await table.pace("sut", ttl=5.0), said)
+    table.answered("sut", await table.pace("sut", ttl=5.0), said)
     await table.pace("sut", ttl=5.0)  # its holder dies: its answer is never told
 
     async def granted_in(start: float, reset: float) -> int:
@@ -580,11 +580,11 @@ async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
         in no known order)."""
         await anyio.sleep(start - anyio.current_time())
         fresh = RateLimits(limit_requests=2, remaining_requests=2, reset_requests=reset)
-        table.heard("sut", await table.pace("sut", ttl=5.0), fresh)
+        table.answered("sut", await table.pace("sut", ttl=5.0), fresh)
         n = 0
         with anyio.move_on_after(0.9):
             while True:
-                table.heard("sut", await table.pace("sut", ttl=5.0), None)
+                table.answered("sut", await table.pace("sut", ttl=5.0), None)
                 n += 1
         return n
 
@@ -596,5 +596,5 @@ async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
 
 async def test_a_table_made_with_pace_false_paces_nothing():
     table = LeaseTable(4, clock=anyio.current_time, pace=False)
-    table.heard("sut", -1, RateLimits(limit_requests=1, remaining_requests=0, reset_requests=9))
+    table.answered("sut", -1, RateLimits(limit_requests=1, remaining_requests=0, reset_requests=9))
     assert [await table.pace("sut") for _ in range(3)] == [-1, -1, -1]

@@ -25,7 +25,7 @@ from ._permits import Slot as Slot
 from ._permits import Tokens as Tokens
 from ._policy import MAX_PACED_WAIT_SECONDS as MAX_PACED_WAIT_SECONDS
 from ._policy import EndpointPolicy as EndpointPolicy
-from ._policy import Pace as Pace
+from ._policy import PacingPolicy as PacingPolicy
 from ._runner import CallOutcome as CallOutcome
 from ._runner import RetryPolicy as RetryPolicy
 from ._runner import Runner as Runner
@@ -44,7 +44,7 @@ __all__ = (
     "Engine",
     "LocalPermits",
     "ModelCall",
-    "Pace",
+    "PacingPolicy",
     "Permits",
     "RetryPolicy",
     "RunOptions",
