@@ -297,6 +297,59 @@ async def test_open_permits_with_nothing_kept_sleep_instead_of_polling():
     assert reads["n"] <= 3600 / 30 + 5
 
 
+class ActorLost(Exception):
+    """What a call to a limiter actor that is gone raises (Ray's RayError, here)."""
+
+
+class FlakyHandle(FakeHandle):
+    """A handle whose long poll for cool-downs raises ``errors`` in turn, then works."""
+
+    def __init__(self, table: LeaseTable, errors: list[Exception]) -> None:
+        super().__init__(table)
+        self.errors = errors
+
+    def __getattr__(self, name: str):
+        if name == "cooling_changes" and self.errors:
+            error = self.errors.pop(0)
+
+            class Failing:
+                @staticmethod
+                async def remote(*args, **kwargs):
+                    raise error
+
+            return Failing
+        return super().__getattr__(name)
+
+
+async def test_remote_permits_hear_cool_downs_again_once_a_lost_actor_answers():
+    table = table_of(2, adaptive=False)
+    handle = FlakyHandle(table, [ActorLost("gone"), ActorLost("busy")])
+    permits = RemotePermits(
+        handle, "w", ttl=TTL, local_limit=2, clock=anyio.current_time, lost=(ActorLost,)
+    )
+    async with permits.open():
+        await anyio.sleep(2.5)  # two lost calls, a second apart: then the long poll is up
+        await table.acquire("other", "o-1", "sut", ttl=TTL)
+        table.release("o-1", limited=True, retry_after=20.0)
+        await anyio.sleep(0.1)
+        began = anyio.current_time()
+        async with permits.slot("sut") as slot:  # this worker heard of the cool-down
+            slot.succeeded()
+        assert anyio.current_time() - began == pytest.approx(19.9, abs=0.01)
+    assert not handle.errors
+
+
+async def test_remote_permits_do_not_swallow_an_error_that_is_not_a_lost_actor():
+    table = table_of(2, adaptive=False)
+    handle = FlakyHandle(table, [TypeError("a bug, not a lost actor")])
+    permits = RemotePermits(
+        handle, "w", ttl=TTL, local_limit=2, clock=anyio.current_time, lost=(ActorLost,)
+    )
+    with pytest.RaisesGroup(pytest.RaisesExc(TypeError, match="a bug"), flatten_subgroups=True):
+        async with permits.open():
+            await anyio.sleep(5.0)
+
+
 async def test_remote_permits_never_exceed_the_tables_cap_across_workers():
     table = table_of(3, adaptive=False)
     workers = [permits_of(table, f"w{k}", local_limit=3, hold=0.05) for k in range(3)]

@@ -476,7 +476,9 @@ class RemotePermits:
     The permits are used inside :meth:`open`, whose block hosts the two loops that serve them
     (hearing of cool-downs, giving back the permits no attempt wants). ``clock`` is this
     worker's monotonic clock; the permits wait on it with anyio, so a clock given instead (in
-    tests) must be the event loop's own (:func:`anyio.current_time`).
+    tests) must be the event loop's own (:func:`anyio.current_time`). ``lost`` is what a call
+    to the actor raises when it is gone or busy (Ray's ``RayError``; this module never
+    imports Ray): hearing of cool-downs then tries again a second later.
     """
 
     def __init__(
@@ -490,9 +492,11 @@ class RemotePermits:
         idle: float = 0.05,
         max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        lost: tuple[type[Exception], ...] = (OSError,),
     ) -> None:
         self._limiter = limiter
         self._holder = holder
+        self._lost = lost
         # Request ids are unique to this life of the holder: a message of a previous life
         # still on its way (the holder's name survives a restart) cannot touch a new lease.
         self._life = uuid.uuid4().hex[:12]
@@ -548,7 +552,7 @@ class RemotePermits:
         while True:
             try:
                 seen, cooling = await self._limiter.cooling_changes.remote(seen)
-            except Exception:  # the actor is gone or busy: try again, never end the worker
+            except self._lost:  # the actor is gone or busy: try again, never end the worker
                 await anyio.sleep(1.0)
                 continue
             now = self._clock()
@@ -603,15 +607,16 @@ class RemotePermits:
     async def _lease(self, endpoint: str) -> _Held:
         while True:
             request = f"{self._holder}:{self._life}:{next(self._requests)}"
+            granted: float | None = None
             try:
                 granted = await self._limiter.acquire.remote(
                     self._holder, request, endpoint, self._ttl
                 )
-            except BaseException:
-                # Cancelled while waiting: the actor may grant the lease anyway, so say that
-                # nobody will use it (it is freed, or never granted).
-                self._limiter.abandon.remote(request)
-                raise
+            finally:
+                if granted is None:
+                    # Cancelled while waiting: the actor may grant the lease anyway, so say
+                    # that nobody will use it (it is freed, or never granted).
+                    self._limiter.abandon.remote(request)
             if not math.isnan(granted):
                 return _Held(request, endpoint, self._clock())
 
@@ -660,11 +665,12 @@ class RemotePermits:
         async with local:
             await self._wait_cool(endpoint)
             number = await self._paced(endpoint, tokens)
+            held: _Held | None = None
             try:
                 held = self._take(endpoint) or await self._lease(endpoint)
-            except BaseException:
-                self._answered(endpoint, number, None)
-                raise
+            finally:
+                if held is None:  # cancelled: the table's pace counts the attempt no more
+                    self._answered(endpoint, number, None)
             slot = Slot(self._clock())
             try:
                 yield slot
