@@ -40,40 +40,76 @@ FUTILE_COUNT: Final = 2
 class PacingPolicy(Protocol):
     """What the holder of a run's permits asks of one endpoint's pacing.
 
-    Before an attempt: :meth:`wait` (how long until it may start: 0 now, ``inf`` until an
-    answer is heard, when :meth:`news` is set), and :attr:`room` (a place under the
-    endpoint's in-flight target, else wait for :meth:`place_freed`). As it starts:
-    :meth:`take_place` and :meth:`start`. As it ends: :meth:`answered` (the reply's headers,
-    and whether it succeeded), :meth:`rate_limited` (a 429, and its ``Retry-After``) and
-    :meth:`give_place`. :attr:`target`, :attr:`lowest`, :attr:`last_cut` and
-    :attr:`held_until` say what the policy did.
+    The holder (:class:`~safecons.run._permits.LocalPermits` in one process,
+    :class:`safecons.ray._leases.LeaseTable` for a Ray job) keeps one policy per endpoint
+    and passes every time on its own clock. An attempt meets it three times:
+
+    - **May it start?** :meth:`wait` says how long until the provider's word and its 429s
+      let it (``inf`` until the endpoint's first answer); :meth:`news` wakes a waiter when
+      an answer may shorten that. :attr:`room` says whether it stays within the endpoint's
+      in-flight target, else :meth:`place_freed` wakes it.
+    - **It starts**: :meth:`take_place` (a place under the target) and :meth:`start`
+      (counted by the pace; its number is the attempt's).
+    - **It ends**: :meth:`answered` (the reply's rate-limit headers, and whether it
+      succeeded), :meth:`rate_limited` for a 429 (with its ``Retry-After``) or
+      :meth:`succeeded`, then :meth:`give_place`.
+
+    The rest says what the policy did, for stats and notices.
     """
 
+    def wait(self, now: float, tokens: int = 0) -> float:
+        """Seconds before an attempt of an estimated ``tokens`` may start (0: now)."""
+
+    def news(self) -> anyio.Event:
+        """Set when an answer is heard that may change :meth:`wait`."""
+
     @property
-    def room(self) -> bool: ...
-    @property
-    def target(self) -> int: ...
-    @property
-    def lowest(self) -> int: ...
-    @property
-    def last_cut(self) -> float: ...
-    @property
-    def held_until(self) -> float: ...
-    @property
-    def counts_tokens(self) -> bool: ...
-    @property
-    def last_headers(self) -> RateLimits | None: ...
-    def wait(self, now: float, tokens: int = 0) -> float: ...
-    def news(self) -> anyio.Event: ...
-    def place_freed(self) -> anyio.Event: ...
+    def room(self) -> bool:
+        """Whether one more attempt stays within the in-flight target."""
+
+    def place_freed(self) -> anyio.Event:
+        """Set when an attempt gives its place back."""
+
     def take_place(self) -> None: ...
     def give_place(self) -> None: ...
-    def start(self, tokens: int = 0, *, now: float) -> int: ...
+
+    def start(self, tokens: int = 0, *, now: float) -> int:
+        """Count an attempt started at ``now``; its number, for :meth:`answered`."""
+
     def answered(
         self, number: int, limits: RateLimits | None, now: float, *, ok: bool = False
-    ) -> None: ...
-    def rate_limited(self, started: float, now: float, retry_after: float | None) -> None: ...
+    ) -> None:
+        """Attempt ``number`` was answered at ``now`` with these headers (None: none, or no
+        answer); ``ok``: the provider admitted it."""
+
+    def rate_limited(self, started: float, now: float, retry_after: float | None) -> None:
+        """An attempt started at ``started`` was answered 429 at ``now``."""
+
     def succeeded(self, count: int = 1) -> None: ...
+
+    @property
+    def target(self) -> int:
+        """The most attempts in flight at once, now."""
+
+    @property
+    def lowest(self) -> int:
+        """The lowest :attr:`target` reached."""
+
+    @property
+    def last_cut(self) -> float:
+        """When a 429 last cut the target (-inf: never)."""
+
+    @property
+    def held_until(self) -> float:
+        """When the latest ``Retry-After`` stops holding the endpoint (-inf: none did)."""
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether the provider said how many tokens remain (then estimates are read)."""
+
+    @property
+    def last_headers(self) -> RateLimits | None:
+        """The newest rate-limit headers heard, as sent (what a long wait names)."""
 
 
 class SendRate:
