@@ -204,7 +204,7 @@ async def _workers_run(provider: BucketProvider, requests: int, workers: int) ->
     ],
 )
 async def test_a_token_buckets_pace_is_kept_with_hardly_a_429(per_second, requests, workers):
-    # The goal on a token bucket (600 and 6,000 RPM; it holds a second's worth,
+    # The goal on a token bucket (600 and 6,000 RPM; it holds a second's worth,
     # refills continuously, and its reset says when it is full again), for one process and
     # for workers sharing one table: every request answered, at least 0.95 of the limit's
     # pace, at most 1% answered 429. The bucket starts full: the ideal is the rest at the

@@ -107,7 +107,7 @@ def rows(n: int) -> pl.DataFrame:
 @pytest.mark.network
 @pytest.mark.timeout(60)
 def test_every_row_scored_under_a_providers_rate_limit() -> None:
-    # The run, at 1,440 requests a minute in half-second windows of 12: 150 rows, 2
+    # A run at 1,440 requests a minute in half-second windows of 12: 150 rows, 2
     # answers each, 64 in flight, the default retries. Before, most rows ended in 429s.
     limit = RateLimit(1440, window=0.5)
     with FakeOpenAIServer(rate_limit=limit, responder=lambda body: "I can't help.") as srv:
