@@ -276,8 +276,9 @@ class LeaseTable:
         provider said nothing of its limits), and the holder need not ask again.
 
         Until the endpoint's first answer is heard, one attempt goes at a time (the others
-        wait for that answer, at most :data:`~safecons.run._house.MAX_PACED_WAIT_SECONDS`: a holder
-        that died before telling it does not hold the endpoint for ever).
+        wait for that answer, at most :data:`~safecons.run._house.MAX_PACED_WAIT_SECONDS`;
+        then that attempt counts as answered with nothing, so a holder that died before
+        telling it does not hold the endpoint for ever).
         """
         if not self._pacing:
             return -1  # a table made with pace=False shares only the cap and cool-downs
