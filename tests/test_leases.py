@@ -297,6 +297,59 @@ async def test_open_permits_with_nothing_kept_sleep_instead_of_polling():
     assert reads["n"] <= 3600 / 30 + 5
 
 
+class ActorLost(Exception):
+    """What a call to a limiter actor that is gone raises (Ray's RayError, here)."""
+
+
+class FlakyHandle(FakeHandle):
+    """A handle whose long poll for cool-downs raises ``errors`` in turn, then works."""
+
+    def __init__(self, table: LeaseTable, errors: list[Exception]) -> None:
+        super().__init__(table)
+        self.errors = errors
+
+    def __getattr__(self, name: str):
+        if name == "cooling_changes" and self.errors:
+            error = self.errors.pop(0)
+
+            class Failing:
+                @staticmethod
+                async def remote(*args, **kwargs):
+                    raise error
+
+            return Failing
+        return super().__getattr__(name)
+
+
+async def test_remote_permits_hear_cool_downs_again_once_a_lost_actor_answers():
+    table = table_of(2, adaptive=False)
+    handle = FlakyHandle(table, [ActorLost("gone"), ActorLost("busy")])
+    permits = RemotePermits(
+        handle, "w", ttl=TTL, local_limit=2, clock=anyio.current_time, lost=(ActorLost,)
+    )
+    async with permits.open():
+        await anyio.sleep(2.5)  # two lost calls, a second apart: then the long poll is up
+        await table.acquire("other", "o-1", "sut", ttl=TTL)
+        table.release("o-1", limited=True, retry_after=20.0)
+        await anyio.sleep(0.1)
+        began = anyio.current_time()
+        async with permits.slot("sut") as slot:  # this worker heard of the cool-down
+            slot.succeeded()
+        assert anyio.current_time() - began == pytest.approx(19.9, abs=0.01)
+    assert not handle.errors
+
+
+async def test_remote_permits_do_not_swallow_an_error_that_is_not_a_lost_actor():
+    table = table_of(2, adaptive=False)
+    handle = FlakyHandle(table, [TypeError("a bug, not a lost actor")])
+    permits = RemotePermits(
+        handle, "w", ttl=TTL, local_limit=2, clock=anyio.current_time, lost=(ActorLost,)
+    )
+    with pytest.RaisesGroup(pytest.RaisesExc(TypeError, match="a bug"), flatten_subgroups=True):
+        async with permits.open():
+            await anyio.sleep(5.0)
+
+
 async def test_remote_permits_never_exceed_the_tables_cap_across_workers():
     table = table_of(3, adaptive=False)
     workers = [permits_of(table, f"w{k}", local_limit=3, hold=0.05) for k in range(3)]
@@ -553,7 +606,7 @@ async def test_an_endpoint_that_says_nothing_of_limits_is_not_paced_after_its_fi
     calls = await run_workers(table, provider, each=10)
     assert provider.answered == 120
     # Each worker asks until it hears "not paced" (at most once per attempt it has in flight).
-    assert calls["pace"] <= 3 * 4 and "heard" in calls
+    assert calls["pace"] <= 3 * 4 and "answered" in calls
 
 
 async def test_a_holder_that_never_tells_its_answer_holds_the_endpoint_a_bounded_time():
@@ -562,16 +615,16 @@ async def test_a_holder_that_never_tells_its_answer_holds_the_endpoint_a_bounded
     began = anyio.current_time()
     assert await table.pace("sut") == 1
     assert anyio.current_time() - began == pytest.approx(MAX_PACED_WAIT_SECONDS)
-    table.heard("sut", 1, None)  # the endpoint says nothing of limits: not paced
+    table.answered("sut", 1, None)  # the endpoint says nothing of limits: not paced
     assert await table.pace("sut") == -1
-    table.heard("sut", -1, RateLimits(limit_requests=5, remaining_requests=4, reset_requests=1))
+    table.answered("sut", -1, RateLimits(limit_requests=5, remaining_requests=4, reset_requests=1))
     assert await table.pace("sut") == 2  # paced again once an answer carries limits
 
 
 async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
     table = table_of(4, adaptive=False)
     said = RateLimits(limit_requests=2, remaining_requests=1, reset_requests=1.0)
-    table.heard("sut", await table.pace("sut", ttl=5.0), said)
+    table.answered("sut", await table.pace("sut", ttl=5.0), said)
     await table.pace("sut", ttl=5.0)  # its holder dies: its answer is never told
 
     async def granted_in(start: float, reset: float) -> int:
@@ -580,11 +633,11 @@ async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
         in no known order)."""
         await anyio.sleep(start - anyio.current_time())
         fresh = RateLimits(limit_requests=2, remaining_requests=2, reset_requests=reset)
-        table.heard("sut", await table.pace("sut", ttl=5.0), fresh)
+        table.answered("sut", await table.pace("sut", ttl=5.0), fresh)
         n = 0
         with anyio.move_on_after(0.9):
             while True:
-                table.heard("sut", await table.pace("sut", ttl=5.0), None)
+                table.answered("sut", await table.pace("sut", ttl=5.0), None)
                 n += 1
         return n
 
@@ -596,5 +649,5 @@ async def test_an_attempt_whose_holder_is_gone_stops_counting_after_its_ttl():
 
 async def test_a_table_made_with_pace_false_paces_nothing():
     table = LeaseTable(4, clock=anyio.current_time, pace=False)
-    table.heard("sut", -1, RateLimits(limit_requests=1, remaining_requests=0, reset_requests=9))
+    table.answered("sut", -1, RateLimits(limit_requests=1, remaining_requests=0, reset_requests=9))
     assert [await table.pace("sut") for _ in range(3)] == [-1, -1, -1]

@@ -1,4 +1,4 @@
-"""Pacing an endpoint by what its provider said (run/_policy.py: Pace; run/_permits.py:
+"""Pacing an endpoint by what its provider said (run/_headers.py: HeaderPace; run/_permits.py:
 LocalPermits)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import anyio
 import pytest
 
 from safecons.clients import RateLimits
+from safecons.run._headers import MAX_PACED_WAIT_SECONDS, HeaderPace
 from safecons.run._permits import LocalPermits
-from safecons.run._policy import MAX_PACED_WAIT_SECONDS, Pace
 from virtual_time import VirtualTimeLoop
 
 
@@ -30,22 +30,22 @@ def said(remaining: int, reset: float, limit: int | None = 10) -> RateLimits:
     return RateLimits(limit_requests=limit, remaining_requests=remaining, reset_requests=reset)
 
 
-async def new_pace() -> Pace:
-    return Pace()  # its event is made on a running loop
+async def new_pace() -> HeaderPace:
+    return HeaderPace()  # its event is made on a running loop
 
 
 def test_no_word_no_wait() -> None:
     pace = anyio.run(new_pace)
     assert pace.wait(0.0) == 0.0
-    pace.heard(pace.start(), None, 0.0)
+    pace.answered(pace.start(), None, 0.0)
     assert pace.wait(0.0) == 0.0
-    assert pace.first_word.is_set()
+    assert pace.first_answer.is_set()
 
 
 def test_remaining_lets_that_many_start_then_holds_until_reset() -> None:
     pace = anyio.run(new_pace)
     first = pace.start()
-    pace.heard(first, said(remaining=2, reset=0.5), now=0.1)
+    pace.answered(first, said(remaining=2, reset=0.5), now=0.1)
     pace.start()
     assert pace.wait(0.1) == 0.0
     pace.start()
@@ -60,18 +60,18 @@ def test_remaining_lets_that_many_start_then_holds_until_reset() -> None:
 def test_attempts_in_flight_before_the_word_do_not_count_against_it() -> None:
     pace = anyio.run(new_pace)
     a, b = pace.start(), pace.start()
-    pace.heard(a, said(remaining=1, reset=1.0), now=0.0)
+    pace.answered(a, said(remaining=1, reset=1.0), now=0.0)
     # b started after a: it is one of the "remaining" a's answer counted.
     assert pace.wait(0.0) == pytest.approx(1.0)
     # b's own answer is newer word; an older one (a again) would not replace it.
-    pace.heard(b, said(remaining=3, reset=1.0), now=0.1)
-    pace.heard(a, said(remaining=0, reset=5.0), now=0.2)
+    pace.answered(b, said(remaining=3, reset=1.0), now=0.1)
+    pace.answered(a, said(remaining=0, reset=5.0), now=0.2)
     assert pace.wait(0.2) == 0.0
 
 
 def test_after_a_long_quiet_the_assumed_window_starts_now() -> None:
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(), said(remaining=0, reset=0.5, limit=2), now=0.0)
+    pace.answered(pace.start(), said(remaining=0, reset=0.5, limit=2), now=0.0)
     assert pace.wait(10.0) == 0.0
     pace.start()
     pace.start()
@@ -80,7 +80,7 @@ def test_after_a_long_quiet_the_assumed_window_starts_now() -> None:
 
 def test_without_a_limit_the_hold_ends_at_the_reset() -> None:
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(), said(remaining=0, reset=0.3, limit=None), now=0.0)
+    pace.answered(pace.start(), said(remaining=0, reset=0.3, limit=None), now=0.0)
     assert pace.wait(0.1) == pytest.approx(0.2)
     assert pace.wait(0.3) == 0.0
     for _ in range(100):
@@ -90,7 +90,7 @@ def test_without_a_limit_the_hold_ends_at_the_reset() -> None:
 
 def test_remaining_without_reset_is_believed_a_second() -> None:
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(), RateLimits(remaining_requests=0), now=0.0)
+    pace.answered(pace.start(), RateLimits(remaining_requests=0), now=0.0)
     assert pace.wait(0.0) == pytest.approx(1.0)
 
 
@@ -103,7 +103,7 @@ def test_a_429_holds_the_endpoint_capped() -> None:
     # A reset of hours (a daily limit spent) is believed, each wait capped; one past a day
     # is nonsense, read as nothing said (test_a_nonsense_word_holds_nothing).
     reset = anyio.run(new_pace)
-    reset.heard(reset.start(), said(remaining=0, reset=5 * 3600.0), now=0.0)
+    reset.answered(reset.start(), said(remaining=0, reset=5 * 3600.0), now=0.0)
     assert reset.wait(0.0) == pytest.approx(MAX_PACED_WAIT_SECONDS)
 
 
@@ -166,7 +166,7 @@ def test_a_429_holds_every_attempt_of_the_endpoint() -> None:
     assert starts == [0.0, 3.0, 3.0, 3.0]
 
 
-def test_only_one_attempt_before_the_endpoints_first_word() -> None:
+def test_only_one_attempt_before_the_endpoints_first_answer() -> None:
     in_flight = {"now": 0, "max": 0, "first": 0}
 
     async def attempt(permits: LocalPermits, index: int) -> None:
@@ -198,13 +198,13 @@ def test_remaining_tokens_let_estimates_start_until_they_no_longer_fit() -> None
     pace = anyio.run(new_pace)
     assert not pace.counts_tokens
     first = pace.start(100)
-    pace.heard(first, tokens_said(remaining=250, reset=0.5), now=0.0)
+    pace.answered(first, tokens_said(remaining=250, reset=0.5), now=0.0)
     assert pace.counts_tokens
     assert pace.wait(0.0, 200) == 0.0
     second = pace.start(200)
     assert pace.wait(0.1, 50) == 0.0  # 200 + 50 of 250
     assert pace.wait(0.1, 51) == pytest.approx(0.4)  # does not fit: until the reset
-    pace.heard(second, None, now=0.2)  # answered, and it said nothing
+    pace.answered(second, None, now=0.2)  # answered, and it said nothing
     # The window turned with no newer word: the whole limit again.
     assert pace.wait(0.5, 1000) == 0.0
     pace.start(1000)
@@ -215,7 +215,7 @@ def test_estimates_of_attempts_started_after_the_answered_one_count() -> None:
     pace = anyio.run(new_pace)
     a = pace.start(10)
     pace.start(300)  # in flight when a's answer comes: the server counted it after a
-    pace.heard(a, tokens_said(remaining=400, reset=1.0), now=0.1)
+    pace.answered(a, tokens_said(remaining=400, reset=1.0), now=0.1)
     assert pace.wait(0.1, 100) == 0.0
     assert pace.wait(0.1, 101) == pytest.approx(1.0)
 
@@ -223,21 +223,21 @@ def test_estimates_of_attempts_started_after_the_answered_one_count() -> None:
 def test_newer_token_word_replaces_older_and_older_does_not() -> None:
     pace = anyio.run(new_pace)
     a, b = pace.start(10), pace.start(10)
-    pace.heard(b, tokens_said(remaining=500, reset=1.0), now=0.0)
+    pace.answered(b, tokens_said(remaining=500, reset=1.0), now=0.0)
     # a, started before b and still in flight, may reach the server after it: it counts.
     assert pace.wait(0.0, 490) == 0.0
     assert pace.wait(0.0, 491) == pytest.approx(1.0)
-    pace.heard(a, tokens_said(remaining=0, reset=5.0), now=0.1)  # older: ignored
+    pace.answered(a, tokens_said(remaining=0, reset=5.0), now=0.1)  # older: ignored
     assert pace.wait(0.1, 490) == 0.0
     c = pace.start(490)
-    pace.heard(c, tokens_said(remaining=20, reset=2.0), now=0.2)  # newer: it says 20 left
+    pace.answered(c, tokens_said(remaining=20, reset=2.0), now=0.2)  # newer: it says 20 left
     assert pace.wait(0.2, 20) == 0.0
     assert pace.wait(0.2, 21) == pytest.approx(2.0)
 
 
 def test_an_attempt_larger_than_the_limit_starts_in_a_fresh_window() -> None:
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(10), tokens_said(remaining=900, reset=1.0), now=0.0)
+    pace.answered(pace.start(10), tokens_said(remaining=900, reset=1.0), now=0.0)
     assert pace.wait(0.0, 5000) == pytest.approx(1.0)  # not while part of a window is used
     assert pace.wait(1.0, 5000) == 0.0  # a whole window, nothing in it yet: it goes
     pace.start(5000)
@@ -246,10 +246,10 @@ def test_an_attempt_larger_than_the_limit_starts_in_a_fresh_window() -> None:
 
 def test_token_resets_are_capped_and_default_when_unsaid() -> None:
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(), tokens_said(remaining=0, reset=5 * 3600.0), now=0.0)
+    pace.answered(pace.start(), tokens_said(remaining=0, reset=5 * 3600.0), now=0.0)
     assert pace.wait(0.0, 1) == pytest.approx(MAX_PACED_WAIT_SECONDS)
     unsaid = anyio.run(new_pace)
-    unsaid.heard(unsaid.start(), RateLimits(remaining_tokens=0), now=0.0)
+    unsaid.answered(unsaid.start(), RateLimits(remaining_tokens=0), now=0.0)
     assert unsaid.wait(0.0, 1) == pytest.approx(1.0)
     assert unsaid.wait(1.0, 1) == 0.0  # no limit said: the hold just ends
     assert not unsaid.counts_tokens
@@ -265,7 +265,7 @@ def test_requests_and_tokens_both_hold() -> None:
         remaining_tokens=50,
         reset_tokens=0.6,
     )
-    pace.heard(pace.start(), both, now=0.0)
+    pace.answered(pace.start(), both, now=0.0)
     assert pace.wait(0.0, 10) == pytest.approx(0.2)  # requests first
     assert pace.wait(0.2, 10) == 0.0
     assert pace.wait(0.2, 60) == pytest.approx(0.4)  # then tokens
@@ -305,37 +305,37 @@ def test_local_permits_work_an_estimate_out_only_once_tokens_are_said() -> None:
 
 def test_attempts_in_flight_when_the_window_turns_count_in_the_new_one() -> None:
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(10), tokens_said(remaining=100, reset=0.5), now=0.0)
+    pace.answered(pace.start(10), tokens_said(remaining=100, reset=0.5), now=0.0)
     late = pace.start(90)  # sent before the turn; the server may count it after
     assert pace.wait(0.5, 910) == 0.0
     assert pace.wait(0.5, 911) == pytest.approx(0.5)
-    pace.heard(late, None, now=0.6)  # its answer said nothing: the window keeps its count
+    pace.answered(late, None, now=0.6)  # its answer said nothing: the window keeps its count
     assert pace.wait(0.6, 911) == pytest.approx(0.4)
 
 
-async def new_unordered_pace() -> Pace:
-    return Pace(ordered=False)
+async def new_unordered_pace() -> HeaderPace:
+    return HeaderPace(ordered=False)
 
 
 def test_unordered_answers_count_every_attempt_in_flight_and_the_strictest_word_stands() -> None:
     # Many processes share the pace: their attempts reach the server in no known order.
     pace = anyio.run(new_unordered_pace)
-    pace.heard(pace.start(), said(remaining=5, reset=1.0), now=0.0)
+    pace.answered(pace.start(), said(remaining=5, reset=1.0), now=0.0)
     flying = [pace.start() for _ in range(5)]
     assert pace.wait(0.0) == pytest.approx(1.0)  # the five may all count against the five
     # Answers come back out of order: the last started arrived first at the server (4 left)
     # and an earlier one second (3 left); neither loosens what is counted.
-    pace.heard(flying[4], said(remaining=4, reset=0.9), now=0.1)
+    pace.answered(flying[4], said(remaining=4, reset=0.9), now=0.1)
     assert pace.wait(0.1) == pytest.approx(0.9)
-    pace.heard(flying[0], said(remaining=3, reset=0.9), now=0.1)
+    pace.answered(flying[0], said(remaining=3, reset=0.9), now=0.1)
     assert pace.wait(0.1) == pytest.approx(0.9)
     for n in flying[1:4]:
-        pace.heard(n, said(remaining=0, reset=0.9), now=0.1)
+        pace.answered(n, said(remaining=0, reset=0.9), now=0.1)
     # A word of the window already past changes nothing; the next window's replaces it.
-    pace.heard(pace.start(), said(remaining=9, reset=0.95), now=1.05)
+    pace.answered(pace.start(), said(remaining=9, reset=0.95), now=1.05)
     assert pace.wait(1.05) == 0.0
     stale = said(remaining=9, reset=0.01)
-    pace.heard(pace.start(), stale, now=1.06)  # reset at 1.07: before the window counted
+    pace.answered(pace.start(), stale, now=1.06)  # reset at 1.07: before the window counted
     assert pace.wait(1.06) == 0.0
 
 
@@ -345,11 +345,11 @@ def test_an_ordered_pace_would_have_been_loosened_by_the_same_answers() -> None:
     # pace keeps the strictest word of the window.
     for make, expected in ((new_pace, 0.0), (new_unordered_pace, 0.9)):
         pace = anyio.run(make)
-        pace.heard(pace.start(), said(remaining=5, reset=1.0), now=0.0)
+        pace.answered(pace.start(), said(remaining=5, reset=1.0), now=0.0)
         flying = [pace.start() for _ in range(5)]
         for n in flying[:4]:
-            pace.heard(n, None, now=0.1)
-        pace.heard(flying[4], said(remaining=4, reset=0.9), now=0.1)
+            pace.answered(n, None, now=0.1)
+        pace.answered(flying[4], said(remaining=4, reset=0.9), now=0.1)
         assert pace.wait(0.1) == pytest.approx(expected), make
 
 
@@ -357,9 +357,9 @@ def test_an_ordered_pace_counts_earlier_attempts_in_flight_as_not_yet_counted() 
     # 64 connections do not keep their order: an attempt started before the one answered,
     # still in flight, may reach the server after it. (Without this, a burst met 429s.)
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(), said(remaining=5, reset=1.0), now=0.0)
+    pace.answered(pace.start(), said(remaining=5, reset=1.0), now=0.0)
     flying = [pace.start() for _ in range(5)]
-    pace.heard(flying[4], said(remaining=4, reset=0.9), now=0.1)
+    pace.answered(flying[4], said(remaining=4, reset=0.9), now=0.1)
     assert pace.wait(0.1) == pytest.approx(0.9)  # 4 left, less the 4 still on their way
 
 
@@ -388,11 +388,11 @@ def test_a_nonsense_word_holds_nothing(kind, limit, remaining, reset) -> None:
         else RateLimits(limit_tokens=limit, remaining_tokens=remaining, reset_tokens=reset)
     )
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(100), word, now=0.0)
+    pace.answered(pace.start(100), word, now=0.0)
     for t in (0.0, 0.5, 2.0, 61.0, 3600.0):
         pace.start(100)
         assert pace.wait(t, 100) == 0.0, t
-    assert pace.said is None  # a word read as nothing said is named by no wait
+    assert pace.last_headers is None  # a word read as nothing said is named by no wait
 
 
 def test_a_limit_of_zero_never_stops_the_permits_nor_spins() -> None:
@@ -419,7 +419,7 @@ def test_a_limit_of_zero_never_stops_the_permits_nor_spins() -> None:
 
 
 def test_a_nanosecond_reset_sleeps_at_least_a_millisecond() -> None:
-    from safecons.run._policy import MIN_PACED_WAIT_SECONDS
+    from safecons.run._headers import MIN_PACED_WAIT_SECONDS
 
     clock = FakeClock()
     sleeps: list[float] = []
@@ -498,7 +498,7 @@ def test_a_window_turned_with_no_newer_word_lets_one_out_then_the_limit_at_its_r
     # Whether the reset meant "whole again" or "the next one fits" cannot be told from one
     # answer: the turn does not burst the whole limit.
     pace = anyio.run(new_pace)
-    pace.heard(pace.start(), said(remaining=0, reset=0.1, limit=600), now=0.0)
+    pace.answered(pace.start(), said(remaining=0, reset=0.1, limit=600), now=0.0)
     assert pace.wait(0.05) == pytest.approx(0.05)  # held until the reset
     assert pace.wait(0.1) == 0.0  # the turn: one at once
     pace.start()
@@ -506,8 +506,8 @@ def test_a_window_turned_with_no_newer_word_lets_one_out_then_the_limit_at_its_r
     assert pace.wait(0.1) == pytest.approx(0.1)
     assert pace.wait(0.2) == 0.0
     # A newer word replaces the guess: all it says remains may go at once.
-    pace.heard(1, None, now=0.21)  # the one started at the turn is answered
-    pace.heard(pace.start(), said(remaining=5, reset=0.5, limit=600), now=0.21)
+    pace.answered(1, None, now=0.21)  # the one started at the turn is answered
+    pace.answered(pace.start(), said(remaining=5, reset=0.5, limit=600), now=0.21)
     for _ in range(5):
         assert pace.wait(0.21) == 0.0
         pace.start()
@@ -522,7 +522,7 @@ def test_a_waiter_looks_again_when_a_newer_word_is_heard() -> None:
         # word comes at an exact moment of it.
         permits = LocalPermits(4)
         pace = permits.policy("e").pace
-        pace.heard(pace.start(), said(remaining=0, reset=30.0, limit=10), now=0.0)
+        pace.answered(pace.start(), said(remaining=0, reset=30.0, limit=10), now=0.0)
 
         async def waiter() -> None:
             async with permits.slot("e") as slot:
@@ -533,7 +533,7 @@ def test_a_waiter_looks_again_when_a_newer_word_is_heard() -> None:
             tg.start_soon(waiter)
             await anyio.sleep(1.0)  # the waiter is asleep on its 30 s
             # A later attempt's answer says the provider's count is whole again.
-            pace.heard(pace.start(), said(remaining=9, reset=30.0, limit=10), now=1.0)
+            pace.answered(pace.start(), said(remaining=9, reset=30.0, limit=10), now=1.0)
 
     from safecons.errors import PacingWarning
 
@@ -571,7 +571,7 @@ def test_a_reset_of_now_lets_the_remaining_out_then_the_limit_at_its_rate(make) 
     # with a minute's limit. Read as a window already over, it let every attempt out at once
     # (39 of 99 requests answered 429 in the fake server's "next" bucket).
     pace = anyio.run(make)
-    pace.heard(pace.start(), said(remaining=3, reset=0.0, limit=600), now=0.0)
+    pace.answered(pace.start(), said(remaining=3, reset=0.0, limit=600), now=0.0)
     for _ in range(3):
         assert pace.wait(0.0) == 0.0
         pace.start()
@@ -580,5 +580,5 @@ def test_a_reset_of_now_lets_the_remaining_out_then_the_limit_at_its_rate(make) 
     pace.start()
     assert pace.wait(0.1) == pytest.approx(0.1)
     # A newer word replaces it, in either order of answers.
-    pace.heard(pace.start(), said(remaining=0, reset=0.25, limit=600), now=0.15)
+    pace.answered(pace.start(), said(remaining=0, reset=0.25, limit=600), now=0.15)
     assert pace.wait(0.15) == pytest.approx(0.25)

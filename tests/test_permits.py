@@ -89,3 +89,48 @@ async def test_local_pressure_counts_one_cut_per_window_on_the_permits_clock():
         async with permits.slot("e") as clean:
             clean.succeeded()
     assert permits.policy("e").target == 4
+
+
+async def test_local_permits_ask_the_pacing_policy_they_are_given():
+    from safecons.run._policy import EndpointPolicy
+
+    class OnePerSecond(EndpointPolicy):
+        """A policy of one's own: an attempt a second, whatever the provider says."""
+
+        def __init__(self, ceiling: int) -> None:
+            super().__init__(ceiling, adaptive=False)
+            self.next_at = 0.0
+            self.told: list[tuple[int, bool]] = []
+
+        def wait(self, now: float, tokens: int = 0) -> float:
+            return max(0.0, self.next_at - now)
+
+        def start(self, tokens: int = 0, *, now: float) -> int:
+            self.next_at = now + 1.0
+            return super().start(tokens, now=now)
+
+        def answered(self, number, limits, now, *, ok=False) -> None:
+            self.told.append((number, ok))
+            super().answered(number, limits, now, ok=ok)
+
+    made: list[OnePerSecond] = []
+
+    def policy(ceiling: int) -> OnePerSecond:
+        made.append(OnePerSecond(ceiling))
+        return made[-1]
+
+    permits = LocalPermits(8, policy=policy)
+    began = anyio.current_time()
+    started: list[float] = []
+
+    async def attempt() -> None:
+        async with permits.slot("e") as slot:
+            started.append(anyio.current_time() - began)
+            slot.succeeded()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(attempt)
+    assert len(made) == 1 and made[0].ceiling == 8
+    assert started == pytest.approx([0.0, 1.0, 2.0], abs=0.01)
+    assert sorted(made[0].told) == [(0, True), (1, True), (2, True)]

@@ -18,16 +18,15 @@ from hypothesis import strategies as st
 
 from safecons.clients import RateLimits
 from safecons.run import Slot
+from safecons.run._headers import BUCKET_SMALLEST_GAP, _BucketLevel
 from safecons.run._permits import LocalPermits
 from safecons.run._policy import (
-    BUCKET_SMALLEST_GAP,
     CUT_EVIDENCE,
     MIN_SEND_RATE,
     RATE_CUT,
     RATE_STEP,
     EndpointPolicy,
     SendRate,
-    _Refill,
 )
 from test_leases import TTL, BucketProvider, WindowedProvider, permits_of, table_of
 from virtual_time import VIRTUAL_TIME
@@ -205,11 +204,11 @@ async def _workers_run(provider: BucketProvider, requests: int, workers: int) ->
     ],
 )
 async def test_a_token_buckets_pace_is_kept_with_hardly_a_429(per_second, requests, workers):
-    # The goal on a token bucket (600 and 6,000 RPM; it holds a second's worth,
+    # The goal on a token bucket (600 and 6,000 RPM; it holds a second's worth,
     # refills continuously, and its reset says when it is full again), for one process and
     # for workers sharing one table: every request answered, at least 0.95 of the limit's
     # pace, at most 1% answered 429. The bucket starts full: the ideal is the rest at the
-    # limit's rate. (Many workers read the bucket's words as a bucket's, _Refill: before,
+    # limit's rate. (Many workers read the bucket's words as a bucket's, _BucketLevel: before,
     # a drained bucket went out a burst per reset, 0.92 of the pace at 6,000 RPM.)
     await _the_pace_is_kept(BucketProvider(per_second), per_second, requests, workers)
 
@@ -485,14 +484,14 @@ def test_a_429_that_takes_back_a_bucket_s_reading_does_not_cut_the_send_rate():
     for k, (gap, reset) in enumerate([(10, 0.1), (20, 0.2), (40, 0.4), (80, 0.8)]):
         number = policy.start(now=0.01 * k)
         said = RateLimits(limit_requests=100, remaining_requests=100 - gap, reset_requests=reset)
-        policy.heard(number, said, 0.01 * k + 0.005, ok=True)
-    assert policy.send_rate is not None and policy.pace._requests._refill.paced
+        policy.answered(number, said, 0.01 * k + 0.005, ok=True)
+    assert policy.send_rate is not None and policy.pace._requests._bucket.paced
     for k in range(8):
-        policy.heard(policy.start(now=1.0 + 0.1 * k), None, 1.0 + 0.1 * k, ok=True)
+        policy.answered(policy.start(now=1.0 + 0.1 * k), None, 1.0 + 0.1 * k, ok=True)
     policy.rate_limited(started=1.9, now=2.0, retry_after=None)  # the bucket's reading goes
     assert policy.send_rate.rate is None
     for k in range(8):
-        policy.heard(policy.start(now=2.1 + 0.1 * k), None, 2.1 + 0.1 * k, ok=True)
+        policy.answered(policy.start(now=2.1 + 0.1 * k), None, 2.1 + 0.1 * k, ok=True)
     policy.rate_limited(started=3.1, now=3.2, retry_after=None)  # the window's reading met one
     assert policy.send_rate.rate is not None
 
@@ -507,21 +506,21 @@ def test_a_minute_s_limit_announced_over_a_slice_reads_as_the_slice_s_bucket():
         said = RateLimits(
             limit_requests=600, remaining_requests=int(held), reset_requests=(10 - held) / 10
         )
-        policy.heard(number, said, 0.01 * k + 0.005)
-    assert budget._refill.rate == pytest.approx(8 / 0.9)  # the lowest the widest gap allows
+        policy.answered(number, said, 0.01 * k + 0.005)
+    assert budget._bucket.rate == pytest.approx(8 / 0.9)  # the lowest the widest gap allows
     # A window's limit near what it says remains is the window's own: no slice is read.
     window = EndpointPolicy(8)
     for k, left in enumerate([99, 90, 80, 60]):
         number = window.start(now=0.1 * k)
         said = RateLimits(limit_requests=100, remaining_requests=left, reset_requests=1.0 - 0.1 * k)
-        window.heard(number, said, 0.1 * k + 0.005)
-    assert window.pace._requests._refill.rate is None
+        window.answered(number, said, 0.1 * k + 0.005)
+    assert window.pace._requests._bucket.rate is None
 
 
 def test_a_policy_not_adaptive_has_no_send_rate():
     policy = EndpointPolicy(8, adaptive=False)
     for k in range(20):
-        policy.heard(policy.start(now=0.1 * k), None, 0.1 * k, ok=True)
+        policy.answered(policy.start(now=0.1 * k), None, 0.1 * k, ok=True)
     policy.rate_limited(started=1.9, now=2.0, retry_after=None)
     assert policy.send_rate is None and policy.wait(2.0) == 0.0
 
@@ -560,7 +559,7 @@ def test_a_window_s_words_never_read_as_a_bucket_s(limit, window, bursts, jitter
             if used[w] <= limit:
                 heard = arrived + rng.random() * jitter * window
                 words.append((heard, limit - used[w], (w + 1) * window - arrived))
-    refill = _Refill()
+    refill = _BucketLevel()
     for _, remaining, reset in sorted(words):
         refill.learn(remaining, limit, reset)
         assert refill.rate is None
@@ -577,7 +576,7 @@ def test_a_bucket_s_words_read_as_a_bucket_s_in_any_order(limit, seconds, levels
     # A bucket's words are snapshots: whatever order they come in, they read as a bucket's,
     # at its rate (the count whole, the reset to the millisecond, as OpenAI's headers say it).
     rate = limit / seconds
-    refill = _Refill()
+    refill = _BucketLevel()
     for level in levels:
         held = level * limit
         reset = (limit - held) / rate
@@ -594,7 +593,7 @@ def test_a_bucket_s_words_read_as_a_bucket_s_in_any_order(limit, seconds, levels
 
 
 def test_a_bucket_read_wrongly_is_taken_back():
-    refill = _Refill()
+    refill = _BucketLevel()
     for gap, reset in [(80, 0.8), (10, 0.1), (20, 0.2), (40, 0.4)]:
         refill.learn(100 - gap, 100, reset)
     assert refill.rate == pytest.approx(79 / 0.8)
@@ -603,7 +602,7 @@ def test_a_bucket_read_wrongly_is_taken_back():
 
 
 def test_a_429_under_a_bucket_s_reading_takes_it_back_for_good():
-    refill = _Refill()
+    refill = _BucketLevel()
     for gap, reset in [(80, 0.8), (10, 0.1), (20, 0.2), (40, 0.4)]:
         refill.learn(100 - gap, 100, reset)
     assert refill.rate is not None
@@ -616,7 +615,7 @@ def test_a_429_under_a_bucket_s_reading_takes_it_back_for_good():
 def test_resets_within_their_rounding_of_nothing_do_not_crash_the_reading():
     # Found by a review: a reset of 0.00101... divided by zero in _one_rate (the answer's
     # pace then crashed); within its own rounding of nothing a reset bounds no rate.
-    refill = _Refill()
+    refill = _BucketLevel()
     for gap, reset in [(9, 0.00101010101010101), (5, 0.5), (7, 0.00101010101010101)]:
         refill.learn(100 - gap, 100, reset)
     assert refill.rate is None

@@ -10,7 +10,8 @@ import pytest
 
 import safecons as sc
 from safecons.clients import RetryableCallError
-from safecons.run import Pace, RetryPolicy, Runner
+from safecons.run import RetryPolicy, Runner
+from safecons.run._headers import HeaderPace
 from safecons.run._runner import MAX_RATE_LIMITED_FREE, RATE_LIMIT_PATIENCE_SECONDS
 from safecons.testing import FakeOpenAIServer, RateLimit, StandInJudge, route_by_model
 
@@ -106,7 +107,7 @@ def rows(n: int) -> pl.DataFrame:
 @pytest.mark.network
 @pytest.mark.timeout(60)
 def test_every_row_scored_under_a_providers_rate_limit() -> None:
-    # The run, at 1,440 requests a minute in half-second windows of 12: 150 rows, 2
+    # A run at 1,440 requests a minute in half-second windows of 12: 150 rows, 2
     # answers each, 64 in flight, the default retries. Before, most rows ended in 429s.
     limit = RateLimit(1440, window=0.5)
     with FakeOpenAIServer(rate_limit=limit, responder=lambda body: "I can't help.") as srv:
@@ -196,7 +197,7 @@ def test_every_row_scored_under_a_providers_tokens_per_minute_limit() -> None:
 @pytest.mark.timeout(120)
 def test_without_the_tokens_pace_the_same_run_meets_429s(monkeypatch) -> None:
     # The check above can fail: the same run with the pace reading requests only.
-    monkeypatch.setattr(Pace, "counts_tokens", property(lambda self: False))
+    monkeypatch.setattr(HeaderPace, "counts_tokens", property(lambda self: False))
     out, stats = tpm_limited_run()
     assert out["sc_error"].null_count() == 40  # 429s spend no retry: every row still scores
     print(f"429s without the tokens pace: {stats.rate_limited} of {stats.requests} requests")

@@ -27,7 +27,14 @@ import anyio
 
 from .._tasks import background_tasks
 from ..clients import RateLimits
-from ..run import MAX_PACED_WAIT_SECONDS, MAX_RETRY_AFTER_SECONDS, EndpointPolicy, Slot, Tokens
+from ..run import (
+    MAX_PACED_WAIT_SECONDS,
+    MAX_RETRY_AFTER_SECONDS,
+    EndpointPolicy,
+    PacingPolicy,
+    Slot,
+    Tokens,
+)
 
 __all__ = ("LeaseTable", "RemotePermits", "check_cap")
 
@@ -93,14 +100,14 @@ class LeaseTable:
       back; the leases granted for an endpoint stay within its target (and all of them within
       ``cap``), so one endpoint's 429s do not cut another's. The endpoint's send rate
       (:class:`~safecons.run._policy.SendRate`) is the table's too: any holder's 429
-      cuts it, and the successes it measures are the holders' answers as :meth:`heard`
+      cuts it, and the successes it measures are the holders' answers as :meth:`answered`
       hears them, so every holder's attempts to a paced endpoint are spaced by one rate.
     - **Cool-down.** A 429 with ``Retry-After: s`` holds every new grant for its endpoint for
       ``s`` seconds (capped at ``max_retry_after``), whichever holder got the 429.
     - **Pace.** What the provider says of its limits (the rate-limit headers' remaining
       requests and tokens, and their reset times) paces the attempts of every holder to its
       endpoint, as one process's are paced: a holder asks :meth:`pace` before each attempt
-      and tells :meth:`heard` what its answer said. An endpoint whose first answer says
+      and tells :meth:`answered` what its answer said. An endpoint whose first answer says
       nothing of limits is not paced: :meth:`pace` says so, and holders stop asking until an
       answer of theirs carries limits.
 
@@ -155,7 +162,7 @@ class LeaseTable:
         self._cool_downs: deque[tuple[str, float, float]] = deque(maxlen=_COOL_DOWNS_KEPT)
         self._cool_version = 0
         self._cool_changed: anyio.Event | None = None  # made on the loop, by the first poll
-        self._policies: dict[str, EndpointPolicy] = {}
+        self._policies: dict[str, PacingPolicy] = {}
         self._unpaced: set[str] = set()  # endpoints whose answers say nothing of limits
         self._spoke: set[str] = set()  # endpoints an answer said its limits of
         self._pace_due: dict[str, dict[int, float]] = {}  # attempts in flight: their deadline
@@ -234,7 +241,7 @@ class LeaseTable:
             hit = endpoint or lease.endpoint
             policy = self._policy(hit)
             policy.rate_limited(started, now, retry_after)
-            self._cool(hit, now, policy.held_until())
+            self._cool(hit, now, policy.held_until)
         self._pump()
 
     def _cool(self, endpoint: str, now: float, until: float) -> None:
@@ -271,12 +278,13 @@ class LeaseTable:
 
     async def pace(self, endpoint: str, tokens: int = 0, ttl: float = _PACE_TTL) -> int:
         """Wait until ``endpoint``'s pace lets an attempt of an estimated ``tokens`` start, and
-        count it started: its number, for :meth:`heard`. -1: the endpoint is not paced (its
+        count it started: its number, for :meth:`answered`. -1: the endpoint is not paced (its
         provider said nothing of its limits), and the holder need not ask again.
 
         Until the endpoint's first answer is heard, one attempt goes at a time (the others
-        wait for that answer, at most :data:`~safecons.run.MAX_PACED_WAIT_SECONDS`: a holder
-        that died before telling it does not hold the endpoint for ever).
+        wait for that answer, at most :data:`~safecons.run.MAX_PACED_WAIT_SECONDS`;
+        then that attempt counts as answered with nothing, so a holder that died before
+        telling it does not hold the endpoint for ever).
         """
         if not self._pacing:
             return -1  # a table made with pace=False shares only the cap and cool-downs
@@ -286,31 +294,31 @@ class LeaseTable:
             self._expire_paced(policy, due)
             if endpoint in self._unpaced:
                 return -1
-            if policy.awaiting_first_word:
-                with anyio.move_on_after(MAX_PACED_WAIT_SECONDS) as scope:
-                    await policy.pace.first_word.wait()
-                if scope.cancelled_caught:
-                    policy.pace.first_word.set()
-                continue
             now = self._clock()
             wait = policy.wait(now, tokens)
             if wait <= 0:
                 number = policy.start(tokens, now=now)
                 due[number] = self._clock() + ttl
                 return number
-            # Until the wait is over, or a newer word of the provider is heard.
-            with anyio.move_on_after(wait + _PAST):
-                await policy.pace.word.wait()
+            # Until the wait is over, or the provider's newer headers are heard; the first
+            # answer at most MAX_PACED_WAIT_SECONDS, then its attempt is given up on.
+            first = math.isinf(wait)
+            with anyio.move_on_after(MAX_PACED_WAIT_SECONDS if first else wait + _PAST) as scope:
+                await policy.news().wait()
+            if first and scope.cancelled_caught:
+                self._expire_paced(policy, due, everything=True)
 
-    def _expire_paced(self, policy: EndpointPolicy, due: dict[int, float]) -> None:
+    def _expire_paced(
+        self, policy: PacingPolicy, due: dict[int, float], *, everything: bool = False
+    ) -> None:
         """Attempts whose holder never told their answer within their ``ttl`` (it died, or
         was cancelled while the table counted its attempt) stop counting as in flight."""
         now = self._clock()
-        for number in [n for n, when in due.items() if when <= now]:
+        for number in [n for n, when in due.items() if everything or when <= now]:
             del due[number]
-            policy.heard(number, None, now)
+            policy.answered(number, None, now)
 
-    def heard(
+    def answered(
         self, endpoint: str, number: int, limits: RateLimits | None, ok: bool = False
     ) -> None:
         """What the answer of attempt ``number`` (from :meth:`pace`; -1 for an attempt not
@@ -318,14 +326,14 @@ class LeaseTable:
         succeeded (``ok``: the send rate its 429s allow measures what the provider admits)."""
         policy = self._policy(endpoint)
         if number >= 0 and self._pace_due.get(endpoint, {}).pop(number, None) is not None:
-            policy.heard(number, limits, self._clock(), ok=ok)
+            policy.answered(number, limits, self._clock(), ok=ok)
         if limits is not None:
             self._spoke.add(endpoint)
             self._unpaced.discard(endpoint)
         elif number >= 0 and endpoint not in self._spoke:
             self._unpaced.add(endpoint)
 
-    def _policy(self, endpoint: str) -> EndpointPolicy:
+    def _policy(self, endpoint: str) -> PacingPolicy:
         """The pacing policy of ``endpoint`` (made on first use)."""
         policy = self._policies.get(endpoint)
         if policy is None:
@@ -475,7 +483,9 @@ class RemotePermits:
     The permits are used inside :meth:`open`, whose block hosts the two loops that serve them
     (hearing of cool-downs, giving back the permits no attempt wants). ``clock`` is this
     worker's monotonic clock; the permits wait on it with anyio, so a clock given instead (in
-    tests) must be the event loop's own (:func:`anyio.current_time`).
+    tests) must be the event loop's own (:func:`anyio.current_time`). ``lost`` is what a call
+    to the actor raises when it is gone or busy (Ray's ``RayError``; this module never
+    imports Ray): hearing of cool-downs then tries again a second later.
     """
 
     def __init__(
@@ -489,9 +499,11 @@ class RemotePermits:
         idle: float = 0.05,
         max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        lost: tuple[type[Exception], ...] = (OSError,),
     ) -> None:
         self._limiter = limiter
         self._holder = holder
+        self._lost = lost
         # Request ids are unique to this life of the holder: a message of a previous life
         # still on its way (the holder's name survives a restart) cannot touch a new lease.
         self._life = uuid.uuid4().hex[:12]
@@ -547,7 +559,7 @@ class RemotePermits:
         while True:
             try:
                 seen, cooling = await self._limiter.cooling_changes.remote(seen)
-            except Exception:  # the actor is gone or busy: try again, never end the worker
+            except self._lost:  # the actor is gone or busy: try again, never end the worker
                 await anyio.sleep(1.0)
                 continue
             now = self._clock()
@@ -602,15 +614,16 @@ class RemotePermits:
     async def _lease(self, endpoint: str) -> _Held:
         while True:
             request = f"{self._holder}:{self._life}:{next(self._requests)}"
+            granted: float | None = None
             try:
                 granted = await self._limiter.acquire.remote(
                     self._holder, request, endpoint, self._ttl
                 )
-            except BaseException:
-                # Cancelled while waiting: the actor may grant the lease anyway, so say that
-                # nobody will use it (it is freed, or never granted).
-                self._limiter.abandon.remote(request)
-                raise
+            finally:
+                if granted is None:
+                    # Cancelled while waiting: the actor may grant the lease anyway, so say
+                    # that nobody will use it (it is freed, or never granted).
+                    self._limiter.abandon.remote(request)
             if not math.isnan(granted):
                 return _Held(request, endpoint, self._clock())
 
@@ -640,7 +653,7 @@ class RemotePermits:
             self._unpaced.add(endpoint)
         return number
 
-    def _heard(
+    def _answered(
         self, endpoint: str, number: int, limits: RateLimits | None, ok: bool = False
     ) -> None:
         if number < 0 and limits is None:
@@ -648,7 +661,7 @@ class RemotePermits:
         if limits is not None:
             self._unpaced.discard(endpoint)  # it says its limits now: pace by them
         # Not awaited, as a return: the table's pace needs no answer.
-        self._limiter.heard.remote(endpoint, number, limits, ok)
+        self._limiter.answered.remote(endpoint, number, limits, ok)
 
     @asynccontextmanager
     async def slot(self, endpoint: str, *, tokens: Tokens = None) -> AsyncIterator[Slot]:
@@ -659,16 +672,17 @@ class RemotePermits:
         async with local:
             await self._wait_cool(endpoint)
             number = await self._paced(endpoint, tokens)
+            held: _Held | None = None
             try:
                 held = self._take(endpoint) or await self._lease(endpoint)
-            except BaseException:
-                self._heard(endpoint, number, None)
-                raise
+            finally:
+                if held is None:  # cancelled: the table's pace counts the attempt no more
+                    self._answered(endpoint, number, None)
             slot = Slot(self._clock())
             try:
                 yield slot
             finally:
-                self._heard(endpoint, number, slot.rate_limits, slot.ok)
+                self._answered(endpoint, number, slot.rate_limits, slot.ok)
                 if slot.limited:
                     wait = slot.retry_after
                     if wait is not None and math.isfinite(wait) and wait > 0:

@@ -44,8 +44,8 @@ class LimiterActor:
     async def pace(self, endpoint: str, tokens: int, ttl: float) -> int:
         return await self._table.pace(endpoint, tokens, ttl)
 
-    async def heard(self, endpoint: str, number: int, limits: Any, ok: bool = False) -> None:
-        self._table.heard(endpoint, number, limits, ok)
+    async def answered(self, endpoint: str, number: int, limits: Any, ok: bool = False) -> None:
+        self._table.answered(endpoint, number, limits, ok)
 
     async def abandon(self, request: str) -> None:
         self._table.abandon(request)

@@ -185,7 +185,11 @@ class _Scorer:
             store = ResponseCache(path, read_only=read_only)
         permits = await self._stack.enter_async_context(
             RemotePermits(
-                self._limiter, self._holder, ttl=self._ttl, local_limit=self._local_limit
+                self._limiter,
+                self._holder,
+                ttl=self._ttl,
+                local_limit=self._local_limit,
+                lost=(ray.exceptions.RayError,),
             ).open()
         )
         runner = Runner(

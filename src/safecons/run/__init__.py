@@ -12,11 +12,13 @@ actors hand it units that make :class:`ModelCall`\\ s, and it runs them
   honouring ``Retry-After``, per-call timeouts, the budget, the cache), and :func:`run_sync`,
   the sync front that works inside a running event loop.
 - :mod:`._permits`: where an attempt gets its permit (one ``CapacityLimiter`` per run).
-- :mod:`._policy`: each endpoint's pacing policy (what its provider said, its adaptive
-  pressure under 429s), which the permits ask before an attempt starts.
+- :mod:`._policy`: the :class:`PacingPolicy` protocol the permits ask before an attempt
+  starts, and its default, :class:`EndpointPolicy` (a provider's 429s as the truth: the send
+  rate and the in-flight target); :mod:`._headers` reads its rate-limit headers as hints.
 - :mod:`._engine`: :class:`Engine`, the scaffold every front shares: cache, runner, sessions,
   the gate that starts units in order, the progress bar.
-- :mod:`._cache`: the on-disk response cache.
+- :mod:`._cache`: the on-disk response cache; :mod:`._ledger`: the ledger of provider
+  batches in the same file; :mod:`._sqlite`: their shared transactions.
 
 This door is the engine's contract with the rest of safecons: nothing outside ``run/``
 imports one of its private modules. Its users meet only a few of its names, which
@@ -56,7 +58,7 @@ from ._permits import Slot as Slot
 from ._permits import Tokens as Tokens
 from ._policy import MAX_PACED_WAIT_SECONDS as MAX_PACED_WAIT_SECONDS
 from ._policy import EndpointPolicy as EndpointPolicy
-from ._policy import Pace as Pace
+from ._policy import PacingPolicy as PacingPolicy
 from ._runner import MAX_RETRY_AFTER_SECONDS as MAX_RETRY_AFTER_SECONDS
 from ._runner import CallOutcome as CallOutcome
 from ._runner import RetryPolicy as RetryPolicy
@@ -80,7 +82,7 @@ __all__ = (
     "Engine",
     "LocalPermits",
     "ModelCall",
-    "Pace",
+    "PacingPolicy",
     "Permits",
     "ResponseCache",
     "RetryPolicy",
