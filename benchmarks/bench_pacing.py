@@ -30,10 +30,7 @@ import sys
 import threading
 import time
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import columns
 

@@ -17,8 +17,8 @@ actors hand it units that make :class:`ModelCall`\\ s, and it runs them
   rate and the in-flight target); :mod:`._headers` reads its rate-limit headers as hints.
 - :mod:`._engine`: :class:`Engine`, the scaffold every front shares: cache, runner, sessions,
   the gate that starts units in order, the progress bar.
-- :mod:`._cache`: the on-disk response cache; :mod:`._ledger`: the ledger of provider
-  batches in the same file; :mod:`._sqlite`: their shared transactions.
+- :mod:`._cache`: the on-disk response cache; :mod:`._ledger`: what a client records in
+  the same file; :mod:`._sqlite`: their shared transactions.
 
 This door is the engine's contract with the rest of safecons: nothing outside ``run/``
 imports one of its private modules. Its users meet only a few of its names, which
