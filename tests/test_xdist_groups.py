@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 TESTS = """
@@ -30,16 +28,16 @@ def test_first_group(k):
     ran(f"one-{k}")
 
 
-pytestmark_two = pytest.mark.xdist_group("two")
+second = pytest.mark.xdist_group("two")
 
 
-@pytestmark_two
+@second
 @pytest.mark.parametrize("k", ["a@b", "c"])
 def test_second_group(k):
     ran(f"two-{k}")
 
 
-@pytestmark_two
+@second
 def test_second_group_again():
     ran("two-again")
 
@@ -50,14 +48,15 @@ def test_anywhere(k):
 """
 
 
-@pytest.mark.slow  # real processes: a pytest and its two workers
 def test_the_tests_of_a_group_run_on_one_worker(pytester, tmp_path, monkeypatch):
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makepyfile(test_grouped=TESTS)
     where = tmp_path / "ran.jsonl"
     monkeypatch.setenv("WHERE_THEY_RAN", str(where))
+    # pytest-xdist alone of the installed plugins: three processes start quicker without them.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_subprocess(
-        "-n", "2", "--dist", "loadgroup", "-p", "no:randomly", "-p", "no:cacheprovider", "-v"
+        "-p", "xdist", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-v"
     )
     result.assert_outcomes(passed=13)
     # The ids say the group, as pytest-xdist means them to.
