@@ -123,11 +123,40 @@ NETWORK_DOCTESTS = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m selects on the markers
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _mark_network_doctests(items: list[pytest.Item]) -> None:
     for item in items:
         if isinstance(item, pytest.DoctestItem) and item.name in NETWORK_DOCTESTS:
             item.add_marker(pytest.mark.network)
+
+
+# The README's test command runs on two workers with `--dist loadgroup`: the tests of one
+# `xdist_group` run on one worker (one Ray at a time, each notebook run once). pytest-xdist 3.8
+# tells its scheduler a test's group by renaming the test `<id>@<group>` through the item's
+# `_nodeid`, which pytest 9.2 no longer reads (its node ids are structured), so the groups were
+# silently lost (pytest-dev/pytest-xdist#1386). Where xdist's renaming did not take, it is made
+# to take; where a grouped test still has no group in its id, the run stops instead of running
+# the group's tests side by side.
+def _keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers alone
+        return
+    for item in items:
+        renamed = item.__dict__.get("_nodeid")
+        if isinstance(renamed, str) and renamed != item.nodeid:
+            item._id = type(item.id).parse(renamed)
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+            raise pytest.UsageError(
+                f"--dist loadgroup: {item.nodeid} is in an xdist_group, but its id does not"
+                " say so; this pytest-xdist cannot group it with this pytest"
+            )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None]:
+    _mark_network_doctests(items)  # before -m selects on the markers
+    yield
+    _keep_xdist_groups(config, items)  # after xdist has renamed the grouped tests
 
 
 def _watched(item: pytest.Item) -> Generator[None, object, object]:

@@ -122,9 +122,15 @@ def executed(path: Path):
     return _RUNS[path]
 
 
+#: The tests that read a notebook's run share an xdist group, which the README's `--dist
+#: loadgroup` keeps on one worker: each notebook then runs once, not once per worker.
+ONE_RUN_EACH = pytest.mark.xdist_group("notebooks")
+
+
 @pytest.mark.slow
 @pytest.mark.network  # a Jupyter kernel, over loopback TCP
 @pytest.mark.timeout(600)
+@ONE_RUN_EACH
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_notebook_runs_top_to_bottom(path):
     executed(path)
@@ -148,6 +154,7 @@ def drawn_offline(outputs: list[str], tmp_path: Path) -> list[dict]:
 
 @browser_test
 @pytest.mark.timeout(600)
+@ONE_RUN_EACH
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_notebooks_charts_draw_with_no_network(path, tmp_path):
     cells = [c for c in executed(path).cells if c.cell_type == "code" and "sc.charts." in c.source]

@@ -37,7 +37,15 @@ import ray.cloudpickle
 
 import safecons.ray as scr
 
-pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(600)]
+# The Ray tests share one xdist group, which the README's `--dist loadgroup` runs on one worker:
+# one Ray at a time on the machine (two local ones would both take the dashboard agent's fixed
+# port, 52365, and each keeps both cores busy), and this module's Ray started once.
+pytestmark = [
+    pytest.mark.network,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("ray"),
+]
 
 # The actors unpickle what this module defines (judges, responders) by value: they cannot
 # import the test module.

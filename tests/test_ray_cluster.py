@@ -49,7 +49,14 @@ else:
 if not sys.platform.startswith("linux"):
     pytest.skip("reads each node's processes from /proc (Linux)", allow_module_level=True)
 
-pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(600)]
+# Its nodes take ports of their own, but three of them and a driver keep both cores busy: in
+# the group of tests/test_ray.py, never beside another Ray.
+pytestmark = [
+    pytest.mark.network,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("ray"),
+]
 
 DRIVER = Path(__file__).with_name("ray_cluster_driver.py")
 REFUSE = "I'm sorry, I can't help with that."

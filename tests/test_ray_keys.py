@@ -32,7 +32,13 @@ import ray.cloudpickle
 
 import safecons.ray as scr
 
-pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(300)]
+# One Ray at a time on the machine: the group of tests/test_ray.py, which says why.
+pytestmark = [
+    pytest.mark.network,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("ray"),
+]
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -1,5 +1,5 @@
-"""The README's set-up commands: each makes a virtualenv of its own, so
-either runs fresh after the other, and none is the one CI makes."""
+"""The README's commands: each set-up command makes a virtualenv of its own, so either runs
+fresh after the other, and none is the one CI makes; the test command is the one CI runs."""
 
 from __future__ import annotations
 
@@ -36,3 +36,23 @@ def test_the_quick_start_commands_each_make_their_own_virtualenv():
     for folder, _ in _venvs(readme):
         assert f"{folder}/" in ignored, folder
         assert folder != ".venv-ci"
+
+
+def _development_commands(readme: str) -> list[str]:
+    start = readme.index("## Development")
+    block = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
+    assert block is not None
+    return [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+
+
+def test_ci_runs_the_readme_s_test_command_and_the_quick_start_gives_it_too():
+    readme = (ROOT / "README.md").read_text()
+    tests = [c for c in _development_commands(readme) if c.startswith("python -m pytest")]
+    command = next(c for c in tests if "not slow" not in c)  # everything, not the fast lane
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.findall(r"^python -m pytest(?! research/).*$", ci, re.M) == [command]
+    assert "python -m pytest" in command and "-n 2" in command
+    start = readme.index("## Quick start")
+    quick = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
+    assert quick is not None
+    assert quick.group(1).rstrip().endswith(f"&& {command}")

@@ -28,7 +28,9 @@ EXAMPLE = runpy.run_path(str(ROOT / "scripts" / "real_model_example.py"))
 PYTHON = Path(EXAMPLE["VENV"]) / "bin" / "python"
 REQUIRED = os.environ.get("SAFECONS_REQUIRE_LLM") == "1"  # set by .ci/run once it is built
 
-pytestmark = [pytest.mark.slow, pytest.mark.network]
+# One xdist group (the README's `--dist loadgroup` runs it on one worker): the server, started
+# once for the module, serves both tests.
+pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.xdist_group("llm")]
 
 
 def _built() -> bool:

@@ -86,13 +86,13 @@ def test_marked(socket_guard):
 """
 
 
-@pytest.mark.slow  # real processes (started, interrupted or killed)
 @pytest.mark.network  # test_marked, in the child pytest, binds and connects on loopback
-def test_an_unmarked_test_that_opens_a_socket_fails_and_says_so(pytester):
+def test_an_unmarked_test_that_opens_a_socket_fails_and_says_so(pytester, monkeypatch):
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makeini("[pytest]\nmarkers =\n    network: opens a socket\n")
     pytester.makepyfile(test_guarded=TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # none of them is needed here
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=4, errors=1)
     message = "this test opens a socket: mark it network (@pytest.mark.network)"
     result.stdout.fnmatch_lines_random(
