@@ -32,8 +32,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -125,37 +123,6 @@ def serve(python: str, gguf: str, port: int) -> subprocess.Popen[bytes]:
         time.sleep(0.5)
     server.kill()
     raise SystemExit("the server did not come up within 2 minutes")
-
-
-def judge_options(description: str, cache: str) -> argparse.ArgumentParser:
-    """The options of a script that serves SmolLM2 as a judge: the server's Python, the
-    response cache (outside the repository by default) and a fixed port."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--python", default=str(VENV / "bin" / "python"))
-    parser.add_argument("--cache", default=str(VENV.parent / cache))
-    # Fixed, so that a rerun replays from the cache: a call's key holds the endpoint's URL.
-    parser.add_argument("--port", type=int, default=43907, help="the server's port on 127.0.0.1")
-    return parser
-
-
-@contextmanager
-def served_judge(python: str, port: int) -> Iterator[sc.OpenAICompatible]:
-    """SmolLM2 served on ``port`` for the block, as a judge's client (the server stopped
-    after it)."""
-    if not Path(python).exists():
-        print(f"no {python}: run scripts/real_model_example.py --setup", file=sys.stderr)
-        raise SystemExit(2)
-    server = serve(python, model_file(python), port)
-    try:
-        yield sc.OpenAICompatible(
-            model="smollm2",
-            base_url=f"http://127.0.0.1:{port}/v1",
-            api_key="",
-            params={"max_tokens": 120},
-        )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def base_answers(base_url: str, prompts: list[str]) -> list[str]:
