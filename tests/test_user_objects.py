@@ -328,3 +328,40 @@ def test_a_completion_of_yours_with_nonsense_rate_limits_is_an_answer_with_none_
         assert out["sc_error"].to_list() == [None], out["sc_error"][0]
     assert RateLimits(limit_requests="many").limit_requests is None  # type: ignore[arg-type]
     assert RateLimits(limit_requests=60, reset_requests=1.5) == RateLimits(60, None, 1.5)
+
+
+def test_a_finish_reason_that_is_not_valid_unicode_is_stored_and_the_run_ends(tmp_path):
+    # Was: the cache write raised UnicodeEncodeError (a lone surrogate in finish_reason) and
+    # the run ended in that traceback after its calls were made.
+    out = frame(2).pipe(
+        sc.safety_consistency,
+        sut=answers(lambda: Completion(text=REFUSE, finish_reason="stop\ud800")),
+        judge=sc.OfflineJudge(),
+        cache=tmp_path / "c.sqlite",
+        **FAST,
+    )
+    assert out["sc_error"].to_list() == [None, None]
+    assert Completion(text="x", finish_reason="stop\ud800").finish_reason == "stop\ufffd"
+
+
+def test_a_session_whose_complete_cannot_be_read_fails_its_attempt():
+    class Session:
+        @property
+        def complete(self):
+            raise KeyError("complete")
+
+    class Client:
+        identity = "hostile-session"
+
+        def session(self):
+            import contextlib
+
+            @contextlib.asynccontextmanager
+            async def opened():
+                yield Session()
+
+            return opened()
+
+    out = frame(1).pipe(sc.safety_consistency, sut=Client(), judge=sc.OfflineJudge(), **FAST)
+    assert out["sc_error"][0].startswith("SUT call failed"), out["sc_error"][0]
+    assert "KeyError" in out["sc_error"][0]

@@ -106,7 +106,9 @@ class Completion:
         object.__setattr__(self, "filtered", bool(self.filtered))
         reason: object = self.finish_reason
         object.__setattr__(
-            self, "finish_reason", str.__str__(reason) if isinstance(reason, str) else None
+            self,
+            "finish_reason",
+            valid_unicode(str.__str__(reason)) if isinstance(reason, str) else None,
         )
         limits: object = self.rate_limits
         if not isinstance(limits, RateLimits):

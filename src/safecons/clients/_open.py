@@ -128,8 +128,9 @@ class _UsersSession:
     ) -> Completion:
         # The user's session: it may fail in any way, and each is one failed attempt.
         extra = {} if seed is None else {"seed": seed}
+        # The attribute is read inside the guard too: a property or __getattr__ may raise.
         answer = await guarded_await(
-            self._session.complete, messages, temperature=temperature, **extra
+            lambda: self._session.complete(messages, temperature=temperature, **extra)
         )
         if isinstance(answer, Raised):
             if isinstance(answer.error, CallFailed | AuthenticationError):

@@ -37,7 +37,7 @@ class PostfixBar(Protocol):
 
 class PaceNotices:
     """Where a run shows that a provider's headers hold an endpoint longer than
-    :data:`VISIBLE_WAIT_SECONDS`: a :class:`~safecons.PacingWarning` once per endpoint, and
+    :data:`VISIBLE_WAIT_SECONDS`: a :class:`~safecons.errors.PacingWarning` once per endpoint, and
     the postfix of the progress bar in use (``bar``, set by the engine while it shows one)."""
 
     def __init__(self) -> None:

@@ -220,7 +220,9 @@ class Runner:
         # the resume, not the run. Warn once and carry on.
         try:
             return cache.put(key, kind=kind, endpoint=endpoint, value=value)
-        except (sqlite3.Error, OSError, CacheError) as exc:
+        # ValueError: sqlite3 refuses text it cannot encode (UnicodeEncodeError) or a number
+        # too large for it (OverflowError is an ArithmeticError, named apart).
+        except (sqlite3.Error, OSError, CacheError, ValueError, OverflowError) as exc:
             self._warn_once(cache, f"could not store a {kind} answer ({type(exc).__name__}: {exc})")
             return None
 
