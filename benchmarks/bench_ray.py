@@ -194,10 +194,9 @@ def limiter_ceiling(pairs: int, concurrency: int) -> tuple[float, float]:
     (``acquire`` then ``release``, ``concurrency`` at a time from one process), and attempts
     per second through a worker's :class:`RemotePermits`, which reuses each permit."""
     import safecons.ray as scr
-    from safecons.ray._leases import RemotePermits
 
     limiter = scr.global_limiter(concurrency)
-    permits = RemotePermits(limiter, "bench", ttl=60.0, local_limit=concurrency)
+    permits = scr.RemotePermits(limiter, "bench", ttl=60.0, local_limit=concurrency)
 
     async def rate(one: Any) -> float:
         sem = asyncio.Semaphore(concurrency)

@@ -172,3 +172,27 @@ def test_no_code_edits_sys_path() -> None:
         if "sys.path.insert" in line or "sys.path.append" in line
     ]
     assert not found, f"sys.path edits (install the package instead): {found}"
+
+
+def test_code_outside_the_package_imports_only_public_names() -> None:
+    found = []
+    for folder in ("scripts", "benchmarks", "research"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0:
+                    module = node.module or ""
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.Import):
+                    module, names = "", [alias.name for alias in node.names]
+                else:
+                    continue
+                dotted = [module, *(f"{module}.{n}" if module else n for n in names)]
+                private = [
+                    d
+                    for d in dotted
+                    if d.split(".")[0] == "safecons"
+                    and any(p.startswith("_") for p in d.split("."))
+                ]
+                if private:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {private[0]}")
+    assert not found, f"private safecons names used outside the package: {found}"

@@ -32,15 +32,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._leases import RemotePermits
     from ._limiter import global_limiter, limiter_stats
     from ._scorer import safety_consistency
 
-__all__ = ("global_limiter", "limiter_stats", "safety_consistency")
+__all__ = ("RemotePermits", "global_limiter", "limiter_stats", "safety_consistency")
 
 #: Where each public name lives. They are loaded on first use, not on import: the package's
 #: plain-anyio part (:mod:`._leases`, the lease table and the worker's permits) is imported
 #: and tested without Ray, and only these names need it.
 _LAZY = {
+    "RemotePermits": "._leases",
     "global_limiter": "._limiter",
     "limiter_stats": "._limiter",
     "safety_consistency": "._scorer",
