@@ -26,7 +26,9 @@ import httpx
 
 from .._text import valid_unicode
 from ..errors import AuthenticationError, NoBatchAPIError, SafeconsError
-from ._openai import OpenAICompatible, error_text, parse_retry_after
+from ._openai import OpenAICompatible
+from ._rate_limits import parse_retry_after
+from ._responses import error_text
 from ._wire import Body, Upload, Wire, WireError, read_all, send
 
 __all__ = (

@@ -31,14 +31,10 @@ from ._facts import ClientFacts
 from ._openai_session import OpenAISession
 from ._options import BatchOptions, TransportOptions, options_from
 from ._proxy import proxy_secrets
-from ._rate_limits import parse_retry_after as parse_retry_after
-from ._responses import error_text as error_text
 from ._secrets import Secrets, is_loopback, key_from_env, shown_env_name
 from ._wire import ACCEPT_ENCODING, TransportName, Wire, open_wire
 
 __all__ = ("OpenAICompatible",)
-
-# error_text and parse_retry_after are imported from here by the Batch API's module.
 
 
 class OpenAICompatible:
