@@ -16,6 +16,7 @@ from safecons.clients import (
     parse_rate_limits,
 )
 from safecons.clients._internal import Attempt, parse_duration
+from safecons.clients._rate_limits import parse_retry_after
 from safecons.testing import FakeOpenAIServer, RateLimit
 
 
@@ -122,3 +123,93 @@ def test_limits_reach_the_completion_the_error_and_the_attempt() -> None:
     assert error.rate_limits.remaining_requests == 0
     assert error.rate_limits.retry_after == error.retry_after
     assert start.rate_limits == error.rate_limits
+
+
+class _CountingHeaders(dict[str, str]):
+    """Headers that count the names looked up one by one (``get`` and ``[]``)."""
+
+    looked_up = 0
+
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+        self.looked_up += 1
+        return super().get(name.lower(), default)
+
+    def __getitem__(self, name: str) -> str:
+        self.looked_up += 1
+        return super().__getitem__(name.lower())
+
+
+def test_an_answer_without_limits_is_read_without_a_lookup_per_name() -> None:
+    # Most answers carry no rate-limit header: one look at the names, not eleven lookups.
+    plain = _CountingHeaders({"content-type": "application/json", "content-length": "2"})
+    assert parse_rate_limits(plain) is None
+    assert plain.looked_up == 0
+    some = _CountingHeaders({"content-type": "application/json", "retry-after": "2"})
+    assert parse_rate_limits(some) == RateLimits(retry_after=2.0)
+    assert some.looked_up > 0
+
+
+_NAMES = (
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+    "ratelimit-limit",
+    "ratelimit-remaining",
+    "ratelimit-reset",
+    "retry-after",
+    "retry-after-ms",
+)
+
+
+@given(
+    sent=st.dictionaries(
+        st.sampled_from(_NAMES).flatmap(
+            lambda name: st.sampled_from([name, name.upper(), name.title()])
+        ),
+        st.sampled_from(["0", "7", "10.0", "6m0s", "20ms", "soon", "-1", ""]),
+        max_size=4,
+    ),
+    other=st.dictionaries(
+        st.sampled_from(["content-type", "Server", "x-request-id", "X-RateLimit", "date"]),
+        st.sampled_from(["application/json", "1", "x"]),
+        max_size=3,
+    ),
+)
+def test_the_quick_look_reads_what_the_lookups_read(
+    sent: dict[str, str], other: dict[str, str]
+) -> None:
+    """Whatever names an answer carries, in whatever case, the limits read are those the
+    lookup of each name finds."""
+    headers = httpx.Headers({**other, **sent})
+    expected = RateLimits(
+        limit_requests=_whole(headers, "x-ratelimit-limit-requests", "ratelimit-limit"),
+        remaining_requests=_whole(headers, "x-ratelimit-remaining-requests", "ratelimit-remaining"),
+        reset_requests=_seconds(headers, "x-ratelimit-reset-requests", "ratelimit-reset"),
+        limit_tokens=_whole(headers, "x-ratelimit-limit-tokens"),
+        remaining_tokens=_whole(headers, "x-ratelimit-remaining-tokens"),
+        reset_tokens=_seconds(headers, "x-ratelimit-reset-tokens"),
+        retry_after=parse_retry_after(headers),
+    )
+    assert parse_rate_limits(headers) == (None if expected == RateLimits() else expected)
+
+
+def _whole(headers: httpx.Headers, *names: str) -> int | None:
+    for name in names:
+        try:
+            value = float(headers.get(name, "x"))
+        except ValueError:
+            continue
+        if value >= 0 and value != float("inf"):
+            return int(value)
+    return None
+
+
+def _seconds(headers: httpx.Headers, *names: str) -> float | None:
+    for name in names:
+        value = parse_duration(headers.get(name, "x"))
+        if value is not None:
+            return value
+    return None

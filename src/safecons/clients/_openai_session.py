@@ -92,8 +92,8 @@ class OpenAISession:
             self._unconfirmed += 1
         # What the provider said of its limits goes to the runner (through the attempt, for
         # pacing the endpoint) and to whoever reads the answer or the error.
-        attempt.rate_limits = parse_rate_limits(headers)
-        return self._read(status, headers, data)
+        limits = attempt.rate_limits = parse_rate_limits(headers)
+        return read_completion(self._c, self._scrub, status, data, limits=limits)
 
     def _body(
         self,
@@ -137,7 +137,7 @@ class OpenAISession:
     def read_answer(self, status: int, data: bytes) -> Completion:
         """A completion from an answer's status and body that came by another way than this
         session's own request (a batch's output line)."""
-        return self._read(status, {}, data)
+        return read_completion(self._c, self._scrub, status, data, limits=None)
 
     async def _post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         c = self._c
@@ -162,9 +162,6 @@ class OpenAISession:
             # what it says) are transient by nature.
             raise RetryableCallError(f"{c.identity}: {exc}") from None
         return reply.status, reply.headers, reply.body
-
-    def _read(self, status: int, headers: Mapping[str, str], data: bytes) -> Completion:
-        return read_completion(self._c, self._scrub, status, headers, data)
 
 
 def _rejects_format(status: int, data: bytes) -> str | None:

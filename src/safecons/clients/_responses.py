@@ -4,10 +4,9 @@ scrubbed of the client's secrets before it is kept or cut."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Protocol
 
@@ -15,9 +14,14 @@ import httpx
 
 from .._text import valid_unicode
 from ..errors import AuthenticationError
-from ._base import CONTENT_FILTER_TEXT, Completion, NonRetryableCallError, RetryableCallError
+from ._base import (
+    CONTENT_FILTER_TEXT,
+    Completion,
+    NonRetryableCallError,
+    RateLimits,
+    RetryableCallError,
+)
 from ._options import TransportOptions
-from ._rate_limits import parse_rate_limits, parse_retry_after
 from ._secrets import Secrets
 from ._wire import cut as _cut
 
@@ -104,16 +108,16 @@ def read_completion(
     client: Sender,
     scrub: Callable[[str], str],
     status: int,
-    headers: Mapping[str, str],
     data: bytes,
+    *,
+    limits: RateLimits | None,
 ) -> Completion:
-    """The completion in an answer ``client`` got (its status, headers and body), or the
-    error it says, every text scrubbed of ``client``'s secrets."""
+    """The completion in an answer ``client`` got (its status and body, and the rate
+    limits its headers said: :func:`~safecons.clients.parse_rate_limits`, read once by the
+    caller), or the error it says, every text scrubbed of ``client``'s secrets."""
     c = client
-    limits = parse_rate_limits(headers)
     if status == HTTPStatus.OK:
-        answer = _read_ok(c.identity, scrub, data)
-        return answer if limits is None else dataclasses.replace(answer, rate_limits=limits)
+        return _read_ok(c.identity, scrub, data, limits)
     # Some gateways echo the credentials they rejected; never pass them on.
     message, code, param = error_text(data, scrub)
     where = f"{c.identity}: HTTP {status}"
@@ -138,7 +142,7 @@ def read_completion(
     if status in _RETRYABLE_STATUS or status >= HTTPStatus.INTERNAL_SERVER_ERROR:  # or a 5xx
         raise RetryableCallError(
             f"{where}: {message}",
-            retry_after=parse_retry_after(headers),
+            retry_after=None if limits is None else limits.retry_after,
             rate_limited=status == HTTPStatus.TOO_MANY_REQUESTS,
             rate_limits=limits,
         )
@@ -152,7 +156,9 @@ def read_completion(
     raise NonRetryableCallError(f"{where}: {message}{hint}")
 
 
-def _read_ok(who: str, scrub: Callable[[str], str], data: bytes) -> Completion:
+def _read_ok(
+    who: str, scrub: Callable[[str], str], data: bytes, limits: RateLimits | None
+) -> Completion:
     body = _json_or_none(data)
     try:
         choice = body["choices"][0]
@@ -174,6 +180,7 @@ def _read_ok(who: str, scrub: Callable[[str], str], data: bytes) -> Completion:
             refused=True,
             prompt_tokens=used,
             completion_tokens=made,
+            rate_limits=limits,
         )
     if finish == "content_filter":
         text = scrub(content) if isinstance(content, str) and content else CONTENT_FILTER_TEXT
@@ -183,6 +190,7 @@ def _read_ok(who: str, scrub: Callable[[str], str], data: bytes) -> Completion:
             filtered=True,
             prompt_tokens=used,
             completion_tokens=made,
+            rate_limits=limits,
         )
     if isinstance(content, list):
         # Some servers send a list of content parts; join their text.
@@ -206,6 +214,7 @@ def _read_ok(who: str, scrub: Callable[[str], str], data: bytes) -> Completion:
         finish_reason=finish,
         prompt_tokens=used,
         completion_tokens=made,
+        rate_limits=limits,
     )
 
 
