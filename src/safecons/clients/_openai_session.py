@@ -15,7 +15,7 @@ import httpx
 from ._base import Attempt, Completion, Messages, RetryableCallError
 from ._rate_limits import parse_rate_limits
 from ._responses import ResponseTooLarge, Sender, error_text, read_completion
-from ._wire import Wire, WireError, send
+from ._wire import Wire, WireError
 
 __all__ = ("OpenAISession",)
 
@@ -142,8 +142,7 @@ class OpenAISession:
     async def _post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         c = self._c
         try:
-            reply = await send(
-                self._wire,
+            reply = await self._wire.fetch(
                 "POST",
                 c._url,
                 limit=c.transport.max_response_bytes,

@@ -75,6 +75,8 @@ ACCEPT_ENCODING: Final = "gzip, deflate"
 _MAX_DETAIL: Final = 300
 
 TransportName = Literal["auto", "aiohttp", "httpx"]
+#: The headers of a request whose body is JSON.
+_JSON: Final = {"content-type": "application/json"}
 
 
 class WireError(SafeconsError):
@@ -139,6 +141,18 @@ class Wire(Protocol):
         """The answer to one request, its body read as the block iterates ``chunks``."""
         ...
 
+    async def fetch(
+        self,
+        method: str,
+        url: str,
+        *,
+        limit: int,
+        params: Mapping[str, str] | None = None,
+        body: Body = None,
+    ) -> Reply:
+        """One request's whole answer, as :func:`send` reads it."""
+        ...
+
 
 async def send(
     wire: Wire,
@@ -151,6 +165,19 @@ async def send(
 ) -> Reply:
     """One request's whole answer, its body at most ``limit`` bytes after inflation (a larger
     one is a :class:`WireError` of kind ``"too large"``, never held whole in memory)."""
+    return await wire.fetch(method, url, limit=limit, params=params, body=body)
+
+
+async def _streamed(
+    wire: Wire,
+    method: str,
+    url: str,
+    *,
+    limit: int,
+    params: Mapping[str, str] | None,
+    body: Body,
+) -> Reply:
+    """:meth:`Wire.fetch` by the wire's :meth:`~Wire.stream`."""
     async with wire.stream(method, url, params=params, body=body) as answer:
         data = await read_all(answer.chunks, limit)
     return Reply(answer.status, answer.headers, data)
@@ -264,6 +291,65 @@ class AiohttpWire:
             self._proxies[origin] = environment_proxy(url)
         return self._proxies[origin]
 
+    async def fetch(
+        self,
+        method: str,
+        url: str,
+        *,
+        limit: int,
+        params: Mapping[str, str] | None = None,
+        body: Body = None,
+    ) -> Reply:
+        """One request's whole answer (:func:`send`). A body sent as it is (no
+        ``Content-Encoding``, every answer of a server that does not compress) is read here
+        chunk by chunk under the same bound, without the async generators a stream's chunks
+        pass through; any other goes by :meth:`stream` and :class:`Inflater`."""
+        if isinstance(body, Upload):
+            return await _streamed(self, method, url, limit=limit, params=params, body=body)
+        opened = False  # what fails once the answer is open is said as stream's reading says it
+        try:
+            async with self._session.request(
+                method,
+                url,
+                data=body,
+                params=params or None,
+                headers=None if body is None else _JSON,
+                allow_redirects=False,
+                proxy=self._proxy(url),
+            ) as response:
+                opened = True
+                headers = response.headers
+                encoding = headers.get("content-encoding")
+                if encoding:
+                    raw = _guarded(
+                        response.content.iter_any(),
+                        (aiohttp.ClientError, OSError, TimeoutError),
+                        self._error,
+                    )
+                    data = await read_all(inflated(encoding, raw, self._scrub), limit)
+                else:
+                    data = await self._plain(response.content, limit)
+                return Reply(response.status, headers, data)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            if opened:
+                raise
+            raise self._error(exc) from None
+
+    async def _plain(self, content: Any, limit: int) -> bytes:
+        """A body sent as it is, at most ``limit`` bytes (:func:`read_all`'s bound); a
+        failure of the carrier while it arrives is the wire's (as :func:`_guarded` says it)."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while chunk := await content.readany():
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(limit)
+                chunks.append(chunk)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise self._error(exc) from None
+        return b"".join(chunks)
+
     @asynccontextmanager
     async def stream(
         self, method: str, url: str, *, params: Mapping[str, str] | None = None, body: Body = None
@@ -354,6 +440,18 @@ class HttpxWire:
             follow_redirects=False,
         ) as http:
             yield cls(http, scrub, timeout)
+
+    async def fetch(
+        self,
+        method: str,
+        url: str,
+        *,
+        limit: int,
+        params: Mapping[str, str] | None = None,
+        body: Body = None,
+    ) -> Reply:
+        """One request's whole answer (:func:`send`), read by :meth:`stream`."""
+        return await _streamed(self, method, url, limit=limit, params=params, body=body)
 
     @asynccontextmanager
     async def stream(
