@@ -140,3 +140,31 @@ def test_the_httpx_wire_fetches_by_its_stream() -> None:
             return await http.fetch("POST", url, limit=100, body=b"{}")
 
     assert asyncio.run(main()).body == b"ok"
+
+
+def test_a_session_asks_with_the_shape_it_is_given_each_call() -> None:
+    """The ladder of structured-output forms is made once per shape: a call with another
+    shape, or with the same dict changed in place, is sent with its own."""
+    from safecons import OpenAICompatible
+    from safecons.clients._openai_session import OpenAISession
+
+    session = OpenAISession(OpenAICompatible(base_url="http://x/v1", model="m", api_key=""), None)  # type: ignore[arg-type]
+    ask = [{"role": "user", "content": "hi"}]
+
+    def sent(shape: dict[str, object] | None) -> object:
+        return session.request_body(ask, temperature=0, response_format=shape).get(
+            "response_format"
+        )
+
+    first = {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}
+    assert sent(first) == first
+    assert sent(first) == first
+    first["json_schema"]["schema"]["required"] = ["label"]  # type: ignore[index]
+    assert sent(first) == first
+    session.format_step = 1  # the server took the second form: the schema, as json_object
+    assert sent(first) == {"type": "json_object", "schema": first["json_schema"]["schema"]}  # type: ignore[index]
+    session.format_step = 0
+    other = {"type": "json_object"}
+    assert sent(other) == other
+    assert sent(None) is None
+    assert sent(first) == first

@@ -4,11 +4,12 @@ structured output a server may take."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
@@ -40,6 +41,7 @@ class OpenAISession:
         # server has been seen to need: it only ever goes down, and is learned once.
         self.format_step = 0
         self._unconfirmed = 0  # fallbacks that found no form the server took
+        self._ladder: tuple[dict[str, Any], list[dict[str, Any] | None]] | None = None
 
     async def complete(
         self,
@@ -113,12 +115,14 @@ class OpenAISession:
         if c.send_seed and seed is not None:
             body["seed"] = seed
         # The user's own response_format in params wins: it is sent as it is, never changed.
-        forms: list[dict[str, Any] | None] = (
-            _format_ladder(shape)
-            if shape is not None and "response_format" not in c.params
-            else [None]
-        )
-        return body, forms
+        if shape is None or "response_format" in c.params:
+            return body, _NO_FORMAT
+        # A judge asks with one shape every call: its ladder is made once (and again only
+        # for a shape that differs from a copy of the one it was made from).
+        made = self._ladder
+        if made is None or made[0] != shape:
+            made = self._ladder = (copy.deepcopy(dict(shape)), _format_ladder(shape))
+        return body, made[1]
 
     def request_body(
         self,
@@ -211,6 +215,10 @@ def _format_ladder(response_format: Mapping[str, Any]) -> list[dict[str, Any] | 
         ladder.append({"type": "json_object"})
     ladder.append(None)
     return ladder
+
+
+#: The forms of a request that asks for no structured output.
+_NO_FORMAT: Final[list[dict[str, Any] | None]] = [None]
 
 
 def _with_format(body: dict[str, Any], form: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 
@@ -97,11 +97,30 @@ def _decode(data: bytes) -> str:
 
 
 def _json_or_none(data: bytes) -> Any:
-    """The JSON value of a body, or None for a body that is not JSON (or nests too deep)."""
+    """The JSON value of a body, or None for a body that is not JSON (or nests too deep).
+
+    A body is UTF-8 but for a rare server's: read as such first, without ``json.loads``'
+    look for another encoding in its first bytes; one that does not read so (a BOM, UTF-16)
+    is read as ``json.loads`` reads bytes.
+
+    Examples
+    --------
+    >>> _json_or_none(b'{"a": 1}'), _json_or_none('{"a": 1}'.encode("utf-16")), _json_or_none(b"x")
+    ({'a': 1}, {'a': 1}, None)
+    """
+    try:
+        return _DECODE(data.decode())
+    except ValueError:  # UnicodeDecodeError and json's errors
+        pass
+    except RecursionError:
+        return None
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return None
+
+
+_DECODE: Final = json.JSONDecoder().decode
 
 
 def read_completion(
@@ -171,8 +190,9 @@ def _read_ok(
     used, made = _usage(body)
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     finish = scrub(finish) if isinstance(finish, str) else None
-    refusal = message.get("refusal") if isinstance(message, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
+    refusal = content = None
+    if isinstance(message, dict):
+        refusal, content = message.get("refusal"), message.get("content")
     if isinstance(refusal, str) and refusal:
         return Completion(
             text=scrub(refusal),
@@ -221,13 +241,14 @@ def _read_ok(
 def _usage(body: Any) -> tuple[int | None, int | None]:
     """(prompt, completion) tokens of a completion body's ``usage``, where it reports them."""
     usage = body.get("usage") if isinstance(body, dict) else None
-
-    def count(name: str) -> int | None:
-        value = usage.get(name) if isinstance(usage, dict) else None
-        # Any whole number: Completion reads an impossible one as not reported, and counts it.
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return count("prompt_tokens"), count("completion_tokens")
+    if not isinstance(usage, dict):
+        return None, None
+    # Any whole number: Completion reads an impossible one as not reported, and counts it.
+    used, made = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return (
+        used if isinstance(used, int) and not isinstance(used, bool) else None,
+        made if isinstance(made, int) and not isinstance(made, bool) else None,
+    )
 
 
 def _not_found_hint(base_url: str, url: str, code: str | None) -> str:

@@ -341,7 +341,11 @@ class AiohttpWire:
         chunks: list[bytes] = []
         size = 0
         try:
-            while chunk := await content.readany():
+            # The body's end is seen with its last chunk: no read is made to be told so.
+            while not content.at_eof():
+                chunk = await content.readany()
+                if not chunk:
+                    break
                 size += len(chunk)
                 if size > limit:
                     raise too_large(limit)
