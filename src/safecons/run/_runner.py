@@ -20,7 +20,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -653,10 +653,16 @@ def run_sync(
         raise KeyboardInterrupt(_interrupted(keep)) from None
 
 
+#: Allocations between two passes of the cyclic collector's youngest generation during a
+#: sync run (Python's default is 700).
+YOUNG_THRESHOLD: Final = 10_000
+
+
 @contextmanager
 def heap_frozen() -> Iterator[None]:
     """Leave the objects that exist now out of the cyclic collector's passes until the block
-    ends (:func:`gc.freeze`, then :func:`gc.unfreeze`).
+    ends (:func:`gc.freeze`, then :func:`gc.unfreeze`), and pass over the youngest
+    generation every :data:`YOUNG_THRESHOLD` allocations instead of every 700.
 
     A run allocates some thousands of objects a second; each pass of the collector's older
     generations walked the whole heap besides (every module, Polars, the caller's own
@@ -664,14 +670,25 @@ def heap_frozen() -> Iterator[None]:
     not collected during it (it is still freed when no longer referenced; only cyclic
     garbage among it waits for the block's end). A heap already frozen by its owner, or a
     collector switched off, is left as it is.
+
+    The youngest generation's passes then still took about a tenth of the run's CPU: with
+    64 calls in flight, each pass walked the same live tasks, coroutines and answers again
+    (``docs/performance.md``). At most :data:`YOUNG_THRESHOLD` container objects wait for a
+    pass (cyclic garbage among them is freed a little later; what no cycle holds is freed
+    when no longer referenced, as always). The thresholds in force before are put back when
+    the block ends; one its owner set higher is left as it is.
     """
     if not gc.isenabled() or gc.get_freeze_count():
         yield
         return
+    thresholds = gc.get_threshold()
     gc.freeze()
     try:
+        if thresholds[0] < YOUNG_THRESHOLD:
+            gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
         yield
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 
