@@ -19,8 +19,9 @@ both of a pair together more than it moves runs far apart). The server counts th
 answered and the script exits non-zero unless each run made exactly the workload's calls.
 Beside the wall times it prints each run's CPU time per call in this process (every thread's;
 the server runs in another): on a machine other jobs share, the wall ratio moves with their
-load, and the CPU per call much less; and the CPU the cyclic garbage collector took in the
-safecons run.
+load, and the CPU per call much less; the ratio of the two runs' CPU in a pair ("CPU vs
+bare": the load slows both of a pair alike) still less; and the CPU the cyclic garbage
+collector took in the safecons run.
 
 ``--profile`` runs safecons once more under pyinstrument (its own process's CPU, the server's
 apart) and prints the functions that took the most time, by their own time and by the time
@@ -211,23 +212,26 @@ def main() -> int:
         )
         print(
             f"{'pair':>4} {'bare s':>8} {'safecons s':>11} {'vs bare':>8} {'vs ideal':>9} "
-            f"{'bare CPU ms/call':>17} {'safecons CPU ms/call':>21} {'safecons GC ms':>15}"
+            f"{'bare CPU ms/call':>17} {'safecons CPU ms/call':>21} {'CPU vs bare':>12} "
+            f"{'safecons GC ms':>15}"
         )
-        ratios, cpus = [], []
+        ratios, cpus, cpu_ratios = [], [], []
         for n in range(args.runs):
             bare, bare_cpu, _ = _timed(server, _bare, rows, c)
             ours, our_cpu, collected = _timed(server, safecons_default, rows, c)
             ratios.append(bare / ours)
             cpus.append(1000 * our_cpu / calls)
+            cpu_ratios.append(our_cpu / bare_cpu)
             print(
                 f"{n + 1:>4} {bare:8.2f} {ours:11.2f} {bare / ours:8.2f} {ideal / ours:9.2f} "
                 f"{1000 * bare_cpu / calls:17.3f} {1000 * our_cpu / calls:21.3f} "
-                f"{1000 * collected:15.0f}"
+                f"{our_cpu / bare_cpu:12.2f} {1000 * collected:15.0f}"
             )
         print(
             f"safecons / bare: median {statistics.median(ratios):.2f} "
             f"(range {min(ratios):.2f}-{max(ratios):.2f}); safecons CPU per call median "
-            f"{statistics.median(cpus):.3f} ms; load average after "
+            f"{statistics.median(cpus):.3f} ms, {statistics.median(cpu_ratios):.2f} times the "
+            "bare loop's; load average after "
             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         )
         if args.calls:
