@@ -4,6 +4,7 @@
     python benchmarks/bench_end_to_end.py --runs 5
     python benchmarks/bench_end_to_end.py --profile     # and where safecons' time goes
     python benchmarks/bench_end_to_end.py --calls       # and each one's Python function calls
+    python benchmarks/bench_end_to_end.py --owners      # and safecons' calls by where they go
 
 The workload is the harness's (``benchmarks/harness.py``): 600 rows, ``responses_per_query=3``
 (two fresh SUT samples per row, each judged once: 2,400 calls), concurrency 64, 50 ms per call,
@@ -38,6 +39,7 @@ import resource
 import statistics
 import sys
 import time
+from typing import Any
 
 from harness import RESPONSES_PER_QUERY, Server, bare_loop, columns
 
@@ -139,6 +141,55 @@ def count_calls(server: Server, rows: int, concurrency: int) -> None:
         print(f"{name:<9} {pstats.Stats(profiler).total_calls:>12,} function calls")
 
 
+def count_owners(server: Server, rows: int, concurrency: int, top: int) -> None:
+    """The Python function calls of one safecons run (C functions' included), each counted
+    against the innermost of safecons' functions on its stack, per model call: where
+    safecons' calls go, by a figure the load does not move. The event loop runs inside
+    ``run_sync``: its own work (asyncio's, and the callbacks of aiohttp's protocol) counts
+    against it."""
+    counts: dict[str, int] = {}
+
+    def owner(frame: Any) -> str:
+        while frame is not None:
+            code = frame.f_code
+            where = code.co_filename.rpartition("/safecons/")
+            if where[1]:
+                return f"{where[2]}:{code.co_name}"
+            frame = frame.f_back
+        return "the loop"
+
+    def heard(frame: Any, event: str, arg: object) -> None:
+        if event == "call":
+            key = owner(frame.f_back)
+        elif event == "c_call":
+            key = owner(frame)
+        else:
+            return
+        counts[key] = counts.get(key, 0) + 1
+
+    server.take_count()
+    sys.setprofile(heard)
+    try:
+        safecons_default(server.base_url, rows, concurrency)
+    finally:
+        sys.setprofile(None)
+    calls = server.take_count()
+    total = sum(counts.values())
+    print(
+        f"\nfunction calls of one safecons run: {total:,}, {total / calls:.0f} a model call; "
+        "a model call's by owner:"
+    )
+    by_file: dict[str, int] = {}
+    for key, n in counts.items():
+        part = key.partition(":")[0]
+        by_file[part] = by_file.get(part, 0) + n
+    for part, n in sorted(by_file.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{n / calls:8.1f}  {part}")
+    print("\nby function:")
+    for key, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{n / calls:8.1f}  {key}")
+
+
 def _bare(base_url: str, rows: int, concurrency: int) -> None:
     asyncio.run(bare_loop(base_url, rows, concurrency))
 
@@ -195,6 +246,11 @@ def main() -> int:
     p.add_argument("--answer-chars", type=int, default=200)
     p.add_argument("--profile", action="store_true", help="then profile one safecons run")
     p.add_argument("--calls", action="store_true", help="then count each one's function calls")
+    p.add_argument(
+        "--owners",
+        action="store_true",
+        help="then count one safecons run's function calls by the safecons function they serve",
+    )
     p.add_argument("--top", type=int, default=30, help="lines of each profile table")
     args = p.parse_args()
     server = Server(args.latency, args.answer_chars)
@@ -236,6 +292,8 @@ def main() -> int:
         )
         if args.calls:
             count_calls(server, rows, c)
+        if args.owners:
+            count_owners(server, rows, c, args.top)
         if args.profile:
             profile(server, rows, c, args.top)
     finally:
