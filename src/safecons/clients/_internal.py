@@ -27,7 +27,9 @@ from ._identity import callable_digest as callable_digest
 from ._open import as_chat_client as as_chat_client
 from ._open import open_session as open_session
 from ._open import request_fingerprint as request_fingerprint
+from ._rate_limits import describe as describe_limits
 from ._rate_limits import parse_duration as parse_duration
+from ._rate_limits import sensible as sensible
 from ._secrets import Secrets as Secrets
 from ._urls import comparable_url as comparable_url
 
@@ -50,10 +52,12 @@ __all__ = (
     "check_signature",
     "comparable_url",
     "describe",
+    "describe_limits",
     "facts_of",
     "open_session",
     "parse_duration",
     "request_fingerprint",
     "secrets_of",
+    "sensible",
     "warn_if_partial",
 )

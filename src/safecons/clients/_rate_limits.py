@@ -1,5 +1,6 @@
 """What a provider's answer says of its rate limits: ``Retry-After`` and the
-``x-ratelimit-*`` headers, read into :class:`~safecons.clients.RateLimits`."""
+``x-ratelimit-*`` headers, read into :class:`~safecons.clients.RateLimits`; which of what it
+said any provider could mean (:func:`sensible`), and that in a few words (:func:`describe`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Final
 
 from ._base import RateLimits
 
-__all__ = ("parse_duration", "parse_rate_limits", "parse_retry_after")
+__all__ = ("describe", "parse_duration", "parse_rate_limits", "parse_retry_after", "sensible")
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -161,3 +162,72 @@ def parse_rate_limits(headers: Mapping[str, str]) -> RateLimits | None:
 
 
 _NO_LIMITS: Final = RateLimits()
+
+
+#: Counts above this, or resets further off than this (seconds), are no limit anyone sets.
+MAX_SENSIBLE_COUNT: Final = 10**12
+MAX_SENSIBLE_RESET_SECONDS: Final = 86_400.0
+_NOTHING: Final = (None, None, None)
+
+
+def sensible(limits: RateLimits | None) -> RateLimits | None:
+    """``limits`` with each count no provider could mean read as not said (a limit of 0, a
+    count out of range, more remaining than the limit, a reset that is negative or past a
+    day): one nonsense figure drops its count's limit, remaining and reset together.
+
+    Examples
+    --------
+    >>> sensible(RateLimits(limit_requests=0, remaining_requests=0, reset_requests=1.0))
+    >>> sensible(RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0))
+    RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0, limit_tokens=None, remaining_tokens=None, reset_tokens=None, retry_after=None)
+    """  # noqa: E501
+    if limits is None:
+        return None
+    requests = _sensible(limits.limit_requests, limits.remaining_requests, limits.reset_requests)
+    tokens = _sensible(limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens)
+    if requests == tokens == _NOTHING and limits.retry_after is None:
+        return None
+    return RateLimits(*requests, *tokens, retry_after=limits.retry_after)
+
+
+def _sensible(
+    limit: int | None, remaining: int | None, reset: float | None
+) -> tuple[int | None, int | None, float | None]:
+    if (
+        (limit is None or 0 < limit <= MAX_SENSIBLE_COUNT)
+        and (remaining is None or 0 <= remaining <= MAX_SENSIBLE_COUNT)
+        and (limit is None or remaining is None or remaining <= limit)
+        and (reset is None or (math.isfinite(reset) and 0 <= reset <= MAX_SENSIBLE_RESET_SECONDS))
+    ):
+        return limit, remaining, reset
+    return _NOTHING
+
+
+def describe(limits: RateLimits | None) -> str:
+    """What a provider's headers said, in a few words (for a warning or a progress bar).
+
+    Examples
+    --------
+    >>> describe(RateLimits(limit_requests=60, remaining_requests=0, reset_requests=42.0))
+    '0 of 60 requests left, reset in 42 s'
+    """
+    if limits is None:
+        return "nothing of its limits"
+    parts = []
+    for name, limit, remaining, reset in (
+        ("requests", limits.limit_requests, limits.remaining_requests, limits.reset_requests),
+        ("tokens", limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens),
+    ):
+        if remaining is None and limit is None:
+            continue
+        left = "?" if remaining is None else f"{remaining:,}"
+        of = "" if limit is None else f" of {limit:,}"
+        when = "" if reset is None else f", reset in {_seconds(reset)} s"
+        parts.append(f"{left}{of} {name} left{when}")
+    if limits.retry_after is not None:
+        parts.append(f"Retry-After {_seconds(limits.retry_after)} s")
+    return "; ".join(parts) or "nothing of its limits"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"  # noqa: PLR2004

@@ -293,25 +293,31 @@ def repeat_noise(
         .explode("votes", "again")
         .filter(pl.col("votes").is_not_null() & pl.col("again").is_not_null())
     )
-    votes, again = rows["votes"].to_list(), rows["again"].to_list()
-    repeated = sum(any(x is not None for x in a) for a in again)
+    # Columnar, one juror at a time: a million repeated comparisons read in a fraction of a
+    # second (a loop over Python lists took seconds).
+    repeated = rows.select(
+        pl.col("again").list.eval(pl.element().is_not_null()).list.any().sum()
+    ).item()
+    known = (list(scores), list(scores.values())) if scores else None
     pairs: list[int] = []
     flips: list[float | None] = []
     moved: list[float | None] = []
     for j in range(jurors):
-        both = [
-            (v[j], a[j])
-            for v, a in zip(votes, again, strict=True)
-            if j < len(v) and j < len(a) and v[j] is not None and a[j] is not None
-        ]
-        pairs.append(len(both))
-        flips.append(sum(x != y for x, y in both) / len(both) if both else None)
-        known = [(x, y) for x, y in both if scores is not None and x in scores and y in scores]
-        moved.append(
-            sum(abs(scores[x] - scores[y]) for x, y in known) / len(known)
-            if scores is not None and known
-            else None
-        )
+        x = pl.col("votes").list.get(j, null_on_oob=True)
+        y = pl.col("again").list.get(j, null_on_oob=True)
+        both = x.is_not_null() & y.is_not_null()
+        if known is not None:
+            sx = x.replace_strict(*known, default=None, return_dtype=pl.Float64)
+            sy = y.replace_strict(*known, default=None, return_dtype=pl.Float64)
+            move = (sx - sy).abs().filter(both).drop_nulls().mean()
+        else:
+            move = pl.lit(None, dtype=pl.Float64)
+        n, flipped, m = rows.select(
+            both.sum().alias("n"), (x != y).filter(both).sum().alias("f"), move.alias("m")
+        ).row(0)
+        pairs.append(int(n))
+        flips.append(int(flipped) / n if n else None)
+        moved.append(None if m is None else float(m))
     return RepeatNoise(repeated, tuple(pairs), tuple(flips), tuple(moved))
 
 

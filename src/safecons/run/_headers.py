@@ -1,8 +1,9 @@
 """Pacing one endpoint by its provider's rate-limit headers, read as hints (:class:`HeaderPace`).
 
-The headers say how many requests and tokens remain until a reset. Each count is read as a
-fixed window's (:class:`_Count`) or, once its answers read so, a token bucket's level
-(:class:`_BucketLevel`). Nothing here reads a clock: every time is the caller's.
+The headers (what :func:`~safecons.clients._rate_limits.sensible` keeps of them) say how
+many requests and tokens remain until a reset. Each count is read as a fixed window's
+(:class:`_Count`) or, once its answers read so, a token bucket's level (:class:`_BucketLevel`).
+Nothing here reads a clock: every time is the caller's.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Final, NamedTuple
 import anyio
 
 from ..clients import RateLimits
+from ..clients._internal import sensible
 
-__all__ = ("MAX_PACED_WAIT_SECONDS", "MIN_PACED_WAIT_SECONDS", "HeaderPace", "describe", "sensible")
+__all__ = ("MAX_PACED_WAIT_SECONDS", "MIN_PACED_WAIT_SECONDS", "HeaderPace")
 
 #: The longest one answer holds an endpoint (seconds), whatever its headers say.
 MAX_PACED_WAIT_SECONDS: Final = 60.0
@@ -22,9 +24,6 @@ MAX_PACED_WAIT_SECONDS: Final = 60.0
 MIN_PACED_WAIT_SECONDS: Final = 0.001
 #: How long a remaining count sent without its reset is believed (seconds).
 UNKNOWN_RESET_SECONDS: Final = 1.0
-#: Counts above this, or resets further off than this (seconds), are no limit anyone sets.
-MAX_SENSIBLE_COUNT: Final = 10**12
-MAX_SENSIBLE_RESET_SECONDS: Final = 86_400.0
 #: The shortest time over which a window that turned unannounced lets its limit out (seconds):
 #: a reset may be the time until one more request fits, of a per-minute limit.
 SPREAD_SECONDS: Final = 60.0
@@ -35,8 +34,6 @@ SLICE_EVIDENCE: Final = 4
 #: The smallest ``limit - remaining`` that counts as evidence: gaps of 1 to 3 fit any rate.
 BUCKET_SMALLEST_GAP: Final = 4
 
-_NOTHING: Final = (None, None, None)
-
 
 class _Tally(NamedTuple):
     """Where an answer stands in a running total (attempts, or their token estimates)."""
@@ -44,71 +41,6 @@ class _Tally(NamedTuple):
     base: int  # the total as the provider counted it when it answered
     total: int  # the total now
     started: int  # the attempts the answer knows of: one numbered from it on is newer
-
-
-def sensible(limits: RateLimits | None) -> RateLimits | None:
-    """``limits`` with each count no provider could mean read as not said (a limit of 0, a
-    count out of range, more remaining than the limit, a reset that is negative or past a
-    day): one nonsense figure drops its count's limit, remaining and reset together.
-
-    Examples
-    --------
-    >>> from safecons.clients import RateLimits
-    >>> sensible(RateLimits(limit_requests=0, remaining_requests=0, reset_requests=1.0))
-    >>> sensible(RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0))
-    RateLimits(limit_requests=60, remaining_requests=3, reset_requests=2.0, limit_tokens=None, remaining_tokens=None, reset_tokens=None, retry_after=None)
-    """  # noqa: E501
-    if limits is None:
-        return None
-    requests = _sensible(limits.limit_requests, limits.remaining_requests, limits.reset_requests)
-    tokens = _sensible(limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens)
-    if requests == tokens == _NOTHING and limits.retry_after is None:
-        return None
-    return RateLimits(*requests, *tokens, retry_after=limits.retry_after)
-
-
-def _sensible(
-    limit: int | None, remaining: int | None, reset: float | None
-) -> tuple[int | None, int | None, float | None]:
-    if (
-        (limit is None or 0 < limit <= MAX_SENSIBLE_COUNT)
-        and (remaining is None or 0 <= remaining <= MAX_SENSIBLE_COUNT)
-        and (limit is None or remaining is None or remaining <= limit)
-        and (reset is None or (math.isfinite(reset) and 0 <= reset <= MAX_SENSIBLE_RESET_SECONDS))
-    ):
-        return limit, remaining, reset
-    return _NOTHING
-
-
-def describe(limits: RateLimits | None) -> str:
-    """What a provider's headers said, in a few words (for a warning or a progress bar).
-
-    Examples
-    --------
-    >>> from safecons.clients import RateLimits
-    >>> describe(RateLimits(limit_requests=60, remaining_requests=0, reset_requests=42.0))
-    '0 of 60 requests left, reset in 42 s'
-    """
-    if limits is None:
-        return "nothing of its limits"
-    parts = []
-    for name, limit, remaining, reset in (
-        ("requests", limits.limit_requests, limits.remaining_requests, limits.reset_requests),
-        ("tokens", limits.limit_tokens, limits.remaining_tokens, limits.reset_tokens),
-    ):
-        if remaining is None and limit is None:
-            continue
-        left = "?" if remaining is None else f"{remaining:,}"
-        of = "" if limit is None else f" of {limit:,}"
-        when = "" if reset is None else f", reset in {_seconds(reset)} s"
-        parts.append(f"{left}{of} {name} left{when}")
-    if limits.retry_after is not None:
-        parts.append(f"Retry-After {_seconds(limits.retry_after)} s")
-    return "; ".join(parts) or "nothing of its limits"
-
-
-def _seconds(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"  # noqa: PLR2004
 
 
 def _reset_of(reset: float | None) -> float:

@@ -18,8 +18,9 @@ from typing import Final, Protocol, TypeAlias
 import anyio
 
 from ..clients import RateLimits
+from ..clients._internal import describe_limits
 from ..errors import PacingWarning
-from ._headers import MAX_PACED_WAIT_SECONDS, MIN_PACED_WAIT_SECONDS, describe
+from ._headers import MAX_PACED_WAIT_SECONDS, MIN_PACED_WAIT_SECONDS
 from ._policy import EndpointPolicy, PacingPolicy
 
 __all__ = ("LocalPermits", "PaceNotices", "Permits", "Slot", "Tokens")
@@ -167,7 +168,7 @@ class LocalPermits:
                 elif wait > 0:
                     if wait > VISIBLE_WAIT_SECONDS and not shown:
                         shown = True
-                        self.notices.waiting(endpoint, wait, describe(policy.last_headers))
+                        self.notices.waiting(endpoint, wait, describe_limits(policy.last_headers))
                     await self._sleep_or_news(max(wait, MIN_PACED_WAIT_SECONDS), policy.news())
                 elif not policy.room:
                     await policy.place_freed().wait()
