@@ -410,6 +410,26 @@ def test_the_report_draws_posture_flips_both_ways_by_variant_kind(run):
     assert "Posture flips" not in sc.report_html(older)
 
 
+def test_a_report_written_again_draws_its_charts_once(run, monkeypatch):
+    vl_convert = pytest.importorskip("vl_convert")
+    first = sc.report_html(run)
+    drawn: list[str] = []
+    real = vl_convert.vegalite_to_svg
+
+    def drawing(spec, *args, **kwargs):
+        drawn.append(spec)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(vl_convert, "vegalite_to_svg", drawing)
+    again = sc.report_html(run)
+    assert drawn == [] and again.count("<svg") == first.count("<svg") >= 4
+    assert re.findall(r"<svg.*?</svg>", again, re.S) == re.findall(r"<svg.*?</svg>", first, re.S)
+    # Another chart is drawn, once.
+    older = run.frame.drop("sc_base_posture", "sc_response_postures")
+    sc.report_html(older.with_columns(pl.col("sc_variant_kind").str.to_uppercase()))
+    assert len(drawn) >= 1 and len(set(drawn)) == len(drawn)
+
+
 def test_a_jury_with_the_offline_judge_is_named_and_its_order_cell_says_why(tmp_path):
     verdict = '{"label": "Consistent", "score": 0.9}'
     out = (
