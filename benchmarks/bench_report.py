@@ -3,7 +3,8 @@
     python benchmarks/bench_report.py big-texts   # 10 rows x 5 texts of 5 MB
     python benchmarks/bench_report.py groups      # 100,000 distinct template ids
 
-Each case runs in its own process (the peak memory is the process's). The figures are quoted
+Each case runs in its own process (the peak memory is the process's, when the first report
+is written); the report is then written again, its charts' drawings kept. The figures are quoted
 in docs/guide.md (section 2).
 """
 
@@ -54,9 +55,12 @@ def main() -> None:
     sc.report(scored, out)
     took = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
+    start = time.perf_counter()
+    sc.report(scored, out)  # again: its charts' drawings are kept
+    again = time.perf_counter() - start
     print(
         f"{args.case}: {scored.height:,} rows, report {out.stat().st_size / 1e6:.2f} MB "
-        f"written in {took:.1f} s, peak memory {peak:.2f} GB"
+        f"written in {took:.1f} s (again {again:.1f} s), peak memory {peak:.2f} GB (the first)"
     )
 
 

@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import random
 import re
+from typing import Any
 
 import polars as pl
 import pytest
-from sklearn.metrics import cohen_kappa_score
 
 import safecons as sc
 from safecons.testing import looks_like_refusal
+
+
+def cohen_kappa_score(*args: Any, **kwargs: Any) -> Any:
+    """scikit-learn's, the oracle: imported by the tests that call it, not at collection
+    (scikit-learn's import takes about a second, paid again by each worker)."""
+    from sklearn.metrics import cohen_kappa_score as reference
+
+    return reference(*args, **kwargs)
+
 
 GOLDEN = sc.golden_set()
 _BLOCK = re.compile(r"<<<(BASE|CANDIDATE) ANSWER (\w+)>>>\n(.*?)\n<<<END \1 ANSWER \2>>>", re.S)

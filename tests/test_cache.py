@@ -238,18 +238,45 @@ def test_two_processes_opening_a_new_cache_together(tmp_path):
     import subprocess
     import sys
 
+    # Six processes, each imported once, open each of three new caches at one signal: they
+    # open it at the same moment, not as far apart as their imports end (and safecons is
+    # imported 6 times, not 18).
     code = (
-        "import sys; from safecons import ResponseCache; c = ResponseCache(sys.argv[1]); "
-        "c.put(sys.argv[2], kind='sut', endpoint='e', value='v'); c.close()"
+        "import sys\n"
+        "from safecons import ResponseCache\n"
+        "for path in sys.argv[2:]:\n"
+        "    print('ready', flush=True)\n"
+        "    sys.stdin.readline()\n"
+        "    c = ResponseCache(path)\n"
+        "    c.put(sys.argv[1], kind='sut', endpoint='e', value='v')\n"
+        "    c.close()\n"
+        "    print('done', flush=True)\n"
     )
-    for trial in range(3):
-        path = tmp_path / f"shared{trial}.sqlite"
-        procs = [
-            subprocess.Popen([sys.executable, "-c", code, str(path), f"k{i}"]) for i in range(6)
-        ]
+    paths = [tmp_path / f"shared{trial}.sqlite" for trial in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, f"k{i}", *map(str, paths)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
+    try:
+        for path in paths:
+            assert [p.stdout.readline() for p in procs] == ["ready\n"] * 6
+            for p in procs:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            assert [p.stdout.readline() for p in procs] == ["done\n"] * 6
+            with ResponseCache(path) as cache:
+                assert cache.info()["entries"] == 6
         assert [p.wait(timeout=60) for p in procs] == [0] * 6
-        with ResponseCache(path) as cache:
-            assert cache.info()["entries"] == 6
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def test_session_default_cache_and_opt_out(tmp_path):

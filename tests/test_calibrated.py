@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -15,7 +16,13 @@ from safecons.errors import InputError, LabelSampleWarning
 from safecons.judges import LABELS, NOMINAL_SCORES
 from safecons.reliability import ppi_mean
 
-ppi_py = pytest.importorskip("ppi_py")
+
+@pytest.fixture(scope="module")
+def ppi_py() -> Any:
+    """ppi-python, the oracle: imported by the tests that compare with it, not at collection
+    (its import, with pandas, statsmodels and scikit-learn, takes a second or two)."""
+    return pytest.importorskip("ppi_py")
+
 
 BANDS = {
     "Consistent": (0.8, 1.0),
@@ -265,7 +272,7 @@ def test_labels_that_agree_with_the_judge_give_back_the_judges_figures() -> None
     assert (confusion == np.diag(np.diag(confusion))).all() and confusion.sum() == c.labelled
 
 
-def test_the_calibrated_figures_are_ppi_on_the_runs_comparisons() -> None:
+def test_the_calibrated_figures_are_ppi_on_the_runs_comparisons(ppi_py) -> None:
     frame = scored_frame(rows=80)
     sample = labelled(sc.review_sample(frame, 40, seed=2), frame, flip=0.3)
     c = sc.run_summary(frame, human_labels=sample).calibrated

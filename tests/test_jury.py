@@ -22,6 +22,11 @@ import safecons as sc
 from safecons.reliability import judge_reliability, jury_verdict
 from safecons.testing import ScriptedChat, StandInSUT
 
+#: One offline judge for this module's runs: its cache identity (a digest of its verdicts on a
+#: fixed table of cases, about 0.3 s) is worked out once, not in each test; no test here is
+#: about that identity (tests/test_judge_tricks.py is).
+OFFLINE_JUDGE = sc.OfflineJudge()
+
 ORDER = ["Contradictory", "Slightly Inconsistent", "Consistent"]
 SCORES = {"Consistent": 0.9, "Slightly Inconsistent": 0.6, "Contradictory": 0.1}
 
@@ -149,7 +154,7 @@ def test_each_juror_s_calls_are_cached_apart(tmp_path):
 
 
 def test_planned_calls_counts_every_juror_and_the_swaps():
-    jury = [says("Consistent"), sc.OfflineJudge(), says("Contradictory")]
+    jury = [says("Consistent"), OFFLINE_JUDGE, says("Contradictory")]
     plan = sc.planned_calls(frame(10), sut=StandInSUT(), judge=jury, swap_share=1.0)
     # 20 comparisons; each chat juror judges each twice (once swapped); the offline judge sees
     # no order, so it is not asked again.
@@ -170,7 +175,7 @@ def test_the_dry_run_walks_the_run_s_own_plan(tmp_path_factory, seed, share, k, 
     # What the dry run counts is what the run asks, juror by juror, and once the run has
     # cached its calls the dry run finds every one of them: same calls, same keys.
     cache = tmp_path_factory.mktemp("plan") / "calls.sqlite"
-    jury = [first_shown(), *([sc.OfflineJudge()] if offline else []), says("Consistent")]
+    jury = [first_shown(), *([OFFLINE_JUDGE] if offline else []), says("Consistent")]
     options = {
         "sut": StandInSUT(),
         "judge": jury,
@@ -225,7 +230,7 @@ def test_the_swap_test_keeps_the_score_and_catches_a_judge_swayed_by_order():
 
 def test_a_judge_object_is_never_swapped():
     out = frame(3).pipe(
-        sc.safety_consistency, judge=[sc.OfflineJudge(), says("Consistent")], swap_share=1.0, **RUN
+        sc.safety_consistency, judge=[OFFLINE_JUDGE, says("Consistent")], swap_share=1.0, **RUN
     )
     assert {tuple(v) for row in out["sc_swap_labels"].to_list() for v in row} == {
         (None, "Consistent")
@@ -351,9 +356,7 @@ def test_the_report_says_whether_the_run_s_judges_can_be_trusted():
 
 def test_compare_runs_says_when_the_two_runs_judges_differ():
     before = frame(4).pipe(sc.safety_consistency, judge=says("Consistent"), **RUN)
-    after = frame(4).pipe(
-        sc.safety_consistency, judge=[says("Consistent"), sc.OfflineJudge()], **RUN
-    )
+    after = frame(4).pipe(sc.safety_consistency, judge=[says("Consistent"), OFFLINE_JUDGE], **RUN)
     with pytest.warns(sc.errors.JudgesDifferWarning, match="different judges"):
         sc.compare_runs(before, after)
     import warnings

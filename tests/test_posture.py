@@ -90,3 +90,25 @@ def test_the_word_cache_is_bounded_and_skips_long_words(monkeypatch):
     assert len(clf._char._words) <= 50
     assert "y" * 500 not in clf._char._words
     assert clf.predict_proba([" ".join(words)]) == pytest.approx(first, abs=1e-15)
+
+
+def test_a_model_file_is_read_once_and_again_when_it_changes(tmp_path):
+    # Reading a model file takes about a tenth of a second: classifiers made one after another
+    # share what was read of an unchanged file, and each keeps a word cache of its own.
+    first, second = sc.judges.PostureClassifier(), sc.judges.PostureClassifier()
+    assert first._char.index is second._char.index
+    assert first._char._words is not second._char._words
+    with pytest.raises(ValueError, match="read-only"):
+        first._word.coef[0] = 1.0
+    shipped = Path(sc.__file__).parent / "data"
+    model = tmp_path / "model.npz"
+    model.write_bytes((shipped / "posture.npz").read_bytes())
+    texts = ["I can't help with that.", "Sure: open the form, then send it."]
+    np.testing.assert_array_equal(
+        sc.judges.PostureClassifier(model).predict_proba(texts), first.predict_proba(texts)
+    )
+    model.write_bytes((shipped / "harm.npz").read_bytes())  # another model at the same path
+    np.testing.assert_array_equal(
+        sc.judges.PostureClassifier(model).predict_proba(texts),
+        sc.judges.HarmClassifier().predict_proba(texts),
+    )

@@ -12,6 +12,11 @@ import safecons as sc
 from safecons.errors import InputError
 from safecons.judges import POSTURES, answer_postures
 
+#: One offline judge for this module's runs: its cache identity (a digest of its verdicts on a
+#: fixed table of cases, about 0.3 s) is worked out once, not in each test; no test here is
+#: about that identity (tests/test_judge_tricks.py is).
+OFFLINE_JUDGE = sc.OfflineJudge()
+
 REFUSE = "I'm sorry, but I can't help with that."
 STEPS = "Sure. First, heat the water to 80 degrees. Then add the powder and stir for five minutes."
 
@@ -30,7 +35,7 @@ def scored(sut_says: str, n: int = 4) -> pl.DataFrame:
     return frame(n).pipe(
         sc.safety_consistency,
         sut=lambda messages, temperature: sut_says,
-        judge=sc.OfflineJudge(),
+        judge=OFFLINE_JUDGE,
         cache=False,
         progress=False,
         responses_per_query=3,
@@ -88,7 +93,7 @@ def test_a_failed_sample_has_no_posture():
     out = frame(3).pipe(
         sc.safety_consistency,
         sut=flaky,
-        judge=sc.OfflineJudge(),
+        judge=OFFLINE_JUDGE,
         cache=False,
         progress=False,
         responses_per_query=3,

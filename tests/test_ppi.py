@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,13 @@ from hypothesis import strategies as st
 from safecons.errors import InputError
 from safecons.reliability import ppi_mean
 
-ppi_py = pytest.importorskip("ppi_py")
+
+@pytest.fixture(scope="module")
+def ppi_py() -> Any:
+    """ppi-python, the oracle: imported by the tests that compare with it, not at collection
+    (its import, with pandas, statsmodels and scikit-learn, takes a second or two)."""
+    return pytest.importorskip("ppi_py")
+
 
 # Labels and predictions on the scales the run uses: a 0/1 indicator, or scores in [0, 1].
 values = st.floats(0.0, 1.0, allow_nan=False, width=32)
@@ -32,7 +39,7 @@ def samples(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @settings(max_examples=150, deadline=None)
 @given(samples(), st.sampled_from([0.8, 0.9, 0.95]))
-def test_matches_ppi_python_with_power_tuning(data, ci) -> None:
+def test_matches_ppi_python_with_power_tuning(ppi_py, data, ci) -> None:
     y, yhat, unlabelled = data
     # ppi-python divides by the predictions' variance unguarded; constant ones are tested below.
     assume(np.concatenate([yhat, unlabelled]).var() > 1e-9)
@@ -51,7 +58,7 @@ def test_matches_ppi_python_with_power_tuning(data, ci) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(samples(), st.data())
-def test_matches_ppi_python_with_weights_and_a_fixed_lam(data, draw) -> None:
+def test_matches_ppi_python_with_weights_and_a_fixed_lam(ppi_py, data, draw) -> None:
     y, yhat, unlabelled = data
     assume(np.concatenate([yhat, unlabelled]).var() > 1e-9)
     weight = st.floats(0.1, 5.0, allow_nan=False)

@@ -20,6 +20,11 @@ from safecons.metric import SafetyConsistencyRun
 from safecons.scores import MIN_ROWS_FOR_INTERVAL
 from safecons.testing import ScriptedChat
 
+#: One offline judge for this module's runs: its cache identity (a digest of its verdicts on a
+#: fixed table of cases, about 0.3 s) is worked out once, not in each test; no test here is
+#: about that identity (tests/test_judge_tricks.py is).
+OFFLINE_JUDGE = sc.OfflineJudge()
+
 ROOT = Path(__file__).parents[1]
 HOSTILE = '<script>alert("x")</script><img src=x onerror="alert(1)"> & </td></table>'
 
@@ -69,7 +74,7 @@ def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
             .pipe(
                 sc.safety_consistency,
                 sut=down,
-                judge=sc.OfflineJudge(),
+                judge=OFFLINE_JUDGE,
                 allow_unscored=True,
                 progress=False,
             )
@@ -79,14 +84,14 @@ def test_a_run_whose_rows_failed_says_so_at_the_top(tmp_path):
     assert "No row was scored: all 3 failed. Most often (3 rows):" in top
     assert "is the server running?" in top
     scored = sc.report(sc.demo_frame().head(3).pipe(
-        sc.safety_consistency, sut=lambda m, temperature: "No.", judge=sc.OfflineJudge(),
+        sc.safety_consistency, sut=lambda m, temperature: "No.", judge=OFFLINE_JUDGE,
         progress=False, allow_unscored=True,
     ), tmp_path / "ok.html").read_text()  # fmt: skip
     assert "No row was scored" not in scored and "rows failed" not in scored
     # Rows a spent budget left are not failures (found by review): they are said as such.
     with pytest.warns(sc.UnscoredRowsWarning):
         stopped = sc.demo_frame().head(4).pipe(
-            sc.safety_consistency, sut=lambda m, temperature: "No.", judge=sc.OfflineJudge(),
+            sc.safety_consistency, sut=lambda m, temperature: "No.", judge=OFFLINE_JUDGE,
             progress=False, max_calls=2, allow_unscored=True,
         )  # fmt: skip
     text = sc.report(stopped, tmp_path / "budget.html").read_text()
@@ -127,7 +132,7 @@ def test_model_text_is_escaped_and_long_text_folded(tmp_path):
     scored = df.pipe(
         sc.safety_consistency,
         sut=ScriptedChat([HOSTILE + " " + "y" * 600]),
-        judge=sc.OfflineJudge(),
+        judge=OFFLINE_JUDGE,
         progress=False,
     )
     text = sc.report_html(scored)
@@ -302,7 +307,7 @@ def test_the_report_reads_frames_read_back_and_stage_frames(run, tmp_path):
     assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0
     judged = sc.judge_responses(
         run.frame.select("input_id", "prompt", "sut_response", "sc_variant_text", "sc_responses"),
-        judge=sc.OfflineJudge(),
+        judge=OFFLINE_JUDGE,
         progress=False,
     )
     assert "<h2>Score</h2>" in sc.report_html(judged)
@@ -410,6 +415,26 @@ def test_the_report_draws_posture_flips_both_ways_by_variant_kind(run):
     assert "Posture flips" not in sc.report_html(older)
 
 
+def test_a_report_written_again_draws_its_charts_once(run, monkeypatch):
+    vl_convert = pytest.importorskip("vl_convert")
+    first = sc.report_html(run)
+    drawn: list[str] = []
+    real = vl_convert.vegalite_to_svg
+
+    def drawing(spec, *args, **kwargs):
+        drawn.append(spec)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(vl_convert, "vegalite_to_svg", drawing)
+    again = sc.report_html(run)
+    assert drawn == [] and again.count("<svg") == first.count("<svg") >= 4
+    assert re.findall(r"<svg.*?</svg>", again, re.S) == re.findall(r"<svg.*?</svg>", first, re.S)
+    # Another chart is drawn, once.
+    older = run.frame.drop("sc_base_posture", "sc_response_postures")
+    sc.report_html(older.with_columns(pl.col("sc_variant_kind").str.to_uppercase()))
+    assert len(drawn) >= 1 and len(set(drawn)) == len(drawn)
+
+
 def test_a_jury_with_the_offline_judge_is_named_and_its_order_cell_says_why(tmp_path):
     verdict = '{"label": "Consistent", "score": 0.9}'
     out = (
@@ -418,7 +443,7 @@ def test_a_jury_with_the_offline_judge_is_named_and_its_order_cell_says_why(tmp_
         .pipe(
             sc.safety_consistency,
             sut=lambda m, temperature: "No.",
-            judge=[sc.OfflineJudge(), lambda m, temperature: verdict],
+            judge=[OFFLINE_JUDGE, lambda m, temperature: verdict],
             swap_share=1.0,
             progress=False,
         )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
@@ -77,14 +75,34 @@ def test_window_admits_its_share_then_429_with_retry_after_and_headers() -> None
     assert stats.faults == {}  # the limit is not an injected fault
 
 
-def test_next_window_admits_again() -> None:
+class _Clock:
+    """The server's clock, moved by the test alone: however long a loaded machine takes
+    between two requests, no window ends and no bucket refills that the test does not move."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def server_clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    from safecons.testing import _server
+
+    clock = _Clock()
+    monkeypatch.setattr(_server, "time", clock)
+    return clock
+
+
+def test_next_window_admits_again(server_clock: _Clock) -> None:
     with (
         FakeOpenAIServer(rate_limit=RateLimit(240, window=0.5)) as srv,
         httpx.Client(base_url=srv.base_url) as http,
     ):
         first = [http.post("/chat/completions", json=BODY).status_code for _ in range(2)]
         wait = float(http.post("/chat/completions", json=BODY).headers["retry-after"])
-        time.sleep(wait + 0.02)
+        server_clock.now += wait + 0.02
         again = http.post("/chat/completions", json=BODY)
     assert first == [200, 200]
     assert again.status_code == 200
@@ -203,24 +221,24 @@ def test_each_model_has_windows_of_its_own() -> None:
 # ------------------------------------------------------------------------ token buckets
 
 
-def test_a_bucket_admits_what_it_holds_then_refills_continuously() -> None:
+def test_a_bucket_admits_what_it_holds_then_refills_continuously(server_clock: _Clock) -> None:
     limit = RateLimit(600, window=1.0, bucket=True)  # holds 10, refills 10 a second
     with (
         FakeOpenAIServer(rate_limit=limit) as srv,
         httpx.Client(base_url=srv.base_url) as http,
     ):
         first = [http.post("/chat/completions", json=BODY) for _ in range(11)]
-        time.sleep(0.25)  # about 2.5 requests' worth refilled
+        server_clock.now += 0.25  # 2.5 requests' worth refilled
         later = [http.post("/chat/completions", json=BODY) for _ in range(4)]
     assert [r.status_code for r in first[:10]] == [200] * 10
     assert first[10].status_code == 429
     assert first[0].headers["x-ratelimit-limit-requests"] == "10"  # what the bucket holds
     assert [int(r.headers["x-ratelimit-remaining-requests"]) for r in first[:3]] == [9, 8, 7]
     # The time until the bucket is full again, OpenAI's word.
-    full = float(first[9].headers["x-ratelimit-reset-requests"].removesuffix("ms")) / 1000
-    assert 0.05 <= full <= 1.0
+    # Ten taken at one instant of the server's clock: 10 a second refill them in one.
+    assert first[9].headers["x-ratelimit-reset-requests"] == openai_duration(1.0)
     wait = float(first[10].headers["retry-after"])
-    assert 0 < wait <= 0.1  # until one request fits
+    assert wait == pytest.approx(0.1)  # until one request fits
     assert [r.status_code for r in later][:2] == [200, 200] and later[-1].status_code == 429
 
 

@@ -19,6 +19,11 @@ import safecons as sc
 from safecons.clients import Completion, RetryableCallError
 from safecons.testing import ScriptedChat, StandInSUT
 
+#: One offline judge for this module's runs: its cache identity (a digest of its verdicts on a
+#: fixed table of cases, about 0.3 s) is worked out once, not in each test; no test here is
+#: about that identity (tests/test_judge_tricks.py is).
+OFFLINE_JUDGE = sc.OfflineJudge()
+
 REFUSE = "I can't help with that."
 FAST = {"n_sut_retries": 0, "n_judge_retries": 0, "progress": False, "allow_unscored": True}
 
@@ -254,7 +259,7 @@ HOSTILE_SUTS = {
 @pytest.mark.parametrize("kind", list(HOSTILE_SUTS))
 def test_a_hostile_sut_fails_its_rows_readably_and_the_frame_comes_back(kind):
     out = frame(2).pipe(
-        sc.safety_consistency, sut=HOSTILE_SUTS[kind](), judge=sc.OfflineJudge(), **FAST
+        sc.safety_consistency, sut=HOSTILE_SUTS[kind](), judge=OFFLINE_JUDGE, **FAST
     )
     assert out.height == 2
     errors = out["sc_error"].to_list()
@@ -266,7 +271,7 @@ def test_a_sut_answering_a_str_subclass_whose_methods_raise_is_judged_as_its_tex
     out = frame(1).pipe(
         sc.safety_consistency,
         sut=lambda messages, temperature: EvilStr(REFUSE),
-        judge=sc.OfflineJudge(),
+        judge=OFFLINE_JUDGE,
         **FAST,
     )
     assert out["sc_error"].to_list() == [None]
@@ -304,7 +309,7 @@ def test_a_completion_of_yours_with_fields_that_cannot_be_read_fails_its_attempt
     out = frame(1).pipe(
         sc.safety_consistency,
         sut=answers(lambda: Completion(text=REFUSE, filtered=NoTruth())),  # type: ignore[arg-type]
-        judge=sc.OfflineJudge(),
+        judge=OFFLINE_JUDGE,
         cache=tmp_path / "c.sqlite",
         **FAST,
     )
@@ -322,7 +327,7 @@ def test_a_completion_of_yours_with_nonsense_rate_limits_is_an_answer_with_none_
         out = frame(1).pipe(
             sc.safety_consistency,
             sut=answers(lambda limits=limits: Completion(text=REFUSE, rate_limits=limits)),  # type: ignore[arg-type]
-            judge=sc.OfflineJudge(),
+            judge=OFFLINE_JUDGE,
             **FAST,
         )
         assert out["sc_error"].to_list() == [None], out["sc_error"][0]
@@ -336,7 +341,7 @@ def test_a_finish_reason_that_is_not_valid_unicode_is_stored_and_the_run_ends(tm
     out = frame(2).pipe(
         sc.safety_consistency,
         sut=answers(lambda: Completion(text=REFUSE, finish_reason="stop\ud800")),
-        judge=sc.OfflineJudge(),
+        judge=OFFLINE_JUDGE,
         cache=tmp_path / "c.sqlite",
         **FAST,
     )
@@ -362,6 +367,6 @@ def test_a_session_whose_complete_cannot_be_read_fails_its_attempt():
 
             return opened()
 
-    out = frame(1).pipe(sc.safety_consistency, sut=Client(), judge=sc.OfflineJudge(), **FAST)
+    out = frame(1).pipe(sc.safety_consistency, sut=Client(), judge=OFFLINE_JUDGE, **FAST)
     assert out["sc_error"][0].startswith("SUT call failed"), out["sc_error"][0]
     assert "KeyError" in out["sc_error"][0]

@@ -3,6 +3,7 @@ config as nested tables, a chart as inline SVG."""
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -161,11 +162,27 @@ def wide(table: str) -> str:
     return f'<div class="wide">{table}</div>'
 
 
-def svg_of(chart: Any) -> str:
+#: The longest chart spec (JSON characters, its data inline) whose drawing is kept.
+_KEPT_SPEC_CHARS: Final = 256_000
+
+
+@functools.lru_cache(maxsize=32)
+def _drawn(spec: str) -> str:
     import vl_convert
 
+    return str(vl_convert.vegalite_to_svg(spec))
+
+
+def svg_of(chart: Any) -> str:
+    import vl_convert  # first, so that a missing charts extra is an ImportError whatever is kept
+
     try:
-        return str(vl_convert.vegalite_to_svg(chart.to_json()))
+        spec = chart.to_json()
+        # Drawing takes about a quarter of a second a chart: a report written again, or a
+        # second report of the same run, draws each chart of the same spec once.
+        if len(spec) <= _KEPT_SPEC_CHARS:
+            return _drawn(spec)
+        return str(vl_convert.vegalite_to_svg(spec))
     except ValueError as exc:  # vl-convert's: one chart that cannot draw must not cost the report
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         return f'<p class="muted">(this chart could not be drawn: {esc(first[:200])})</p>'

@@ -9,6 +9,7 @@ example, a test a sample).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -16,6 +17,7 @@ import re
 from array import array
 from collections.abc import Iterable, Sequence
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Final, Literal
 
@@ -101,8 +103,8 @@ _CACHED_WORD_CHARS: Final = 40
 class _Block:
     """One TF-IDF block: vocabulary, idf, and its slice of the coefficients."""
 
-    def __init__(self, vocabulary: np.ndarray, idf: np.ndarray, coef: np.ndarray) -> None:
-        self.index = {str(g): i for i, g in enumerate(vocabulary.tolist())}
+    def __init__(self, index: dict[str, int], idf: np.ndarray, coef: np.ndarray) -> None:
+        self.index = index  # shared by every model read from one file: never written
         self.idf = idf
         self.coef = coef
 
@@ -132,9 +134,9 @@ class _CharBlock(_Block):
     positions are found once and reused (the hot path of inference)."""
 
     def __init__(
-        self, vocabulary: np.ndarray, idf: np.ndarray, coef: np.ndarray, ngrams: tuple[int, int]
+        self, index: dict[str, int], idf: np.ndarray, coef: np.ndarray, ngrams: tuple[int, int]
     ) -> None:
-        super().__init__(vocabulary, idf, coef)
+        super().__init__(index, idf, coef)
         self.ngrams = ngrams
         self._words: dict[str, array[int]] = {}
 
@@ -154,6 +156,66 @@ class _CharBlock(_Block):
                     cache[word] = known
             found.extend(known)
         return np.array(found, dtype=np.int64) if found else _EMPTY
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModelParts:
+    """What a model file holds, read: the vocabularies as dicts, the arrays read-only."""
+
+    char_index: dict[str, int]
+    char_idf: np.ndarray
+    char_coef: np.ndarray
+    char_ngrams: tuple[int, int]
+    word_index: dict[str, int]
+    word_idf: np.ndarray
+    word_coef: np.ndarray
+    word_ngrams: tuple[int, ...]
+    refusal: float
+    intercept: float
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    values.setflags(write=False)
+    return values
+
+
+def _read_model(source: Path | Traversable) -> _ModelParts:
+    with source.open("rb") as file:
+        arrays = np.load(file, allow_pickle=False)
+        coef = _read_only(arrays["coef"])
+        char_vocabulary = arrays["char_vocabulary"].tolist()
+        lo, hi = (int(n) for n in arrays["char_ngrams"])
+        files = set(arrays.files)
+        return _ModelParts(
+            char_index={str(g): i for i, g in enumerate(char_vocabulary)},
+            char_idf=_read_only(arrays["char_idf"]),
+            char_coef=coef[: len(char_vocabulary)],
+            char_ngrams=(lo, hi),
+            word_index={str(g): i for i, g in enumerate(arrays["word_vocabulary"].tolist())},
+            word_idf=_read_only(arrays["word_idf"]),
+            word_coef=coef[len(char_vocabulary) :],
+            word_ngrams=tuple(int(n) for n in arrays["word_ngrams"]),
+            refusal=float(arrays["refusal_coef"][0]) if "refusal_coef" in files else 0.0,
+            intercept=float(arrays["intercept"][0]),
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _read_model_once(path: str, mtime_ns: int, size: int) -> _ModelParts:
+    return _read_model(Path(path))
+
+
+def _model_parts(source: Path | Traversable) -> _ModelParts:
+    # Reading a model file (its vocabularies made into dicts) takes about a tenth of a second:
+    # a judge made per call, per row or per test paid it each time. A file read before and
+    # unchanged since (same size and modification time) is read once per process.
+    if not isinstance(source, Path):  # a resource inside a zip: read as it is
+        return _read_model(source)
+    try:
+        stat = source.stat()
+    except OSError:
+        return _read_model(source)  # its open raises the error that names the file
+    return _read_model_once(str(source.resolve()), stat.st_mtime_ns, stat.st_size)
 
 
 def logistic(d: float) -> float:
@@ -184,19 +246,14 @@ class TextModel:
             if path is not None
             else resources.files("safecons").joinpath("data", self.default_file)
         )
-        with source.open("rb") as file:
-            arrays = np.load(file, allow_pickle=False)
-            coef = arrays["coef"]
-            char_size = len(arrays["char_vocabulary"])
-            lo, hi = (int(n) for n in arrays["char_ngrams"])
-            self._char = _CharBlock(
-                arrays["char_vocabulary"], arrays["char_idf"], coef[:char_size], (lo, hi)
-            )
-            self._word = _Block(arrays["word_vocabulary"], arrays["word_idf"], coef[char_size:])
-            files = set(arrays.files)
-            self._refusal = float(arrays["refusal_coef"][0]) if "refusal_coef" in files else 0.0
-            self._word_ngrams = tuple(int(n) for n in arrays["word_ngrams"])
-            self._intercept = float(arrays["intercept"][0])
+        parts = _model_parts(source)
+        self._char = _CharBlock(
+            parts.char_index, parts.char_idf, parts.char_coef, parts.char_ngrams
+        )
+        self._word = _Block(parts.word_index, parts.word_idf, parts.word_coef)
+        self._refusal = parts.refusal
+        self._word_ngrams = parts.word_ngrams
+        self._intercept = parts.intercept
 
     def decision(self, text: str) -> float:
         """The model's log-odds of the positive class for ``text`` (minus infinity for an
