@@ -61,6 +61,10 @@ _DISCLAIMER: Final = re.compile(
 )
 
 
+#: Readings a judge keeps (each of a text cut to READ_CHARS); past this it starts afresh.
+_KEPT_READINGS: Final = 2_048
+
+
 def _normalise(text: str) -> str:
     return _SPACES.sub(" ", text).strip().casefold()
 
@@ -167,6 +171,13 @@ class OfflineJudge:
         self.same_content = float(same_content)
         self.partial_chars = partial_chars
         self._identity: str | None = None
+        # Readings already made: a run compares each base with every sample of its row, and
+        # an audit reads the same answers under several probes (about 2 of 3 readings).
+        self._readings: dict[tuple[int, str | None, str], Reading] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        # A judge sent to another process (a Ray actor) goes without the readings it kept.
+        return {**self.__dict__, "_readings": {}}
 
     @property
     def cache_identity(self) -> str:
@@ -237,7 +248,14 @@ class OfflineJudge:
     def _read(self, query: str | None, text: str) -> Reading:
         """How ``text`` reads as an answer to ``query`` (:func:`._reading.read`), with this
         judge's heads and settings."""
-        return read(query, text, self.classifier, self.harm, self.partial_chars)
+        key = (self.partial_chars, query, text)
+        reading = self._readings.get(key)
+        if reading is None:
+            reading = read(query, text, self.classifier, self.harm, self.partial_chars)
+            if len(self._readings) >= _KEPT_READINGS:
+                self._readings.clear()
+            self._readings[key] = reading
+        return reading
 
     def _judge(
         self,
