@@ -139,8 +139,11 @@ class Cluster:
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(token),
             "RAY_USAGE_STATS_ENABLED": "0",
-            # A dead node is noticed after 5 missed health checks: 5 s rather than 15.
-            "RAY_health_check_period_ms": "1000",
+            # A dead node is noticed after 2 failed health checks half a second apart: about
+            # a second rather than 15. A check fails at once on a dead node's closed port, but
+            # only after its timeout (10 s, kept) on a live one however busy.
+            "RAY_health_check_period_ms": "500",
+            "RAY_health_check_failure_threshold": "2",
         }
         # Every port given to a node of this cluster: one not yet bound (a node still
         # starting) must not be given again.
@@ -368,7 +371,6 @@ def test_a_worker_node_killed_mid_run_loses_no_row_and_repeats_only_calls_in_fli
     with FakeOpenAIServer(responder=ledger, latency=0.0, log_size=None) as srv:
         cluster.spawn_head()
         cluster.spawn_worker("worker-1")
-        head, first = cluster.wait_up("head"), cluster.wait_up("worker-1")
         spec = {
             "address": cluster.address,
             "base_url": srv.base_url,
@@ -382,6 +384,8 @@ def test_a_worker_node_killed_mid_run_loses_no_row_and_repeats_only_calls_in_fli
             "report": str(report),
             "resources": {"scorer": 1},
             "refusal": REFUSE,
+            "go": str(root / "go"),  # the driver joins the cluster once this file exists
+            "patience": PATIENCE,
         }
         (root / "spec.json").write_text(json.dumps(spec))
         with (root / "driver.log").open("wb") as log:
@@ -394,6 +398,8 @@ def test_a_worker_node_killed_mid_run_loses_no_row_and_repeats_only_calls_in_fli
                 start_new_session=True,
             )
         cluster.processes["driver"] = driver
+        head, first = cluster.wait_up("head"), cluster.wait_up("worker-1")
+        (root / "go").touch()
 
         deadline = time.monotonic() + PATIENCE
         second = False
