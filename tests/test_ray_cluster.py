@@ -174,6 +174,9 @@ class Cluster:
             f"--temp-dir={self.root}",
             "--disable-usage-stats",
             f"--object-store-memory={100 * 2**20}",
+            # No process that tails the node's logs for drivers: ours sets log_to_driver=False,
+            # and the logs stay in the node's folder.
+            "--include-log-monitor=false",
             *(f"{flag}={port}" for flag, port in ports.items()),
             *args,
         ]
