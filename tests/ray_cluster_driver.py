@@ -26,6 +26,13 @@ def main(spec_path: str) -> None:
     import safecons.ray as scr
 
     spec = json.loads(Path(spec_path).read_text())
+    # Started with the nodes, so that its imports overlap their start-up: it joins the
+    # cluster once the test says every node is up.
+    deadline = time.monotonic() + spec["patience"]
+    while not Path(spec["go"]).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("the nodes were never up")
+        time.sleep(0.05)
     ray.init(
         address=spec["address"],
         _node_ip_address=spec["address"].rsplit(":", 1)[0],  # loopback, as the nodes are
@@ -50,10 +57,6 @@ def main(spec_path: str) -> None:
     sut = sc.OpenAICompatible(model="sut", base_url=spec["base_url"], send_seed=True)
     judge = sc.OpenAICompatible(model="judge", base_url=spec["base_url"])
     limiter = scr.global_limiter(spec["cap"])
-    # Where the limiter runs, asked of the actor itself (the state API needs the dashboard).
-    limiter_node = ray.get(
-        limiter.__ray_call__.remote(lambda _self: ray.get_runtime_context().get_node_id())
-    )
     scored = scr.safety_consistency(
         ds,
         sut=sut,
@@ -67,6 +70,11 @@ def main(spec_path: str) -> None:
     )
     parts = [pl.from_arrow(b) for b in scored.iter_batches(batch_format="pyarrow", batch_size=None)]
     pl.concat(parts).write_parquet(spec["output"])
+    # Where the limiter runs, asked of the actor itself (the state API needs the dashboard);
+    # after the job, so that its start overlaps the job's first pass (an actor never moves).
+    limiter_node = ray.get(
+        limiter.__ray_call__.remote(lambda _self: ray.get_runtime_context().get_node_id())
+    )
 
     # Releases are sent without waiting: the stats once they have all arrived.
     deadline = time.monotonic() + 30

@@ -59,7 +59,11 @@ KEY = "sk-ray-test-0123456789"
 def local_ray():
     ray.init(
         address="local",  # a new local Ray, never a cluster found running on the host
-        num_cpus=2,
+        # Ray's count, not the machine's: each actor reserves one CPU and mostly waits on the
+        # network. With two, a finished run's actors (which Ray ends lazily) held both while
+        # the next Dataset's first tasks waited for one, several seconds a test; and a pool of
+        # three actors had room for two.
+        num_cpus=4,
         include_dashboard=False,
         log_to_driver=False,
         logging_level="ERROR",

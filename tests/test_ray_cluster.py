@@ -4,8 +4,9 @@ A head node and a worker node, each a ``ray start`` process tree of its own on t
 driver in a third process, and the loopback server in this one. The scoring actors can run
 only where the custom resource ``scorer`` is, which at first is the worker node alone. Once
 enough calls have been answered, the server stops answering, waits until every answer it sent
-is in the cache, and the whole worker node is killed with SIGKILL. A second worker node with
-the resource then joins, Ray restarts the actors there, and the job must finish.
+is in the cache, and the whole worker node is killed with SIGKILL. Ray restarts the actors on
+a second worker node with the resource (started once both actors have their place on the
+first, so that it starts while the job runs), and the job must finish.
 
 Marked ``slow`` (about a minute): ``-m "not slow"`` leaves it out. Skipped when Ray is not
 installed, like ``tests/test_ray.py``; CI sets SAFECONS_REQUIRE_RAY=1, which turns the skip
@@ -138,8 +139,11 @@ class Cluster:
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(token),
             "RAY_USAGE_STATS_ENABLED": "0",
-            # A dead node is noticed after 5 missed health checks: 5 s rather than 15.
-            "RAY_health_check_period_ms": "1000",
+            # A dead node is noticed after 2 failed health checks half a second apart: about
+            # a second rather than 15. A check fails at once on a dead node's closed port, but
+            # only after its timeout (10 s, kept) on a live one however busy.
+            "RAY_health_check_period_ms": "500",
+            "RAY_health_check_failure_threshold": "2",
         }
         # Every port given to a node of this cluster: one not yet bound (a node still
         # starting) must not be given again.
@@ -148,8 +152,9 @@ class Cluster:
         self.address = f"{HOST}:{self.gcs_port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, *args: str) -> int:
-        """Start a node; return its session id once ``ray start`` reports it running."""
+    def spawn(self, name: str, *args: str) -> None:
+        """Start a node, without waiting for it (:meth:`wait_up` does): nodes that start
+        together take the two cores' time once rather than one after another."""
         flags = (
             "--node-manager-port",
             "--object-manager-port",
@@ -169,6 +174,9 @@ class Cluster:
             f"--temp-dir={self.root}",
             "--disable-usage-stats",
             f"--object-store-memory={100 * 2**20}",
+            # No process that tails the node's logs for drivers: ours sets log_to_driver=False,
+            # and the logs stay in the node's folder.
+            "--include-log-monitor=false",
             *(f"{flag}={port}" for flag, port in ports.items()),
             *args,
         ]
@@ -183,6 +191,10 @@ class Cluster:
                 start_new_session=True,
             )
         self.processes[name] = process
+
+    def wait_up(self, name: str) -> int:
+        """The session id of a node once ``ray start`` reports it running."""
+        process, log = self.processes[name], self.root / f"{name}.log"
         deadline = time.monotonic() + PATIENCE
         while b"Ray runtime started" not in log.read_bytes():
             if process.poll() is not None:
@@ -192,8 +204,8 @@ class Cluster:
             time.sleep(0.2)
         return process.pid
 
-    def start_head(self) -> int:
-        return self.start(
+    def spawn_head(self) -> None:
+        self.spawn(
             "head",
             "--head",
             f"--port={self.gcs_port}",
@@ -202,9 +214,10 @@ class Cluster:
             "--num-cpus=1",
         )
 
-    def start_worker(self, name: str) -> int:
-        # The scoring actors can run here, and only on a node like this one.
-        return self.start(
+    def spawn_worker(self, name: str) -> None:
+        # The scoring actors can run here, and only on a node like this one. It may start
+        # before the head is up: ``ray start --address`` waits for the head's GCS.
+        self.spawn(
             name,
             f"--address={self.address}",
             "--num-cpus=2",
@@ -346,6 +359,11 @@ def cached_tags(cache: Path) -> set[str]:
     return set(TAG.findall(" ".join(map(str, values))))
 
 
+def scorers(cluster: Cluster, session: int) -> list[str]:
+    """The scoring actors' processes in a node: Ray Data names them ray::MapWorker(...)."""
+    return [cmd for _, cmd in cluster.members(session) if "MapWorker" in cmd]
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -354,8 +372,8 @@ def test_a_worker_node_killed_mid_run_loses_no_row_and_repeats_only_calls_in_fli
     cache, output, report = root / "calls.sqlite", root / "scored.parquet", root / "report.json"
     ledger = Ledger()
     with FakeOpenAIServer(responder=ledger, latency=0.0, log_size=None) as srv:
-        head = cluster.start_head()
-        first = cluster.start_worker("worker-1")
+        cluster.spawn_head()
+        cluster.spawn_worker("worker-1")
         spec = {
             "address": cluster.address,
             "base_url": srv.base_url,
@@ -369,6 +387,8 @@ def test_a_worker_node_killed_mid_run_loses_no_row_and_repeats_only_calls_in_fli
             "report": str(report),
             "resources": {"scorer": 1},
             "refusal": REFUSE,
+            "go": str(root / "go"),  # the driver joins the cluster once this file exists
+            "patience": PATIENCE,
         }
         (root / "spec.json").write_text(json.dumps(spec))
         with (root / "driver.log").open("wb") as log:
@@ -381,16 +401,25 @@ def test_a_worker_node_killed_mid_run_loses_no_row_and_repeats_only_calls_in_fli
                 start_new_session=True,
             )
         cluster.processes["driver"] = driver
+        head, first = cluster.wait_up("head"), cluster.wait_up("worker-1")
+        (root / "go").touch()
 
         deadline = time.monotonic() + PATIENCE
+        second = False
         while not ledger.ready_for_the_kill(cache):
             assert driver.poll() is None, f"the driver exited early:\n{cluster.tail('driver')}"
             assert time.monotonic() < deadline, "the job never reached the kill"
+            if not second and len(scorers(cluster, first)) == spec["actors"]:
+                # The node the actors restart on starts while the job runs, once every actor
+                # has its place on the first (so that none starts on the second).
+                cluster.spawn_worker("worker-2")
+                second = True
             time.sleep(0.1)
         # Ray Data names its actors' processes ray::MapWorker(...): both on the worker node.
-        on_head = [cmd for _, cmd in cluster.members(head) if "MapWorker" in cmd]
-        on_first = [cmd for _, cmd in cluster.members(first) if "MapWorker" in cmd]
+        on_head, on_first = scorers(cluster, head), scorers(cluster, first)
         assert (len(on_first), on_head) == (spec["actors"], []), cluster.members(first)
+        if not second:
+            cluster.spawn_worker("worker-2")
 
         cluster.kill(first)
         # Counted once the node is dead: no request can arrive from it any more, and none has
@@ -402,7 +431,7 @@ def test_a_worker_node_killed_mid_run_loses_no_row_and_repeats_only_calls_in_fli
             arrived_before = len(ledger.arrivals)
         server_in_flight = srv.stats.in_flight
         ledger.release()
-        cluster.start_worker("worker-2")
+        cluster.wait_up("worker-2")
 
         driver.wait(timeout=PATIENCE)
         assert driver.returncode == 0, f"the job failed:\n{cluster.tail('driver', 60)}"

@@ -77,7 +77,7 @@ def test_a_key_exported_where_ray_starts_reaches_the_actors_and_no_ray_file(monk
     monkeypatch.setenv(VAR, KEY)
     ray.init(
         address="local",
-        num_cpus=2,
+        num_cpus=4,  # Ray's count, as in tests/test_ray.py, which says why
         include_dashboard=False,
         log_to_driver=False,
         logging_level="ERROR",
