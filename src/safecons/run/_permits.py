@@ -1,6 +1,9 @@
-"""Permits to send one attempt: the runner takes each from a :class:`Permits` and says on its
-:class:`Slot` how the attempt went. One process's are :class:`LocalPermits`; a Ray job's,
-``RemotePermits`` of :mod:`safecons.ray._leases`.
+"""Permits to send one attempt: what the runner holds while an attempt is in flight.
+
+The runner takes each attempt's permit from a :class:`Permits` and says on its :class:`Slot`
+how the attempt went. In one process that is :class:`LocalPermits` (one capacity limiter for
+the run, one :class:`~safecons.run._policy.PacingPolicy` per endpoint); across the workers of
+a Ray job, ``RemotePermits`` of :mod:`safecons.ray._leases`.
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ class PostfixBar(Protocol):
 
 
 class PaceNotices:
-    """Shows a paced wait over :data:`VISIBLE_WAIT_SECONDS`: a
-    :class:`~safecons.errors.PacingWarning` once per endpoint, and the postfix of ``bar`` (the
-    progress bar the engine shows, if any) while any attempt waits."""
+    """Where a run shows that a provider's headers hold an endpoint longer than
+    :data:`VISIBLE_WAIT_SECONDS`: a :class:`~safecons.errors.PacingWarning` once per endpoint, and
+    the postfix of the progress bar in use (``bar``, set by the engine while it shows one)."""
 
     def __init__(self) -> None:
         self.bar: PostfixBar | None = None
@@ -45,7 +48,8 @@ class PaceNotices:
         self._waiters: dict[str, int] = {}
 
     def waiting(self, endpoint: str, seconds: float, said: str) -> None:
-        """An attempt to ``endpoint`` waits ``seconds``: its provider said ``said``."""
+        """An attempt to ``endpoint`` waits ``seconds`` because its provider said ``said``
+        (each call is matched by one :meth:`waited`)."""
         self._waiters[endpoint] = self._waiters.get(endpoint, 0) + 1
         if endpoint not in self._warned:
             self._warned.add(endpoint)
@@ -60,7 +64,7 @@ class PaceNotices:
         self._show()
 
     def waited(self, endpoint: str) -> None:
-        """One :meth:`waiting` is over: the notice goes with the endpoint's last."""
+        """One attempt's wait is over: the notice goes with the endpoint's last."""
         left = self._waiters.pop(endpoint, 0) - 1
         if left > 0:
             self._waiters[endpoint] = left
@@ -74,8 +78,8 @@ class PaceNotices:
 
 @dataclass(slots=True)
 class Slot:
-    """One attempt's permit, and what the runner says of it: succeeded, rate limited, and its
-    answer's headers (``rate_limits``)."""
+    """One attempt's permit, and what the runner says of the attempt before it gives it back:
+    whether it succeeded or was rate limited, and its answer's headers (``rate_limits``)."""
 
     started: float
     limited: bool = False
@@ -91,13 +95,14 @@ class Slot:
         self.ok = True
 
 
-#: An attempt's estimated tokens: a number, a function (called only once the provider has
-#: said how many tokens remain), or None.
+#: An attempt's estimated tokens: a number, a function that works it out (called only once
+#: the provider has said how many tokens remain), or None.
 Tokens: TypeAlias = int | Callable[[], int] | None
 
 
 class Permits(Protocol):
-    """Where a runner gets the permit for one attempt to ``endpoint`` of ``tokens``."""
+    """Where a runner gets the permit for one attempt to ``endpoint``, of an estimated
+    ``tokens`` (the pace of a tokens-per-minute limit reads it)."""
 
     def slot(
         self, endpoint: str, *, tokens: Tokens = None
@@ -108,11 +113,14 @@ class Permits(Protocol):
 
 
 class LocalPermits:
-    """One process's permits: a capacity limiter of ``concurrency_limit`` for the run, and a
-    :class:`~._policy.PacingPolicy` per endpoint (made by ``policy`` from the concurrency;
-    default :class:`~._policy.EndpointPolicy`), asked first, so a held endpoint leaves the
-    places to the others. ``clock`` dates attempts; ``sleep`` waits on it (default: the
-    event loop's, which the runner's deadlines use too).
+    """One process's permits: one capacity limiter of ``concurrency_limit`` for the run, and
+    a :class:`~safecons.run._policy.PacingPolicy` per endpoint (``policy`` makes one from the
+    concurrency; default :class:`~safecons.run._policy.EndpointPolicy`).
+
+    An attempt waits until its endpoint's policy lets it start before it takes a place in the
+    limiter, so a held endpoint leaves the places to the others. ``clock`` dates each
+    attempt's start and end; ``sleep`` waits on it (default: the event loop's clock and
+    timeouts, which the runner's deadlines use too).
     """
 
     def __init__(
@@ -142,11 +150,12 @@ class LocalPermits:
 
     @property
     def lowest_target(self) -> int:
-        """The lowest in-flight target any endpoint reached."""
+        """The lowest in-flight target any endpoint reached (the concurrency when none was cut)."""
         return min((p.lowest for p in self._policies.values()), default=self._concurrency)
 
     async def _paced(self, endpoint: str, policy: PacingPolicy, tokens: Tokens) -> int:
-        """A place in the limiter once ``policy`` lets ``tokens`` start; their estimate."""
+        """Take a place in the limiter once ``policy`` lets an attempt of ``tokens`` start;
+        the attempt's estimate (0 while its provider has said nothing of tokens)."""
         n = tokens if isinstance(tokens, int) else 0
         shown = False
         try:
@@ -175,7 +184,7 @@ class LocalPermits:
                 self.notices.waited(endpoint)
 
     async def _sleep_or_news(self, seconds: float, news: anyio.Event) -> None:
-        """Sleep ``seconds``, or until ``news``."""
+        """Sleep ``seconds``, or less if the provider's newer headers are heard meanwhile."""
         if self._sleep is None:
             # One timed wait, no task: every answer wakes every waiter on the endpoint.
             with anyio.move_on_after(seconds):
