@@ -277,6 +277,11 @@ def test_two_processes_opening_a_new_cache_together(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+            # Closed here, not left to the collector: a later test that collects and checks
+            # for ResourceWarnings would see them.
+            for pipe in (p.stdin, p.stdout):
+                if pipe is not None:
+                    pipe.close()
 
 
 def test_session_default_cache_and_opt_out(tmp_path):
