@@ -321,11 +321,7 @@ class AiohttpWire:
                 headers = response.headers
                 encoding = headers.get("content-encoding")
                 if encoding:
-                    raw = _guarded(
-                        response.content.iter_any(),
-                        (aiohttp.ClientError, OSError, TimeoutError),
-                        self._error,
-                    )
+                    raw = self._chunks(response)
                     data = await read_all(inflated(encoding, raw, self._scrub), limit)
                 else:
                     data = await self._plain(response.content, limit)
@@ -350,9 +346,19 @@ class AiohttpWire:
                 if size > limit:
                     raise too_large(limit)
                 chunks.append(chunk)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except self._carrier_failures() as exc:
             raise self._error(exc) from None
         return b"".join(chunks)
+
+    @staticmethod
+    def _carrier_failures() -> tuple[type[BaseException], ...]:
+        """What the carrier raises while a body arrives (then the wire's :meth:`_error`)."""
+        return (aiohttp.ClientError, OSError, TimeoutError)
+
+    def _chunks(self, response: Any) -> AsyncIterator[bytes]:
+        """The body's chunks as they arrive, still encoded; a failure of the carrier is the
+        wire's (:func:`_guarded`)."""
+        return _guarded(response.content.iter_any(), self._carrier_failures(), self._error)
 
     @asynccontextmanager
     async def stream(
@@ -368,7 +374,7 @@ class AiohttpWire:
                 body.field, body.data, filename=body.filename, content_type=body.content_type
             )
         elif body is not None:
-            headers = {"content-type": "application/json"}
+            headers = _JSON
         opened = False  # what fails once the block runs is the block's, or _guarded's
         try:
             async with self._session.request(
@@ -381,11 +387,7 @@ class AiohttpWire:
                 proxy=self._proxy(url),
             ) as response:
                 opened = True
-                raw = _guarded(
-                    response.content.iter_any(),
-                    (aiohttp.ClientError, OSError, TimeoutError),
-                    self._error,
-                )
+                raw = self._chunks(response)
                 chunks = inflated(response.headers.get("content-encoding", ""), raw, self._scrub)
                 yield Streamed(response.status, response.headers, chunks)
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
